@@ -1,0 +1,72 @@
+"""Git state of a kernel file, read with GitPython: repository, commit, branch, dirty flag, uncommitted diff."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+MAX_DIFF_CHARS = 200_000
+EMPTY = {
+    "git_repo": None,
+    "git_commit": None,
+    "git_branch": None,
+    "git_dirty": None,
+    "git_diff": None,
+}
+
+
+def source_hash(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()
+
+
+def capture_git(path: str | Path) -> dict[str, Any]:
+    """Git fields for the repository holding `path`; all None outside a repository (or without git)."""
+    try:
+        import git
+    except ImportError:
+        return dict(EMPTY)
+    try:
+        repo = git.Repo(Path(path).resolve().parent, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        return dict(EMPTY)
+    with repo:
+        info = dict(EMPTY, git_repo=repo.working_tree_dir)
+        try:
+            info["git_branch"] = repo.active_branch.name
+        except TypeError:  # detached HEAD
+            info["git_branch"] = None
+        try:
+            info["git_commit"] = repo.head.commit.hexsha
+        except ValueError:  # a repository without commits
+            info["git_dirty"] = True
+            return info
+        info["git_dirty"] = repo.is_dirty(untracked_files=False)
+        rel = Path(path).resolve().relative_to(Path(repo.working_tree_dir).resolve())
+        untracked = str(rel) in repo.untracked_files
+        diff = repo.git.diff("HEAD") if info["git_dirty"] else ""
+        if untracked:  # a new kernel file is the most important uncommitted change
+            info["git_dirty"] = True
+            diff += repo.git.diff(
+                "--no-index", "/dev/null", str(rel), with_exceptions=False
+            )
+        info["git_diff"] = diff[:MAX_DIFF_CHARS] if diff else ""
+        return info
+
+
+def diff_commits(
+    repo_dir: str | Path, a: str, b: str, paths: list[str] | None = None
+) -> str | None:
+    """Unified diff between two commits of a repository, or None if either is unknown there."""
+    import git
+
+    try:
+        with git.Repo(repo_dir, search_parent_directories=True) as repo:
+            return repo.git.diff(a, b, "--", *(paths or []))
+    except (
+        git.GitCommandError,
+        git.InvalidGitRepositoryError,
+        git.NoSuchPathError,
+        ValueError,
+    ):
+        return None

@@ -1,0 +1,449 @@
+"""Statistics: A-vs-B comparison per case, over runs, and change points along a history.
+
+Pure numpy/scipy on plain data; times are microseconds. Nothing here touches the store.
+
+Methods (see DESIGN.md, "Comparing and regressions"):
+
+* A vs B per case: ``ratio`` is mean_b / mean_a, as ``asv compare`` shows it. The decision uses robust
+  statistics so that a few wild samples cannot flip it: a two-sided Mann-Whitney U test on the raw samples,
+  the ratio of medians as the effect size, and a seeded percentile bootstrap CI of the ratio of medians
+  (level 1 - alpha). A case is "faster"/"slower" only if p < alpha, |median ratio - 1| >= min_effect and the
+  CI excludes 1; otherwise "same".
+* Over runs: geometric mean of the per-case ratios (cases with a ratio on both sides); its CI comes from a
+  joint bootstrap of the means of every included case.
+* History: piecewise-constant fit of log(mean) minimising the L1 distance to segment medians plus a penalty
+  per segment (the idea of asv's step detection, written here as an exact dynamic programme). The penalty
+  is ``_PENALTY_SCALE * sigma * log(n + 1)``, sigma being a robust relative noise level taken from the
+  scatter of consecutive means and from the per-run samples. Interior one-run segments that stick out
+  beyond both neighbours are outliers, not two steps; steps smaller than min_effect are merged away.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+__all__ = [
+    "CaseComparison",
+    "CaseData",
+    "ChangePoint",
+    "HistoryPoint",
+    "RunComparison",
+    "compare_case",
+    "compare_runs",
+    "detect_changes",
+]
+
+_BOOTSTRAP_REPS = 2000
+_SEED = 0x5EED
+# Relative noise below this is timer resolution, not signal; also keeps the penalty positive.
+_NOISE_FLOOR = 1e-4
+# Chosen by simulation: flat gaussian series of 5..300 points stay step-free in >~97% of seeds even with
+# min_effect=0, while a step of ~5 sigma in 12 points is still found.
+_PENALTY_SCALE = 3.0
+
+
+# ----------------------------------------------------------------------------------------------- A vs B
+
+
+@dataclass(frozen=True)
+class CaseComparison:
+    case: str
+    mean_a: float | None
+    mean_b: float | None
+    ratio: float | None  # mean_b / mean_a (>1: B is slower)
+    ci_low: float | None  # CI (1 - alpha) of the ratio of medians, bootstrap
+    ci_high: float | None
+    p_value: float | None  # two-sided Mann-Whitney U
+    verdict: str  # faster | slower | same | n/a
+    mark: str  # "-" faster, "+" slower, "~" within noise, "x" not comparable
+    reason: str
+
+
+@dataclass(frozen=True)
+class CaseData:
+    samples: Sequence[float]
+    passed: bool = True
+
+
+@dataclass(frozen=True)
+class RunComparison:
+    cases: list[CaseComparison]
+    geomean_ratio: float | None
+    geomean_ci: tuple[float, float] | None
+    comparable: bool
+    reason: str
+
+
+_MARKS = {"faster": "-", "slower": "+", "same": "~", "n/a": "x"}
+
+
+def _finite(samples: Sequence[float] | None) -> np.ndarray:
+    # NaN/inf come from broken timers or crashed repetitions; they carry no timing information.
+    x = np.asarray([] if samples is None else samples, dtype=float).ravel()
+    return x[np.isfinite(x)]
+
+
+def _mean(x: np.ndarray) -> float | None:
+    return float(x.mean()) if x.size else None
+
+
+def _seed(*parts: str) -> int:
+    # crc32, unlike hash(), is stable across processes, so results are reproducible.
+    return _SEED ^ zlib.crc32("\0".join(parts).encode())
+
+
+def _mann_whitney_p(a: np.ndarray, b: np.ndarray) -> float:
+    if np.ptp(np.concatenate([a, b])) == 0:
+        return 1.0  # all values tied: no evidence of any difference (scipy would divide by zero)
+    return float(stats.mannwhitneyu(a, b, alternative="two-sided").pvalue)
+
+
+def _bootstrap_median_ratio_ci(
+    a: np.ndarray, b: np.ndarray, level: float, seed: int
+) -> tuple[float, float]:
+    # Medians, not means: one 100x sample then moves the CI by about one rank instead of blowing it up.
+    rng = np.random.default_rng(seed)
+    reps = np.empty(_BOOTSTRAP_REPS)
+    chunk = max(
+        1, 1_000_000 // max(a.size, b.size)
+    )  # bound memory for very long sample lists
+    for start in range(0, _BOOTSTRAP_REPS, chunk):
+        k = min(chunk, _BOOTSTRAP_REPS - start)
+        med_a = np.median(a[rng.integers(0, a.size, (k, a.size))], axis=1)
+        med_b = np.median(b[rng.integers(0, b.size, (k, b.size))], axis=1)
+        reps[start : start + k] = med_b / med_a
+    tail = 100 * (1 - level) / 2
+    lo, hi = np.percentile(reps, [tail, 100 - tail])
+    return float(lo), float(hi)
+
+
+def compare_case(
+    case: str,
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    passed_a: bool = True,
+    passed_b: bool = True,
+    min_effect: float = 0.02,
+    alpha: float = 0.05,
+) -> CaseComparison:
+    """Compare one case's samples of run A and run B (times in microseconds)."""
+    xa, xb = _finite(a), _finite(b)
+    mean_a, mean_b = _mean(xa), _mean(xb)
+
+    def result(verdict: str, reason: str, **kw: float | None) -> CaseComparison:
+        fields: dict[str, float | None] = {
+            "ratio": None,
+            "ci_low": None,
+            "ci_high": None,
+            "p_value": None,
+        }
+        fields.update(kw)
+        return CaseComparison(
+            case,
+            mean_a,
+            mean_b,
+            **fields,
+            verdict=verdict,
+            mark=_MARKS[verdict],
+            reason=reason,
+        )
+
+    failed = [side for side, ok in (("A", passed_a), ("B", passed_b)) if not ok]
+    if failed:
+        return result("n/a", "failed in " + " and ".join(failed))
+    empty = [side for side, x in (("A", xa), ("B", xb)) if not x.size]
+    if empty:
+        return result("n/a", "no valid samples in " + " and ".join(empty))
+    if min(np.median(xa), np.median(xb), mean_a, mean_b) <= 0:
+        return result("n/a", "non-positive times")
+    ratio = mean_b / mean_a
+    n_a, n_b = xa.size, xb.size
+    if n_a < 2 or n_b < 2:
+        return result("n/a", f"too few samples ({n_a} vs {n_b})", ratio=ratio)
+    # Smallest two-sided p an exact rank test can give; if it is not below alpha, testing is pointless.
+    if 2 / math.comb(n_a + n_b, n_a) >= alpha:
+        return result(
+            "n/a", f"too few samples for p<{alpha:g} ({n_a} vs {n_b})", ratio=ratio
+        )
+
+    p = _mann_whitney_p(xa, xb)
+    effect = float(np.median(xb) / np.median(xa)) - 1
+    lo, hi = _bootstrap_median_ratio_ci(xa, xb, 1 - alpha, _seed(case))
+    stat = {"ratio": ratio, "ci_low": lo, "ci_high": hi, "p_value": p}
+    if p >= alpha:
+        verdict, why = "same", f"p={p:.2g}, median {effect:+.1%}"
+    elif abs(effect) < min_effect:
+        verdict, why = "same", f"p={p:.2g}, median {effect:+.1%} < {min_effect:.1%}"
+    elif (effect > 0 and lo > 1) or (effect < 0 and hi < 1):
+        verdict, why = (
+            ("slower" if effect > 0 else "faster"),
+            f"p={p:.2g}, median {effect:+.1%}",
+        )
+    else:
+        verdict, why = "same", f"p={p:.2g}, median {effect:+.1%}, CI includes 1"
+    if abs(ratio - 1 - effect) >= min_effect:
+        why += f" (mean {ratio - 1:+.1%}, outliers)"  # explains a ratio that disagrees with the verdict
+    return result(verdict, why, **stat)
+
+
+def _geomean_ci(
+    pairs: list[tuple[np.ndarray, np.ndarray]], level: float, seed: int
+) -> tuple[float, float]:
+    # Resample every case independently (samples of different cases are independent), recompute the
+    # geometric mean of the ratios of means each time, take percentiles.
+    rng = np.random.default_rng(seed)
+    total = np.zeros(_BOOTSTRAP_REPS)
+    for xa, xb in pairs:
+        ma = xa[rng.integers(0, xa.size, (_BOOTSTRAP_REPS, xa.size))].mean(axis=1)
+        mb = xb[rng.integers(0, xb.size, (_BOOTSTRAP_REPS, xb.size))].mean(axis=1)
+        total += np.log(mb / ma)
+    reps = np.exp(total / len(pairs))
+    tail = 100 * (1 - level) / 2
+    lo, hi = np.percentile(reps, [tail, 100 - tail])
+    return float(lo), float(hi)
+
+
+def compare_runs(
+    cases_a: Mapping[str, CaseData],
+    cases_b: Mapping[str, CaseData],
+    *,
+    gpu_a: str | None,
+    gpu_b: str | None,
+    min_effect: float = 0.02,
+    alpha: float = 0.05,
+) -> RunComparison:
+    """Compare two runs case by case; cases in the order of A, then those only in B."""
+    names = list(cases_a) + [name for name in cases_b if name not in cases_a]
+    gpu_a_n = gpu_a.strip() if gpu_a else None
+    gpu_b_n = gpu_b.strip() if gpu_b else None
+    same_gpu = gpu_a_n == gpu_b_n
+    gpu_reason = (
+        f"different GPU models: {gpu_a_n or 'unknown'} vs {gpu_b_n or 'unknown'}"
+    )
+
+    rows: list[CaseComparison] = []
+    pairs: list[tuple[np.ndarray, np.ndarray]] = []
+    for name in names:
+        da, db = cases_a.get(name), cases_b.get(name)
+        xa = _finite(da.samples if da else None)
+        xb = _finite(db.samples if db else None)
+        if da is None or db is None or not same_gpu:
+            reason = (
+                "missing in A"
+                if da is None
+                else "missing in B"
+                if db is None
+                else gpu_reason
+            )
+            rows.append(
+                CaseComparison(
+                    name,
+                    _mean(xa),
+                    _mean(xb),
+                    None,
+                    None,
+                    None,
+                    None,
+                    "n/a",
+                    "x",
+                    reason,
+                )
+            )
+            continue
+        row = compare_case(
+            name,
+            xa,
+            xb,
+            passed_a=da.passed,
+            passed_b=db.passed,
+            min_effect=min_effect,
+            alpha=alpha,
+        )
+        rows.append(row)
+        if row.ratio is not None:
+            pairs.append((xa, xb))
+
+    if not same_gpu:
+        return RunComparison(rows, None, None, False, gpu_reason)
+    ratios = [row.ratio for row in rows if row.ratio is not None]
+    if not ratios:
+        return RunComparison(
+            rows, None, None, False, "no case comparable on both sides"
+        )
+    geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+    ci = None
+    # A case with a single sample has no spread to resample; a CI would then be falsely narrow.
+    if all(xa.size >= 2 and xb.size >= 2 for xa, xb in pairs):
+        ci = _geomean_ci(pairs, 1 - alpha, _seed(*names))
+    counts = {
+        v: sum(row.verdict == v for row in rows)
+        for v in ("slower", "faster", "same", "n/a")
+    }
+    summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+    return RunComparison(rows, geomean, ci, True, summary)
+
+
+# ------------------------------------------------------------------------------------ change points
+
+
+@dataclass(frozen=True)
+class HistoryPoint:
+    run_id: str
+    mean: float | None  # None or NaN for failed/timeout/crashed runs
+    samples: Sequence[float] = ()
+    status: str = "passed"  # passed | failed | timeout | crashed
+
+
+@dataclass(frozen=True)
+class ChangePoint:
+    case: str
+    index: int  # index in the full input list of the first run after the change
+    run_id: str
+    before: float  # median of the run means of the segment before
+    after: float  # median of the run means of the segment after
+    factor: float  # after / before
+    kind: str  # "regression" (slower) | "improvement"
+
+
+def _noise_level(y: np.ndarray, points: list[HistoryPoint]) -> float:
+    """Relative (log-scale) standard deviation of one run's mean."""
+    parts = [_NOISE_FLOOR]
+    if y.size >= 4:
+        # Consecutive differences: a step or an outlier spoils only one or two of them, the median
+        # ignores those. For iid gaussian noise, median|d| = 0.6745 * sqrt(2) * sigma.
+        parts.append(float(np.median(np.abs(np.diff(y)))) / (0.6745 * math.sqrt(2)))
+    sems = []
+    for p in points:
+        s = _finite(p.samples)
+        if s.size >= 2 and s.mean() > 0:
+            sems.append(float(s.std(ddof=1) / s.mean() / math.sqrt(s.size)))
+    if sems:
+        # Within-run error is a lower bound for run-to-run noise; the median is robust to odd runs.
+        parts.append(float(np.median(sems)))
+    return max(parts)
+
+
+def _l1_segments(y: np.ndarray, penalty: float) -> list[int]:
+    """Start indices of the partition minimising sum |y - segment median| + penalty per segment.
+
+    Exact optimal partitioning, O(n^2 log n): for each end j the candidate last segments y[i:j] are
+    grown leftwards with a two-heap running median that also keeps the sums of both halves.
+    """
+    n = y.size
+    best = [0.0] + [math.inf] * n
+    start = [0] * (n + 1)
+    for j in range(1, n + 1):
+        lo: list[
+            float
+        ] = []  # max-heap (negated) of the lower half, holds the extra element
+        hi: list[float] = []  # min-heap of the upper half
+        s_lo = s_hi = 0.0
+        for i in range(j - 1, -1, -1):
+            v = float(y[i])
+            if lo and v > -lo[0]:
+                heapq.heappush(hi, v)
+                s_hi += v
+            else:
+                heapq.heappush(lo, -v)
+                s_lo += v
+            if len(lo) > len(hi) + 1:
+                m = -heapq.heappop(lo)
+                s_lo -= m
+                heapq.heappush(hi, m)
+                s_hi += m
+            elif len(hi) > len(lo):
+                m = heapq.heappop(hi)
+                s_hi -= m
+                heapq.heappush(lo, -m)
+                s_lo += m
+            # Sum of |v - median| = (upper half) - (lower half), the middle element contributes 0.
+            cost = s_hi - s_lo + (-lo[0] if len(lo) > len(hi) else 0.0)
+            total = best[i] + cost + penalty
+            if total < best[j]:
+                best[j], start[j] = total, i
+    starts = []
+    j = n
+    while j > 0:
+        j = start[j]
+        starts.append(j)
+    return starts[::-1]
+
+
+def detect_changes(
+    case: str, history: Sequence[HistoryPoint], *, min_effect: float = 0.02
+) -> list[ChangePoint]:
+    """Steps in one case's history (oldest first); indices refer to the full ``history``."""
+    # Only passed runs with a usable mean take part; failures and timeouts are inconclusive.
+    keep = [
+        k
+        for k, p in enumerate(history)
+        if p.status == "passed"
+        and p.mean is not None
+        and math.isfinite(p.mean)
+        and p.mean > 0
+    ]
+    if len(keep) < 2:
+        return []
+    means = np.array([history[k].mean for k in keep], dtype=float)
+    y = np.log(means)  # timing noise and effects are multiplicative
+    sigma = _noise_level(y, [history[k] for k in keep])
+    starts = _l1_segments(y, _PENALTY_SCALE * sigma * math.log(y.size + 1))
+    segs = [list(range(s, e)) for s, e in zip(starts, starts[1:] + [y.size])]
+
+    # A one-run segment inside the series: beyond both neighbours it is an excursion (outlier run,
+    # dropped); between them it is a run in transition (joins the closer neighbour).
+    k = 1
+    while k < len(segs) - 1:
+        if len(segs[k]) != 1:
+            k += 1
+            continue
+        v = y[segs[k][0]]
+        left, right = float(np.median(y[segs[k - 1]])), float(np.median(y[segs[k + 1]]))
+        if min(left, right) <= v <= max(left, right):
+            if abs(v - left) <= abs(v - right):
+                segs[k - 1] += segs.pop(k)
+            else:
+                segs[k] = (
+                    segs.pop(k) + segs[k]
+                )  # pop first: segs[k] is then the right neighbour
+        else:
+            segs.pop(k)
+        k = 1  # neighbours changed; rescan
+
+    # Merge the smallest too-small step until every step is at least min_effect.
+    while len(segs) > 1:
+        levels = [float(np.median(means[s])) for s in segs]
+        small = [
+            (abs(math.log(b / a)), k)
+            for k, (a, b) in enumerate(zip(levels, levels[1:]))
+            if abs(b / a - 1) < min_effect
+        ]
+        if not small:
+            break
+        k = min(small)[1]
+        segs[k] += segs.pop(k + 1)
+
+    changes = []
+    for prev, seg in zip(segs, segs[1:]):
+        before, after = float(np.median(means[prev])), float(np.median(means[seg]))
+        idx = keep[seg[0]]
+        changes.append(
+            ChangePoint(
+                case=case,
+                index=idx,
+                run_id=history[idx].run_id,
+                before=before,
+                after=after,
+                factor=after / before,
+                kind="regression" if after > before else "improvement",
+            )
+        )
+    return changes

@@ -1,0 +1,154 @@
+"""The contest's timing method: per-case repetition loop, L2 flush, CUDA events, stop rule, recheck.
+
+On a CPU the same loop runs with a wall clock (no flush, no events); such timings are labelled CPU by the run.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from tracker.checks import CheckResult, check_outputs
+from tracker.suites import L2_FLUSH_BYTES
+
+
+@dataclass(frozen=True)
+class ModeRules:
+    case_budget_s: float  # stop when mean x runs exceeds this
+    max_reps: int
+    warmup_s: float
+    warm_every_case: bool
+
+
+MODE_RULES = {
+    "benchmark": ModeRules(
+        case_budget_s=10.0, max_reps=200, warmup_s=0.1, warm_every_case=False
+    ),
+    "leaderboard": ModeRules(
+        case_budget_s=30.0, max_reps=1000, warmup_s=0.5, warm_every_case=True
+    ),
+}
+MIN_LOOP_S = (
+    0.1  # no stop before this much wall time has passed (and at least 3 repetitions)
+)
+MAX_LOOP_S = 120.0
+TARGET_REL_ERR = 0.001
+
+
+@dataclass
+class Stats:
+    runs: int
+    mean: float
+    std: float
+    err: float
+    best: float
+    worst: float
+
+
+def stats(samples: list[float]) -> Stats:
+    runs = len(samples)
+    mean = sum(samples) / runs
+    std = (
+        math.sqrt(sum((s - mean) ** 2 for s in samples) / (runs - 1))
+        if runs > 1
+        else 0.0
+    )
+    return Stats(runs, mean, std, std / math.sqrt(runs), min(samples), max(samples))
+
+
+@dataclass
+class TimingResult:
+    passed: bool
+    message: str = ""
+    samples: list[float] = field(default_factory=list)  # microseconds per call
+    check: CheckResult | None = None
+
+
+class Clock:
+    """Times one repetition of the kernel loop: CUDA events on a GPU, perf_counter on a CPU."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        if self.cuda:
+            self._flush = torch.empty(
+                L2_FLUSH_BYTES // 4, dtype=torch.int32, device=device
+            )
+
+    def sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def time_loop(self, fn: Callable[[], list]) -> tuple[float, list]:
+        """Run fn once, timed; returns (seconds, fn's result). The L2 flush is outside the window."""
+        self.sync()
+        if self.cuda:
+            self._flush.zero_()
+            start, end = (
+                torch.cuda.Event(enable_timing=True),
+                torch.cuda.Event(enable_timing=True),
+            )
+            start.record()
+            result = fn()
+            end.record()
+            torch.cuda.synchronize()
+            return start.elapsed_time(end) / 1e3, result
+        t0 = time.perf_counter()
+        result = fn()
+        return time.perf_counter() - t0, result
+
+
+def _mutated(inputs: list[torch.Tensor], copies: list[torch.Tensor]) -> str:
+    for i, (x, c) in enumerate(zip(inputs, copies, strict=True)):
+        if not torch.equal(x, c):
+            return f"custom_kernel modified its input (input {i} differs from the original after the call)"
+    return ""
+
+
+def run_loop(
+    kernel: Callable,
+    inputs: list[torch.Tensor],
+    copies: list[torch.Tensor],
+    clock: Clock,
+    rules: ModeRules,
+    *,
+    recheck: bool = True,
+    budget_s: float | None = None,
+    on_rep: Callable[[int, float], None] | None = None,
+) -> TimingResult:
+    """Repeat the timed loop over the same input objects until the stop rule says so.
+
+    Every repetition is rechecked (outputs and untouched inputs) outside the timed window.
+    """
+    samples: list[float] = []
+    budget = rules.case_budget_s if budget_s is None else budget_s
+    loop_start = time.perf_counter()
+    last_check = None
+    for i in range(rules.max_reps):
+        seconds, outputs = clock.time_loop(lambda: [kernel(x) for x in inputs])
+        if recheck:
+            mutation = _mutated(inputs, copies)
+            if mutation:
+                return TimingResult(False, mutation, samples)
+            last_check = check_outputs(copies, outputs)
+            if not last_check.passed:
+                return TimingResult(
+                    False, f"repetition {i}: {last_check.message}", samples, last_check
+                )
+        del outputs
+        samples.append(seconds / len(inputs) * 1e6)
+        if on_rep is not None:
+            on_rep(i, samples[-1])
+        elapsed = time.perf_counter() - loop_start
+        if i > 1 and elapsed > MIN_LOOP_S:
+            st = stats(samples)
+            if (
+                st.err / st.mean < TARGET_REL_ERR
+                or st.mean * 1e-6 * st.runs > budget
+                or elapsed > MAX_LOOP_S
+            ):
+                break
+    return TimingResult(True, "", samples, last_check)
