@@ -57,7 +57,12 @@ def test_too_few_samples_for_the_rank_test_to_reach_alpha():
     c = compare_case("c", [100.0, 100.1, 100.2], [200.0, 200.1, 200.2])
     assert c.verdict == "n/a" and "too few samples" in c.reason
     # 4 vs 4 can reach p < 0.05.
-    assert compare_case("c", [100, 100.1, 100.2, 100.3], [200, 200.1, 200.2, 200.3]).verdict == "slower"
+    assert (
+        compare_case(
+            "c", [100, 100.1, 100.2, 100.3], [200, 200.1, 200.2, 200.3]
+        ).verdict
+        == "slower"
+    )
 
 
 @pytest.mark.parametrize(
@@ -118,7 +123,11 @@ def test_nan_and_inf_samples_are_dropped():
 
 @pytest.mark.parametrize(
     ("pa", "pb", "reason"),
-    [(False, True, "failed in A"), (True, False, "failed in B"), (False, False, "failed in A and B")],
+    [
+        (False, True, "failed in A"),
+        (True, False, "failed in B"),
+        (False, False, "failed in A and B"),
+    ],
 )
 def test_failed_case_is_not_comparable(pa, pb, reason):
     a, b = noisy(100, 30, 0.005, 11), noisy(150, 30, 0.005, 12)
@@ -146,7 +155,9 @@ def test_a_a_false_positive_rate(noise, n):
 
 def test_power_at_five_percent():
     found = sum(
-        compare_case("c", noisy(100, 30, 0.005, 2 * s), noisy(105, 30, 0.005, 2 * s + 1)).verdict
+        compare_case(
+            "c", noisy(100, 30, 0.005, 2 * s), noisy(105, 30, 0.005, 2 * s + 1)
+        ).verdict
         == "slower"
         for s in range(50)
     )
@@ -157,8 +168,14 @@ def test_power_at_five_percent():
 
 
 def test_compare_runs_geomean_and_order():
-    a = {"x": CaseData(noisy(100, 30, 0.005, 20)), "y": CaseData(noisy(200, 30, 0.005, 21))}
-    b = {"y": CaseData(noisy(180, 30, 0.005, 22)), "x": CaseData(noisy(110, 30, 0.005, 23))}
+    a = {
+        "x": CaseData(noisy(100, 30, 0.005, 20)),
+        "y": CaseData(noisy(200, 30, 0.005, 21)),
+    }
+    b = {
+        "y": CaseData(noisy(180, 30, 0.005, 22)),
+        "x": CaseData(noisy(110, 30, 0.005, 23)),
+    }
     r = compare_runs(a, b, gpu_a="NVIDIA H200", gpu_b="NVIDIA H200")
     assert r.comparable
     assert [c.case for c in r.cases] == ["x", "y"]
@@ -176,9 +193,14 @@ def test_geomean_of_known_ratios():
     r = compare_runs(
         a, {"p": CaseData([20.0] * 5), "q": CaseData([5.0] * 5)}, gpu_a=None, gpu_b=None
     )
-    assert r.geomean_ratio == pytest.approx(1.0) and r.geomean_ci == pytest.approx((1.0, 1.0))
+    assert r.geomean_ratio == pytest.approx(1.0) and r.geomean_ci == pytest.approx(
+        (1.0, 1.0)
+    )
     r = compare_runs(
-        a, {"p": CaseData([40.0] * 5), "q": CaseData([10.0] * 5)}, gpu_a=None, gpu_b=None
+        a,
+        {"p": CaseData([40.0] * 5), "q": CaseData([10.0] * 5)},
+        gpu_a=None,
+        gpu_b=None,
     )
     assert r.geomean_ratio == pytest.approx(2.0)
 
@@ -214,7 +236,9 @@ def test_different_gpu_models_are_not_comparable():
 
 
 def test_single_sample_cases_give_geomean_without_ci():
-    r = compare_runs({"x": CaseData([10.0])}, {"x": CaseData([12.0])}, gpu_a="g", gpu_b="g")
+    r = compare_runs(
+        {"x": CaseData([10.0])}, {"x": CaseData([12.0])}, gpu_a="g", gpu_b="g"
+    )
     assert r.cases[0].verdict == "n/a"
     assert r.geomean_ratio == pytest.approx(1.2) and r.geomean_ci is None
 
@@ -224,7 +248,8 @@ def test_single_sample_cases_give_geomean_without_ci():
 
 def test_flat_noisy_series_has_no_change_points():
     flagged = sum(
-        bool(detect_changes("c", history(noisy(100, 12, 0.005, seed)))) for seed in range(500)
+        bool(detect_changes("c", history(noisy(100, 12, 0.005, seed))))
+        for seed in range(500)
     )
     assert flagged == 0
 
@@ -232,7 +257,8 @@ def test_flat_noisy_series_has_no_change_points():
 def test_noise_near_min_effect_rarely_flags():
     # 2% noise with a 2% minimum effect: the penalty, not the merge, must keep this quiet.
     flagged = sum(
-        bool(detect_changes("c", history(noisy(100, 12, 0.02, seed)))) for seed in range(300)
+        bool(detect_changes("c", history(noisy(100, 12, 0.02, seed))))
+        for seed in range(300)
     )
     assert flagged / 300 <= 0.05
 
@@ -296,7 +322,10 @@ def test_multiple_steps():
     means[8:] *= 1.05
     means[16:] *= 0.9
     changes = detect_changes("c", history(means))
-    assert [(c.index, c.kind) for c in changes] == [(8, "regression"), (16, "improvement")]
+    assert [(c.index, c.kind) for c in changes] == [
+        (8, "regression"),
+        (16, "improvement"),
+    ]
     assert changes[1].before == pytest.approx(changes[0].after)
 
 

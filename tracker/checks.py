@@ -39,11 +39,7 @@ def check_structure(a: torch.Tensor, output: object) -> str:
     """Gate 1: the output's type, shapes, dtypes, device and finiteness. Returns '' when fine."""
     if not isinstance(output, (tuple, list)) or len(output) != 2:
         size = len(output) if isinstance(output, (tuple, list)) else None
-        what = (
-            f"a {type(output).__name__} of length {size}"
-            if size is not None
-            else _describe(output)
-        )
+        what = f"a {type(output).__name__} of length {size}" if size is not None else _describe(output)
         return f"output must be a 2-tuple (H, tau), got {what}"
     h, tau = output
     batch, n, _ = a.shape
@@ -69,9 +65,7 @@ def check_outputs(inputs: list[torch.Tensor], outputs: list[object]) -> CheckRes
     for i, (a, output) in enumerate(zip(inputs, outputs, strict=True)):
         problem = check_structure(a, output)
         if problem:
-            return CheckResult(
-                False, problem if len(inputs) == 1 else f"input {i}: {problem}"
-            )
+            return CheckResult(False, problem if len(inputs) == 1 else f"input {i}: {problem}")
     if len(inputs) == 1:
         return _gates(inputs[0], outputs[0][0], outputs[0][1], lambda k: f"matrix {k}")
     batch = inputs[0].shape[0]
@@ -88,9 +82,7 @@ def check_qr(a: torch.Tensor, output: object) -> CheckResult:
     return check_outputs([a], [output])
 
 
-def _gates(
-    a: torch.Tensor, h: torch.Tensor, tau: torch.Tensor, name: Callable[[int], str]
-) -> CheckResult:
+def _gates(a: torch.Tensor, h: torch.Tensor, tau: torch.Tensor, name: Callable[[int], str]) -> CheckResult:
     batch, n, _ = a.shape
     q = torch.linalg.householder_product(h, tau)
     r = torch.triu(h)

@@ -53,9 +53,7 @@ def _clean(value: Any) -> Any:
 def _resolve(store: str, run: str) -> str:
     run_id = queries.resolve_run_id(store, run)
     if run_id is None:
-        raise UsageError(
-            f"no run matches {run!r} in {store} (give a run id or a unique prefix)"
-        )
+        raise UsageError(f"no run matches {run!r} in {store} (give a run id or a unique prefix)")
     return run_id
 
 
@@ -65,9 +63,7 @@ def _parse_cases(text: str | None) -> list[int] | None:
     try:
         return [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise UsageError(
-            f"--cases takes case numbers separated by commas, like 3,7; got {text!r}"
-        ) from None
+        raise UsageError(f"--cases takes case numbers separated by commas, like 3,7; got {text!r}") from None
 
 
 def run_summary(outcome) -> dict[str, Any]:
@@ -122,11 +118,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         req.validate()
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    if (
-        args.parent
-        and Path(args.store).exists()
-        and queries.resolve_run_id(args.store, args.parent) is None
-    ):
+    if args.parent and Path(args.store).exists() and queries.resolve_run_id(args.store, args.parent) is None:
         raise UsageError(f"--parent {args.parent!r} is not a run in {args.store}")
     bar = TerminalBar() if not args.quiet else None
     pfile = ProgressFile(args.progress_file) if args.progress_file else None
@@ -137,9 +129,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             if sink is not None:
                 sink(event)
 
-    outcome = run_variant(
-        req, on_event, (lambda: cancel_file.exists()) if cancel_file else None
-    )
+    outcome = run_variant(req, on_event, (lambda: cancel_file.exists()) if cancel_file else None)
     if bar is not None:
         bar.close()
     summary = run_summary(outcome)
@@ -172,9 +162,7 @@ def _print_run(summary: dict[str, Any]) -> None:
         ]
         for c in summary["cases"]
     ]
-    _print_table(
-        rows, ["#", "case", "ok", "mean_us", "err_us", "best_us", "runs", "message"]
-    )
+    _print_table(rows, ["#", "case", "ok", "mean_us", "err_us", "best_us", "runs", "message"])
     print(
         f"run {summary['run_id']}: {summary['status']} on {summary['gpu'] or '?'}, suite {summary['suite']}, "
         f"mode {summary['mode']}, geomean {_fmt_us(summary['geomean_us'])} us"
@@ -185,11 +173,7 @@ def _print_run(summary: dict[str, Any]) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    df = (
-        queries.list_runs(args.store, limit=args.limit)
-        if Path(args.store).exists()
-        else None
-    )
+    df = queries.list_runs(args.store, limit=args.limit) if Path(args.store).exists() else None
     cols = [
         "run_id",
         "variant",
@@ -202,11 +186,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         "started_at",
         "family",
     ]
-    records = (
-        []
-        if df is None
-        else [{c: _clean(r[c]) for c in cols} for r in df.to_dict("records")]
-    )
+    records = [] if df is None else [{c: _clean(r[c]) for c in cols} for r in df.to_dict("records")]
     if args.json:
         print(json.dumps(records))
         return 0
@@ -237,8 +217,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     run_id = _resolve(args.store, args.run)
     run = {k: _clean(v) for k, v in queries.get_run(args.store, run_id).items()}
     cases = [
-        {k: _clean(v) for k, v in row.items()}
-        for row in queries.case_results(args.store, run_id).to_dict("records")
+        {k: _clean(v) for k, v in row.items()} for row in queries.case_results(args.store, run_id).to_dict("records")
     ]
     if args.json:
         print(json.dumps({**run, "cases": cases}))
@@ -267,11 +246,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     ):
         if run.get(key) is not None:
             print(f"{key:11} {run[key]}")
-    summary = {
-        "cases": [
-            {**c, "passed": c["passed"], "message": c.get("message")} for c in cases
-        ]
-    }
+    summary = {"cases": [{**c, "passed": c["passed"], "message": c.get("message")} for c in cases]}
     rows = [
         [
             c["case_idx"],
@@ -285,9 +260,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         ]
         for c in summary["cases"]
     ]
-    _print_table(
-        rows, ["#", "case", "ok", "mean_us", "err_us", "best_us", "runs", "message"]
-    )
+    _print_table(rows, ["#", "case", "ok", "mean_us", "err_us", "best_us", "runs", "message"])
     print(f"geomean {_fmt_us(run.get('geomean_us'))} us")
     return 0
 
@@ -297,11 +270,7 @@ def cmd_verdict(args: argparse.Namespace) -> int:
 
     run_id = _resolve(args.store, args.run)
     add_verdict(args.store, run_id, args.verdict, args.reason or "")
-    print(
-        json.dumps({"run_id": run_id, "verdict": args.verdict})
-        if args.json
-        else f"{run_id}: {args.verdict}"
-    )
+    print(json.dumps({"run_id": run_id, "verdict": args.verdict}) if args.json else f"{run_id}: {args.verdict}")
     return 0
 
 
@@ -321,8 +290,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     added = sum(import_runs(args.store, folder) for folder in args.folders)
     flushed = flush_pending(args.store)
     print(
-        f"imported {added} new run(s) into {args.store}"
-        + (f", wrote {len(flushed)} pending" if flushed else ""),
+        f"imported {added} new run(s) into {args.store}" + (f", wrote {len(flushed)} pending" if flushed else ""),
         file=sys.stderr,
     )
     return 0
@@ -332,16 +300,10 @@ def build_parser() -> argparse.ArgumentParser:
     from tracker.runner import DEFAULT_TIMEOUT_S
     from tracker.suites import MODES, SUITES
 
-    parser = argparse.ArgumentParser(
-        prog="python -m tracker", description="KernelBeam: track GPU kernel variants."
-    )
+    parser = argparse.ArgumentParser(prog="python -m tracker", description="KernelBeam: track GPU kernel variants.")
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--store", default=DEFAULT_STORE, help="DuckDB store (default: %(default)s)"
-    )
-    common.add_argument(
-        "--json", action="store_true", help="print one JSON document on stdout"
-    )
+    common.add_argument("--store", default=DEFAULT_STORE, help="DuckDB store (default: %(default)s)")
+    common.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser(
@@ -364,9 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_TIMEOUT_S,
         help="seconds for the whole run",
     )
-    p.add_argument(
-        "--family", help="variant family (e.g. the line of work this belongs to)"
-    )
+    p.add_argument("--family", help="variant family (e.g. the line of work this belongs to)")
     p.add_argument("--parent", help="run id this variant was derived from")
     p.add_argument("--note", help="one-line hypothesis or note")
     p.add_argument(
@@ -378,9 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--progress-file", help=argparse.SUPPRESS)
     p.add_argument("--cancel-file", help=argparse.SUPPRESS)
-    p.add_argument(
-        "--trigger", default="cli", choices=("cli", "ui"), help=argparse.SUPPRESS
-    )
+    p.add_argument("--trigger", default="cli", choices=("cli", "ui"), help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("list", parents=[common], help="list runs, newest first")
@@ -397,16 +355,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reason")
     p.set_defaults(func=cmd_verdict)
 
-    p = sub.add_parser(
-        "export", parents=[common], help="export runs as Parquet files into a folder"
-    )
+    p = sub.add_parser("export", parents=[common], help="export runs as Parquet files into a folder")
     p.add_argument("runs", nargs="*", help="run ids (default: all finished runs)")
     p.add_argument("--out", required=True)
     p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser(
-        "import", parents=[common], help="import runs from export folders"
-    )
+    p = sub.add_parser("import", parents=[common], help="import runs from export folders")
     p.add_argument("folders", nargs="+")
     p.set_defaults(func=cmd_import)
 

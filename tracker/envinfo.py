@@ -20,11 +20,7 @@ def _driver_version() -> str | None:
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return (
-        out.stdout.strip().splitlines()[0]
-        if out.returncode == 0 and out.stdout.strip()
-        else None
-    )
+    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
 
 
 def capture_environment(device: torch.device) -> dict[str, Any]:

@@ -47,16 +47,12 @@ def capture_git(path: str | Path) -> dict[str, Any]:
         diff = repo.git.diff("HEAD") if info["git_dirty"] else ""
         if untracked:  # a new kernel file is the most important uncommitted change
             info["git_dirty"] = True
-            diff += repo.git.diff(
-                "--no-index", "/dev/null", str(rel), with_exceptions=False
-            )
+            diff += repo.git.diff("--no-index", "/dev/null", str(rel), with_exceptions=False)
         info["git_diff"] = diff[:MAX_DIFF_CHARS] if diff else ""
         return info
 
 
-def diff_commits(
-    repo_dir: str | Path, a: str, b: str, paths: list[str] | None = None
-) -> str | None:
+def diff_commits(repo_dir: str | Path, a: str, b: str, paths: list[str] | None = None) -> str | None:
     """Unified diff between two commits of a repository, or None if either is unknown there."""
     import git
 

@@ -30,9 +30,7 @@ def _dense(a: torch.Tensor, cond: float, gen: torch.Generator) -> torch.Tensor:
 def _upper(a: torch.Tensor, cond: float, gen: torch.Generator) -> torch.Tensor:
     n = a.shape[-1]
     a = torch.triu(a)
-    a.diagonal(dim1=-2, dim2=-1).add_(
-        torch.linspace(1.0, 0.25, n, dtype=torch.float32, device=a.device)
-    )
+    a.diagonal(dim1=-2, dim2=-1).add_(torch.linspace(1.0, 0.25, n, dtype=torch.float32, device=a.device))
     return colscale(a, cond)
 
 
@@ -51,9 +49,7 @@ def _nearrank(a: torch.Tensor, cond: float, gen: torch.Generator) -> torch.Tenso
     r = _rank(n)
     t = n - r
     if t > 0:
-        noise = torch.randn(
-            (batch, n, t), dtype=torch.float32, device=a.device, generator=gen
-        )
+        noise = torch.randn((batch, n, t), dtype=torch.float32, device=a.device, generator=gen)
         a = a.clone()
         a[:, :, r:] = a[:, :, :t] + 1e-5 * noise
     return colscale(a, cond)
@@ -64,9 +60,7 @@ def _clustered(a: torch.Tensor, cond: float, gen: torch.Generator) -> torch.Tens
     scales = torch.ones(n, dtype=torch.float32, device=a.device)
     scales[n // 2 :] = 4 * EPS32
     if n >= 8:
-        scales[max(0, n // 2 - 2) : min(n, n // 2 + 2)] = torch.sqrt(
-            torch.tensor(EPS32, dtype=torch.float32)
-        )
+        scales[max(0, n // 2 - 2) : min(n, n // 2 + 2)] = torch.sqrt(torch.tensor(EPS32, dtype=torch.float32))
     return a * scales
 
 
@@ -76,28 +70,20 @@ def _band(a: torch.Tensor, cond: float, gen: torch.Generator) -> torch.Tensor:
     idx = torch.arange(n, device=a.device)
     outside = (idx[:, None] - idx[None, :]).abs() > bw
     a = a.masked_fill(outside, 0.0)
-    a.diagonal(dim1=-2, dim2=-1).add_(
-        torch.linspace(1.0, 0.5, n, dtype=torch.float32, device=a.device)
-    )
+    a.diagonal(dim1=-2, dim2=-1).add_(torch.linspace(1.0, 0.5, n, dtype=torch.float32, device=a.device))
     return colscale(a, cond)
 
 
 def _nearcollinear(a: torch.Tensor, cond: float, gen: torch.Generator) -> torch.Tensor:
     batch, n = a.shape[0], a.shape[-1]
-    base = torch.randn(
-        (batch, n, 1), dtype=torch.float32, device=a.device, generator=gen
-    )
-    noise = torch.randn(
-        (batch, n, n), dtype=torch.float32, device=a.device, generator=gen
-    )
+    base = torch.randn((batch, n, 1), dtype=torch.float32, device=a.device, generator=gen)
+    noise = torch.randn((batch, n, n), dtype=torch.float32, device=a.device, generator=gen)
     return colscale(base.expand(batch, n, n) + 1e-4 * noise, cond)
 
 
 def _rowscale(a: torch.Tensor, cond: float, gen: torch.Generator) -> torch.Tensor:
     n = a.shape[-1]
-    return a * torch.logspace(
-        0.0, -max(cond, 4), n, dtype=torch.float32, device=a.device
-    ).view(1, n, 1)
+    return a * torch.logspace(0.0, -max(cond, 4), n, dtype=torch.float32, device=a.device).view(1, n, 1)
 
 
 def _diagonal(a: torch.Tensor, cond: float, gen: torch.Generator) -> torch.Tensor:
@@ -155,27 +141,16 @@ PROFILES: dict[str, Profile] = {
 }
 
 
-def generate(
-    case: Case, seed: int | None = None, device: str | torch.device = "cpu"
-) -> torch.Tensor:
+def generate(case: Case, seed: int | None = None, device: str | torch.device = "cpu") -> torch.Tensor:
     """One input batch for a case: (batch, n, n) float32, contiguous, on `device`."""
     if case.case not in PROFILES:
-        raise ValueError(
-            f"unknown case type {case.case!r}; known: {', '.join(PROFILES)}"
-        )
+        raise ValueError(f"unknown case type {case.case!r}; known: {', '.join(PROFILES)}")
     gen = torch.Generator(device=device)
     gen.manual_seed(case.seed if seed is None else seed)
-    a = torch.randn(
-        (case.batch, case.n, case.n), dtype=torch.float32, device=device, generator=gen
-    )
+    a = torch.randn((case.batch, case.n, case.n), dtype=torch.float32, device=device, generator=gen)
     return PROFILES[case.case](a, float(case.cond), gen).contiguous()
 
 
-def benchmark_inputs(
-    case: Case, device: str | torch.device = "cpu"
-) -> list[torch.Tensor]:
+def benchmark_inputs(case: Case, device: str | torch.device = "cpu") -> list[torch.Tensor]:
     """The distinct inputs a timed repetition loops over: seeds seed+42, seed+84, ..."""
-    return [
-        generate(case, case.seed + 42 * (i + 1), device)
-        for i in range(case.input_count())
-    ]
+    return [generate(case, case.seed + 42 * (i + 1), device) for i in range(case.input_count())]

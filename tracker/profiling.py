@@ -14,9 +14,7 @@ from torch.profiler import ProfilerActivity, profile
 TOP_ROWS = 30
 
 
-def profile_call(
-    kernel: Callable, x: torch.Tensor, trace_path: Path | None
-) -> dict[str, Any]:
+def profile_call(kernel: Callable, x: torch.Tensor, trace_path: Path | None) -> dict[str, Any]:
     """Profile `kernel(x)` once (after one unprofiled call, so compilation stays out).
 
     On a GPU the rows are device kernels; on a CPU they are the operators with the most self time.
@@ -37,9 +35,7 @@ def profile_call(
     for avg in prof.key_averages():
         if cuda and avg.device_type == DeviceType.CUDA:
             launches += avg.count
-            rows.append(
-                (avg.key, avg.count, avg.device_time_total, avg.self_device_time_total)
-            )
+            rows.append((avg.key, avg.count, avg.device_time_total, avg.self_device_time_total))
         elif not cuda and avg.device_type == DeviceType.CPU:
             rows.append((avg.key, avg.count, None, avg.self_cpu_time_total))
     rows.sort(key=lambda r: -(r[2] if r[2] is not None else r[3]))

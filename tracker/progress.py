@@ -59,9 +59,7 @@ class TerminalBar:
 
     def __call__(self, event: dict[str, Any]) -> None:
         self.state.update(event)
-        if event["event"] not in ("case_start", "case_done") or (
-            not self.tty and event["event"] != "case_done"
-        ):
+        if event["event"] not in ("case_start", "case_done") or (not self.tty and event["event"] != "case_done"):
             return
         s = self.state
         filled = int(BAR_WIDTH * s.done / max(s.total, 1))

@@ -40,9 +40,7 @@ def get_run(store: str | os.PathLike, run_id: str) -> dict[str, Any] | None:
 
 def case_results(store: str | os.PathLike, run_id: str) -> pd.DataFrame:
     with connect(store, read_only=True) as con:
-        return con.execute(
-            "SELECT * FROM case_results WHERE run_id = ? ORDER BY case_idx", [run_id]
-        ).df()
+        return con.execute("SELECT * FROM case_results WHERE run_id = ? ORDER BY case_idx", [run_id]).df()
 
 
 def run_samples(store: str | os.PathLike, run_id: str) -> pd.DataFrame:
@@ -57,7 +55,5 @@ def run_samples(store: str | os.PathLike, run_id: str) -> pd.DataFrame:
 def resolve_run_id(store: str | os.PathLike, prefix: str) -> str | None:
     """Accept a unique prefix of a run id, as git does for commits."""
     with connect(store, read_only=True) as con:
-        rows = con.execute(
-            "SELECT run_id FROM runs WHERE starts_with(run_id, ?) LIMIT 2", [prefix]
-        ).fetchall()
+        rows = con.execute("SELECT run_id FROM runs WHERE starts_with(run_id, ?) LIMIT 2", [prefix]).fetchall()
     return rows[0][0] if len(rows) == 1 else None

@@ -60,9 +60,7 @@ class RunRequest:
         cases = cases_for(get_suite(self.suite), self.mode)
         for i in self.cases or []:
             if not 0 <= i < len(cases):
-                raise ValueError(
-                    f"case {i} is out of range: suite {self.suite} has {len(cases)} {self.mode} cases"
-                )
+                raise ValueError(f"case {i} is out of range: suite {self.suite} has {len(cases)} {self.mode} cases")
         if self.timeout <= 0:
             raise ValueError("--timeout must be positive")
         if self.device not in ("auto", "cpu", "cuda"):
@@ -102,12 +100,8 @@ def _read_new_events(path: Path, offset: int) -> tuple[list[dict[str, Any]], int
     with open(path) as f:
         f.seek(offset)
         chunk = f.read()
-    complete = chunk[
-        : chunk.rfind("\n") + 1
-    ]  # a line still being written is read next time
-    return [
-        json.loads(line) for line in complete.splitlines() if line.strip()
-    ], offset + len(complete)
+    complete = chunk[: chunk.rfind("\n") + 1]  # a line still being written is read next time
+    return [json.loads(line) for line in complete.splitlines() if line.strip()], offset + len(complete)
 
 
 def _tail(path: Path) -> str:
@@ -137,9 +131,7 @@ def _exit_text(code: int) -> str:
 
 def _case_row(event: dict[str, Any]) -> dict[str, Any]:
     case = event["case"]
-    row = {
-        k: event.get(k) for k in store_mod.TABLE_COLUMNS["case_results"] if k in event
-    }
+    row = {k: event.get(k) for k in store_mod.TABLE_COLUMNS["case_results"] if k in event}
     row.update(
         inputs=case.get("inputs"),
         case_idx=event["case_idx"],
@@ -153,16 +145,10 @@ def _case_row(event: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def build_record(
-    req: RunRequest, run_id: str, started_at, source: str
-) -> store_mod.RunRecord:
+def build_record(req: RunRequest, run_id: str, started_at, source: str) -> store_mod.RunRecord:
     path = Path(req.path)
     sha = source_hash(source)
-    warnings = (
-        "the word 'stream' appears in the source (banned in contest files)"
-        if "stream" in source
-        else None
-    )
+    warnings = "the word 'stream' appears in the source (banned in contest files)" if "stream" in source else None
     run = {
         "run_id": run_id,
         "variant_sha256": sha,
@@ -226,18 +212,14 @@ def run_variant(
     }
     job_path.write_text(json.dumps(job))
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(_PACKAGE_ROOT), env.get("PYTHONPATH")) if p
-    )
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PACKAGE_ROOT), env.get("PYTHONPATH")) if p)
 
     events: list[dict[str, Any]] = []
     status = error = None
     start = time.monotonic()
     if on_event is not None:
         total = len(req.cases or cases_for(get_suite(req.suite), req.mode))
-        on_event(
-            {"event": "started", "run_id": run_id, "total": total, "elapsed_s": 0.0}
-        )
+        on_event({"event": "started", "run_id": run_id, "total": total, "elapsed_s": 0.0})
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "tracker.worker", str(job_path)],
@@ -288,26 +270,16 @@ def _complete(record, req, events, status, error, returncode, log_tail) -> None:
     for event in events:
         by_kind.setdefault(event["event"], []).append(event)
     for env in by_kind.get("env", [])[:1]:
-        record.run.update(
-            {k: v for k, v in env.items() if k in store_mod.TABLE_COLUMNS["runs"]}
-        )
+        record.run.update({k: v for k, v in env.items() if k in store_mod.TABLE_COLUMNS["runs"]})
     kind = "test" if req.mode == "test" else "benchmark"
     for event in by_kind.get("case_done", []):
         record.cases.append({**_case_row(event), "kind": kind})
-        record.samples.extend(
-            (event["case_idx"], rep, t)
-            for rep, t in enumerate(event.get("samples") or [])
-        )
+        record.samples.extend((event["case_idx"], rep, t) for rep, t in enumerate(event.get("samples") or []))
     for event in by_kind.get("profile", []):
         record.profile_cases.append(
-            {
-                k: event.get(k)
-                for k in ("case_idx", "launches", "host_us", "device_us", "trace_path")
-            }
+            {k: event.get(k) for k in ("case_idx", "launches", "host_us", "device_us", "trace_path")}
         )
-        record.profile_kernels.extend(
-            {"case_idx": event["case_idx"], **k} for k in event.get("kernels", [])
-        )
+        record.profile_kernels.extend({"case_idx": event["case_idx"], **k} for k in event.get("kernels", []))
 
     done = {e["case_idx"] for e in by_kind.get("case_done", [])}
     unfinished = [e for e in by_kind.get("case_start", []) if e["case_idx"] not in done]
@@ -315,27 +287,17 @@ def _complete(record, req, events, status, error, returncode, log_tail) -> None:
         if by_kind.get("error"):
             status, error = "failed", by_kind["error"][0]["message"]
         elif by_kind.get("done"):
-            status = (
-                "passed"
-                if record.cases and all(c["passed"] for c in record.cases)
-                else "failed"
-            )
+            status = "passed" if record.cases and all(c["passed"] for c in record.cases) else "failed"
             failed = [c["spec"] for c in record.cases if not c["passed"]]
-            error = (
-                f"{len(failed)} case(s) failed: {', '.join(failed)}" if failed else None
-            )
+            error = f"{len(failed)} case(s) failed: {', '.join(failed)}" if failed else None
         else:
             status, error = "crashed", _exit_text(returncode)
-    for (
-        event
-    ) in unfinished:  # the case the worker was in when it hung, crashed or was stopped
+    for event in unfinished:  # the case the worker was in when it hung, crashed or was stopped
         case = _case_of(req, event["case_idx"])
         row = _case_row({**event, "case": case, "passed": False, "message": error})
         record.cases.append({**row, "kind": kind})
     means = [c.get("mean_us") for c in record.cases]
-    all_timed = (
-        req.mode != "test" and status == "passed" and means and all(m for m in means)
-    )
+    all_timed = req.mode != "test" and status == "passed" and means and all(m for m in means)
     record.run.update(
         status=status,
         error=error,
@@ -347,8 +309,4 @@ def _complete(record, req, events, status, error, returncode, log_tail) -> None:
 
 def _case_of(req: RunRequest, case_idx: int) -> dict[str, Any]:
     case = cases_for(get_suite(req.suite), req.mode)[case_idx]
-    return (
-        case.with_seed(hidden_seed(case.seed, req.seed))
-        if req.seed is not None
-        else case
-    ).to_dict()
+    return (case.with_seed(hidden_seed(case.seed, req.seed)) if req.seed is not None else case).to_dict()

@@ -105,15 +105,11 @@ def _mann_whitney_p(a: np.ndarray, b: np.ndarray) -> float:
     return float(stats.mannwhitneyu(a, b, alternative="two-sided").pvalue)
 
 
-def _bootstrap_median_ratio_ci(
-    a: np.ndarray, b: np.ndarray, level: float, seed: int
-) -> tuple[float, float]:
+def _bootstrap_median_ratio_ci(a: np.ndarray, b: np.ndarray, level: float, seed: int) -> tuple[float, float]:
     # Medians, not means: one 100x sample then moves the CI by about one rank instead of blowing it up.
     rng = np.random.default_rng(seed)
     reps = np.empty(_BOOTSTRAP_REPS)
-    chunk = max(
-        1, 1_000_000 // max(a.size, b.size)
-    )  # bound memory for very long sample lists
+    chunk = max(1, 1_000_000 // max(a.size, b.size))  # bound memory for very long sample lists
     for start in range(0, _BOOTSTRAP_REPS, chunk):
         k = min(chunk, _BOOTSTRAP_REPS - start)
         med_a = np.median(a[rng.integers(0, a.size, (k, a.size))], axis=1)
@@ -170,9 +166,7 @@ def compare_case(
         return result("n/a", f"too few samples ({n_a} vs {n_b})", ratio=ratio)
     # Smallest two-sided p an exact rank test can give; if it is not below alpha, testing is pointless.
     if 2 / math.comb(n_a + n_b, n_a) >= alpha:
-        return result(
-            "n/a", f"too few samples for p<{alpha:g} ({n_a} vs {n_b})", ratio=ratio
-        )
+        return result("n/a", f"too few samples for p<{alpha:g} ({n_a} vs {n_b})", ratio=ratio)
 
     p = _mann_whitney_p(xa, xb)
     effect = float(np.median(xb) / np.median(xa)) - 1
@@ -194,9 +188,7 @@ def compare_case(
     return result(verdict, why, **stat)
 
 
-def _geomean_ci(
-    pairs: list[tuple[np.ndarray, np.ndarray]], level: float, seed: int
-) -> tuple[float, float]:
+def _geomean_ci(pairs: list[tuple[np.ndarray, np.ndarray]], level: float, seed: int) -> tuple[float, float]:
     # Resample every case independently (samples of different cases are independent), recompute the
     # geometric mean of the ratios of means each time, take percentiles.
     rng = np.random.default_rng(seed)
@@ -225,9 +217,7 @@ def compare_runs(
     gpu_a_n = gpu_a.strip() if gpu_a else None
     gpu_b_n = gpu_b.strip() if gpu_b else None
     same_gpu = gpu_a_n == gpu_b_n
-    gpu_reason = (
-        f"different GPU models: {gpu_a_n or 'unknown'} vs {gpu_b_n or 'unknown'}"
-    )
+    gpu_reason = f"different GPU models: {gpu_a_n or 'unknown'} vs {gpu_b_n or 'unknown'}"
 
     rows: list[CaseComparison] = []
     pairs: list[tuple[np.ndarray, np.ndarray]] = []
@@ -236,13 +226,7 @@ def compare_runs(
         xa = _finite(da.samples if da else None)
         xb = _finite(db.samples if db else None)
         if da is None or db is None or not same_gpu:
-            reason = (
-                "missing in A"
-                if da is None
-                else "missing in B"
-                if db is None
-                else gpu_reason
-            )
+            reason = "missing in A" if da is None else "missing in B" if db is None else gpu_reason
             rows.append(
                 CaseComparison(
                     name,
@@ -275,18 +259,13 @@ def compare_runs(
         return RunComparison(rows, None, None, False, gpu_reason)
     ratios = [row.ratio for row in rows if row.ratio is not None]
     if not ratios:
-        return RunComparison(
-            rows, None, None, False, "no case comparable on both sides"
-        )
+        return RunComparison(rows, None, None, False, "no case comparable on both sides")
     geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
     ci = None
     # A case with a single sample has no spread to resample; a CI would then be falsely narrow.
     if all(xa.size >= 2 and xb.size >= 2 for xa, xb in pairs):
         ci = _geomean_ci(pairs, 1 - alpha, _seed(*names))
-    counts = {
-        v: sum(row.verdict == v for row in rows)
-        for v in ("slower", "faster", "same", "n/a")
-    }
+    counts = {v: sum(row.verdict == v for row in rows) for v in ("slower", "faster", "same", "n/a")}
     summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
     return RunComparison(rows, geomean, ci, True, summary)
 
@@ -341,9 +320,7 @@ def _l1_segments(y: np.ndarray, penalty: float) -> list[int]:
     best = [0.0] + [math.inf] * n
     start = [0] * (n + 1)
     for j in range(1, n + 1):
-        lo: list[
-            float
-        ] = []  # max-heap (negated) of the lower half, holds the extra element
+        lo: list[float] = []  # max-heap (negated) of the lower half, holds the extra element
         hi: list[float] = []  # min-heap of the upper half
         s_lo = s_hi = 0.0
         for i in range(j - 1, -1, -1):
@@ -377,18 +354,13 @@ def _l1_segments(y: np.ndarray, penalty: float) -> list[int]:
     return starts[::-1]
 
 
-def detect_changes(
-    case: str, history: Sequence[HistoryPoint], *, min_effect: float = 0.02
-) -> list[ChangePoint]:
+def detect_changes(case: str, history: Sequence[HistoryPoint], *, min_effect: float = 0.02) -> list[ChangePoint]:
     """Steps in one case's history (oldest first); indices refer to the full ``history``."""
     # Only passed runs with a usable mean take part; failures and timeouts are inconclusive.
     keep = [
         k
         for k, p in enumerate(history)
-        if p.status == "passed"
-        and p.mean is not None
-        and math.isfinite(p.mean)
-        and p.mean > 0
+        if p.status == "passed" and p.mean is not None and math.isfinite(p.mean) and p.mean > 0
     ]
     if len(keep) < 2:
         return []
@@ -411,9 +383,7 @@ def detect_changes(
             if abs(v - left) <= abs(v - right):
                 segs[k - 1] += segs.pop(k)
             else:
-                segs[k] = (
-                    segs.pop(k) + segs[k]
-                )  # pop first: segs[k] is then the right neighbour
+                segs[k] = segs.pop(k) + segs[k]  # pop first: segs[k] is then the right neighbour
         else:
             segs.pop(k)
         k = 1  # neighbours changed; rescan
@@ -422,9 +392,7 @@ def detect_changes(
     while len(segs) > 1:
         levels = [float(np.median(means[s])) for s in segs]
         small = [
-            (abs(math.log(b / a)), k)
-            for k, (a, b) in enumerate(zip(levels, levels[1:]))
-            if abs(b / a - 1) < min_effect
+            (abs(math.log(b / a)), k) for k, (a, b) in enumerate(zip(levels, levels[1:])) if abs(b / a - 1) < min_effect
         ]
         if not small:
             break

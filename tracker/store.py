@@ -184,9 +184,7 @@ def connect(
     path = Path(path)
     if read_only and not path.exists():
         raise FileNotFoundError(f"no store at {path}")
-    deadline = time.monotonic() + (
-        LOCK_RETRY_SECONDS if retry_seconds is None else retry_seconds
-    )
+    deadline = time.monotonic() + (LOCK_RETRY_SECONDS if retry_seconds is None else retry_seconds)
     delay = 0.05
     while True:
         try:
@@ -196,9 +194,7 @@ def connect(
             if not _is_lock_error(exc):
                 raise NotAStoreError(f"{path} is not a DuckDB store: {exc}") from exc
             if time.monotonic() >= deadline:
-                raise StoreLockedError(
-                    f"store {path} is locked by another process: {exc}"
-                ) from exc
+                raise StoreLockedError(f"store {path} is locked by another process: {exc}") from exc
         except duckdb.Error as exc:
             if _is_lock_error(exc) and time.monotonic() < deadline:
                 pass
@@ -221,28 +217,20 @@ def schema_version(con: duckdb.DuckDBPyConnection) -> int:
     ).fetchone()[0]
     if not exists:
         return 0
-    return con.execute(
-        "SELECT coalesce(max(version), 0) FROM schema_version"
-    ).fetchone()[0]
+    return con.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()[0]
 
 
 def migrate(con: duckdb.DuckDBPyConnection) -> int:
     """Apply the migrations this store lacks, each in its own transaction. Returns the new version."""
-    con.execute(
-        "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER, applied_at TIMESTAMPTZ)"
-    )
+    con.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER, applied_at TIMESTAMPTZ)")
     current = schema_version(con)
     if current > SCHEMA_VERSION:
-        raise RuntimeError(
-            f"store schema v{current} is newer than this tracker (v{SCHEMA_VERSION}); upgrade"
-        )
+        raise RuntimeError(f"store schema v{current} is newer than this tracker (v{SCHEMA_VERSION}); upgrade")
     for version in range(current, SCHEMA_VERSION):
         con.execute("BEGIN TRANSACTION")
         try:
             con.execute(MIGRATIONS[version])
-            con.execute(
-                "INSERT INTO schema_version VALUES (?, ?)", [version + 1, now()]
-            )
+            con.execute("INSERT INTO schema_version VALUES (?, ?)", [version + 1, now()])
             con.execute("COMMIT")
         except Exception:
             con.execute("ROLLBACK")
@@ -263,9 +251,7 @@ def _pid_alive(pid: int) -> bool:
 def reap_dead_runs(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Mark `running` rows of this host whose recording process is gone as `crashed`."""
     host = socket.gethostname()
-    rows = con.execute(
-        "SELECT run_id, pid FROM runs WHERE status = 'running' AND host = ?", [host]
-    ).fetchall()
+    rows = con.execute("SELECT run_id, pid FROM runs WHERE status = 'running' AND host = ?", [host]).fetchall()
     dead = [run_id for run_id, pid in rows if pid is None or not _pid_alive(pid)]
     for run_id in dead:
         con.execute(
@@ -284,9 +270,7 @@ class RunRecord:
     run: dict[str, Any]
     variant: dict[str, Any]
     cases: list[dict[str, Any]] = field(default_factory=list)
-    samples: list[tuple[int, int, float]] = field(
-        default_factory=list
-    )  # (case_idx, rep, time_us)
+    samples: list[tuple[int, int, float]] = field(default_factory=list)  # (case_idx, rep, time_us)
     profile_cases: list[dict[str, Any]] = field(default_factory=list)
     profile_kernels: list[dict[str, Any]] = field(default_factory=list)
 
@@ -300,15 +284,11 @@ class RunRecord:
         return cls(**data)
 
 
-def _insert(
-    con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[dict[str, Any]]
-) -> None:
+def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[dict[str, Any]]) -> None:
     if not rows:
         return
     cols = TABLE_COLUMNS[table]
-    sql = (
-        f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
-    )
+    sql = f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
     con.executemany(sql, [[row.get(c) for c in cols] for row in rows])
 
 
@@ -332,9 +312,7 @@ def _insert_samples(
     )
     con.register("new_samples", table)
     try:
-        con.execute(
-            "INSERT INTO samples SELECT run_id, case_idx, rep, time_us FROM new_samples"
-        )
+        con.execute("INSERT INTO samples SELECT run_id, case_idx, rep, time_us FROM new_samples")
     finally:
         con.unregister("new_samples")
 
@@ -349,9 +327,7 @@ def start_run(path: str | os.PathLike, record: RunRecord) -> None:
 
 
 def _upsert_variant(con: duckdb.DuckDBPyConnection, variant: dict[str, Any]) -> None:
-    exists = con.execute(
-        "SELECT 1 FROM variants WHERE sha256 = ?", [variant["sha256"]]
-    ).fetchone()
+    exists = con.execute("SELECT 1 FROM variants WHERE sha256 = ?", [variant["sha256"]]).fetchone()
     if not exists:
         _insert(con, "variants", [variant])
 
@@ -389,9 +365,7 @@ def pending_dir(path: str | os.PathLike) -> Path:
     return Path(f"{path}.pending")
 
 
-def finish_run(
-    path: str | os.PathLike, record: RunRecord, *, retry_seconds: float | None = None
-) -> Path | None:
+def finish_run(path: str | os.PathLike, record: RunRecord, *, retry_seconds: float | None = None) -> Path | None:
     """Complete a run in the store. If the store stays locked, save it to a JSON side file and return that path.
 
     Side files are written into the store by the next successful writer (see `flush_pending`).
@@ -401,9 +375,7 @@ def finish_run(
             write_run(con, record)
             _flush_pending(con, path)
         return None
-    except (
-        Exception
-    ):  # locked, or any other failure: keep the run on disk rather than lose it
+    except Exception:  # locked, or any other failure: keep the run on disk rather than lose it
         folder = pending_dir(path)
         folder.mkdir(parents=True, exist_ok=True)
         side = folder / f"{record.run['run_id']}.json"
@@ -411,9 +383,7 @@ def finish_run(
         return side
 
 
-def _flush_pending(
-    con: duckdb.DuckDBPyConnection, path: str | os.PathLike
-) -> list[str]:
+def _flush_pending(con: duckdb.DuckDBPyConnection, path: str | os.PathLike) -> list[str]:
     folder = pending_dir(path)
     done = []
     for side in sorted(folder.glob("*.json")) if folder.is_dir() else []:
@@ -432,17 +402,11 @@ def flush_pending(path: str | os.PathLike) -> list[str]:
         return _flush_pending(con, path)
 
 
-def add_verdict(
-    path: str | os.PathLike, run_id: str, verdict: str, reason: str = ""
-) -> None:
+def add_verdict(path: str | os.PathLike, run_id: str, verdict: str, reason: str = "") -> None:
     if verdict not in VERDICTS:
-        raise ValueError(
-            f"verdict must be one of {', '.join(VERDICTS)}, not {verdict!r}"
-        )
+        raise ValueError(f"verdict must be one of {', '.join(VERDICTS)}, not {verdict!r}")
     with connect(path) as con:
-        row = con.execute(
-            "SELECT variant_sha256 FROM runs WHERE run_id = ?", [run_id]
-        ).fetchone()
+        row = con.execute("SELECT variant_sha256 FROM runs WHERE run_id = ?", [run_id]).fetchone()
         if row is None:
             raise KeyError(f"no run {run_id!r} in {path}")
         _insert(

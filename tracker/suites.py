@@ -18,9 +18,7 @@ class Case:
     cond: float
     seed: int
     case: str = "dense"
-    inputs: int | None = (
-        None  # distinct inputs per timed repetition; None: the contest's formula
-    )
+    inputs: int | None = None  # distinct inputs per timed repetition; None: the contest's formula
 
     @property
     def spec(self) -> str:
@@ -158,9 +156,7 @@ def get_suite(name: str) -> Suite:
     try:
         return SUITES[name]
     except KeyError:
-        raise ValueError(
-            f"unknown suite {name!r}; choose from {', '.join(SUITES)}"
-        ) from None
+        raise ValueError(f"unknown suite {name!r}; choose from {', '.join(SUITES)}") from None
 
 
 def cases_for(suite: Suite, mode: str) -> tuple[Case, ...]:

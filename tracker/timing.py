@@ -25,16 +25,10 @@ class ModeRules:
 
 
 MODE_RULES = {
-    "benchmark": ModeRules(
-        case_budget_s=10.0, max_reps=200, warmup_s=0.1, warm_every_case=False
-    ),
-    "leaderboard": ModeRules(
-        case_budget_s=30.0, max_reps=1000, warmup_s=0.5, warm_every_case=True
-    ),
+    "benchmark": ModeRules(case_budget_s=10.0, max_reps=200, warmup_s=0.1, warm_every_case=False),
+    "leaderboard": ModeRules(case_budget_s=30.0, max_reps=1000, warmup_s=0.5, warm_every_case=True),
 }
-MIN_LOOP_S = (
-    0.1  # no stop before this much wall time has passed (and at least 3 repetitions)
-)
+MIN_LOOP_S = 0.1  # no stop before this much wall time has passed (and at least 3 repetitions)
 MAX_LOOP_S = 120.0
 TARGET_REL_ERR = 0.001
 
@@ -52,11 +46,7 @@ class Stats:
 def stats(samples: list[float]) -> Stats:
     runs = len(samples)
     mean = sum(samples) / runs
-    std = (
-        math.sqrt(sum((s - mean) ** 2 for s in samples) / (runs - 1))
-        if runs > 1
-        else 0.0
-    )
+    std = math.sqrt(sum((s - mean) ** 2 for s in samples) / (runs - 1)) if runs > 1 else 0.0
     return Stats(runs, mean, std, std / math.sqrt(runs), min(samples), max(samples))
 
 
@@ -74,9 +64,7 @@ class Clock:
     def __init__(self, device: torch.device):
         self.cuda = device.type == "cuda"
         if self.cuda:
-            self._flush = torch.empty(
-                L2_FLUSH_BYTES // 4, dtype=torch.int32, device=device
-            )
+            self._flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
 
     def sync(self) -> None:
         if self.cuda:
@@ -135,9 +123,7 @@ def run_loop(
                 return TimingResult(False, mutation, samples)
             last_check = check_outputs(copies, outputs)
             if not last_check.passed:
-                return TimingResult(
-                    False, f"repetition {i}: {last_check.message}", samples, last_check
-                )
+                return TimingResult(False, f"repetition {i}: {last_check.message}", samples, last_check)
         del outputs
         samples.append(seconds / len(inputs) * 1e6)
         if on_rep is not None:
@@ -145,10 +131,6 @@ def run_loop(
         elapsed = time.perf_counter() - loop_start
         if i > 1 and elapsed > MIN_LOOP_S:
             st = stats(samples)
-            if (
-                st.err / st.mean < TARGET_REL_ERR
-                or st.mean * 1e-6 * st.runs > budget
-                or elapsed > MAX_LOOP_S
-            ):
+            if st.err / st.mean < TARGET_REL_ERR or st.mean * 1e-6 * st.runs > budget or elapsed > MAX_LOOP_S:
                 break
     return TimingResult(True, "", samples, last_check)

@@ -22,14 +22,10 @@ def export_runs(
     with connect(store, read_only=True) as con:
         con.execute("CREATE TEMP TABLE chosen (run_id VARCHAR)")
         if run_ids is None:
-            con.execute(
-                "INSERT INTO chosen SELECT run_id FROM runs WHERE status <> 'running'"
-            )
+            con.execute("INSERT INTO chosen SELECT run_id FROM runs WHERE status <> 'running'")
         else:
             con.executemany("INSERT INTO chosen VALUES (?)", [[r] for r in run_ids])
-        count = con.execute(
-            "SELECT count(*) FROM runs WHERE run_id IN (SELECT run_id FROM chosen)"
-        ).fetchone()[0]
+        count = con.execute("SELECT count(*) FROM runs WHERE run_id IN (SELECT run_id FROM chosen)").fetchone()[0]
         for table in EXPORT_TABLES:
             where = (
                 "sha256 IN (SELECT variant_sha256 FROM runs WHERE run_id IN (SELECT run_id FROM chosen))"
@@ -37,9 +33,7 @@ def export_runs(
                 else "run_id IN (SELECT run_id FROM chosen)"
             )
             target = str(folder / f"{table}.parquet").replace("'", "''")
-            con.execute(
-                f"COPY (SELECT * FROM {table} WHERE {where}) TO '{target}' (FORMAT parquet)"
-            )
+            con.execute(f"COPY (SELECT * FROM {table} WHERE {where}) TO '{target}' (FORMAT parquet)")
     return count
 
 
@@ -56,9 +50,7 @@ def import_runs(store: str | os.PathLike, folder: str | os.PathLike) -> int:
                 "CREATE TEMP TABLE new_runs AS SELECT run_id FROM read_parquet(?)",
                 [path],
             )
-            con.execute(
-                "DELETE FROM new_runs WHERE run_id IN (SELECT run_id FROM runs)"
-            )
+            con.execute("DELETE FROM new_runs WHERE run_id IN (SELECT run_id FROM runs)")
             added = con.execute("SELECT count(*) FROM new_runs").fetchone()[0]
             for table in EXPORT_TABLES:
                 path = folder / f"{table}.parquet"
@@ -91,9 +83,7 @@ def seed_from_samples(store: str | os.PathLike, samples_dir: str | os.PathLike) 
     if Path(store).exists():
         with connect(store, read_only=True) as con:
             has_runs = (
-                con.execute(
-                    "SELECT count(*) FROM information_schema.tables WHERE table_name = 'runs'"
-                ).fetchone()[0]
+                con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'runs'").fetchone()[0]
                 and con.execute("SELECT count(*) FROM runs").fetchone()[0]
             )
         if has_runs:

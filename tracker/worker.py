@@ -104,9 +104,7 @@ def warm_up(kernel, case, device, clock, rules) -> None:
 
     inputs = benchmark_inputs(case, device)
     try:
-        run_loop(
-            kernel, inputs, inputs, clock, rules, recheck=False, budget_s=rules.warmup_s
-        )
+        run_loop(kernel, inputs, inputs, clock, rules, recheck=False, budget_s=rules.warmup_s)
     except Exception:  # the case itself will report the error
         traceback.print_exc()
 
@@ -118,17 +116,11 @@ def main(job_path: str) -> int:
 
     want = job.get("device", "auto")
     if want == "cuda" and not torch.cuda.is_available():
-        events.emit(
-            "error", message="--device cuda asked for, but no CUDA device is available"
-        )
+        events.emit("error", message="--device cuda asked for, but no CUDA device is available")
         return 2
-    device = torch.device(
-        "cuda" if want != "cpu" and torch.cuda.is_available() else "cpu"
-    )
+    device = torch.device("cuda" if want != "cpu" and torch.cuda.is_available() else "cpu")
     if device.type == "cpu":
-        os.environ.setdefault(
-            "TRITON_INTERPRET", "1"
-        )  # Triton variants run in the interpreter on a CPU
+        os.environ.setdefault("TRITON_INTERPRET", "1")  # Triton variants run in the interpreter on a CPU
 
     from tracker.envinfo import capture_environment
     from tracker.profiling import profile_call
@@ -161,9 +153,7 @@ def main(job_path: str) -> int:
                 warm_up(kernel, case, device, clock, rules)
 
     for pos, (idx, case) in enumerate(zip(indices, cases, strict=True)):
-        events.emit(
-            "case_start", case_idx=idx, position=pos, total=len(cases), spec=case.spec
-        )
+        events.emit("case_start", case_idx=idx, position=pos, total=len(cases), spec=case.spec)
         if mode == "test":
             result = run_test_case(kernel, case, device)
         else:
@@ -183,9 +173,7 @@ def main(job_path: str) -> int:
             from tracker.inputs import generate
 
             try:
-                prof = profile_call(
-                    kernel, generate(case, device=device), trace_dir / f"case{idx}.json"
-                )
+                prof = profile_call(kernel, generate(case, device=device), trace_dir / f"case{idx}.json")
             except Exception as exc:
                 prof = {
                     "error": f"profiling failed: {type(exc).__name__}: {exc}",
