@@ -21,6 +21,7 @@ Methods (see DESIGN.md, "Comparing and regressions"):
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import zlib
 from collections.abc import Mapping, Sequence
@@ -135,22 +136,9 @@ def compare_case(
     mean_a, mean_b = _mean(xa), _mean(xb)
 
     def result(verdict: str, reason: str, **kw: float | None) -> CaseComparison:
-        fields: dict[str, float | None] = {
-            "ratio": None,
-            "ci_low": None,
-            "ci_high": None,
-            "p_value": None,
-        }
+        fields: dict[str, float | None] = {"ratio": None, "ci_low": None, "ci_high": None, "p_value": None}
         fields.update(kw)
-        return CaseComparison(
-            case,
-            mean_a,
-            mean_b,
-            **fields,
-            verdict=verdict,
-            mark=_MARKS[verdict],
-            reason=reason,
-        )
+        return CaseComparison(case, mean_a, mean_b, **fields, verdict=verdict, mark=_MARKS[verdict], reason=reason)
 
     failed = [side for side, ok in (("A", passed_a), ("B", passed_b)) if not ok]
     if failed:
@@ -177,14 +165,11 @@ def compare_case(
     elif abs(effect) < min_effect:
         verdict, why = "same", f"p={p:.2g}, median {effect:+.1%} < {min_effect:.1%}"
     elif (effect > 0 and lo > 1) or (effect < 0 and hi < 1):
-        verdict, why = (
-            ("slower" if effect > 0 else "faster"),
-            f"p={p:.2g}, median {effect:+.1%}",
-        )
+        verdict, why = ("slower" if effect > 0 else "faster"), f"p={p:.2g}, median {effect:+.1%}"
     else:
         verdict, why = "same", f"p={p:.2g}, median {effect:+.1%}, CI includes 1"
     if abs(ratio - 1 - effect) >= min_effect:
-        why += f" (mean {ratio - 1:+.1%}, outliers)"  # explains a ratio that disagrees with the verdict
+        why += f" (mean {ratio - 1:+.1%})"  # outliers or several modes: explains a differing ratio
     return result(verdict, why, **stat)
 
 
@@ -227,30 +212,9 @@ def compare_runs(
         xb = _finite(db.samples if db else None)
         if da is None or db is None or not same_gpu:
             reason = "missing in A" if da is None else "missing in B" if db is None else gpu_reason
-            rows.append(
-                CaseComparison(
-                    name,
-                    _mean(xa),
-                    _mean(xb),
-                    None,
-                    None,
-                    None,
-                    None,
-                    "n/a",
-                    "x",
-                    reason,
-                )
-            )
+            rows.append(CaseComparison(name, _mean(xa), _mean(xb), None, None, None, None, "n/a", "x", reason))
             continue
-        row = compare_case(
-            name,
-            xa,
-            xb,
-            passed_a=da.passed,
-            passed_b=db.passed,
-            min_effect=min_effect,
-            alpha=alpha,
-        )
+        row = compare_case(name, xa, xb, passed_a=da.passed, passed_b=db.passed, min_effect=min_effect, alpha=alpha)
         rows.append(row)
         if row.ratio is not None:
             pairs.append((xa, xb))
@@ -355,7 +319,11 @@ def _l1_segments(y: np.ndarray, penalty: float) -> list[int]:
 
 
 def detect_changes(case: str, history: Sequence[HistoryPoint], *, min_effect: float = 0.02) -> list[ChangePoint]:
-    """Steps in one case's history (oldest first); indices refer to the full ``history``."""
+    """Steps in one case's history (oldest first); indices refer to the full ``history``.
+
+    A step at the newest run is reported at once (it cannot yet be told from an outlier; later runs
+    will tell). Elsewhere a single deviating run is an outlier and never a change point.
+    """
     # Only passed runs with a usable mean take part; failures and timeouts are inconclusive.
     keep = [
         k
@@ -368,7 +336,7 @@ def detect_changes(case: str, history: Sequence[HistoryPoint], *, min_effect: fl
     y = np.log(means)  # timing noise and effects are multiplicative
     sigma = _noise_level(y, [history[k] for k in keep])
     starts = _l1_segments(y, _PENALTY_SCALE * sigma * math.log(y.size + 1))
-    segs = [list(range(s, e)) for s, e in zip(starts, starts[1:] + [y.size])]
+    segs = [list(range(s, e)) for s, e in zip(starts, starts[1:] + [y.size], strict=True)]
 
     # A one-run segment inside the series: beyond both neighbours it is an excursion (outlier run,
     # dropped); between them it is a run in transition (joins the closer neighbour).
@@ -392,7 +360,9 @@ def detect_changes(case: str, history: Sequence[HistoryPoint], *, min_effect: fl
     while len(segs) > 1:
         levels = [float(np.median(means[s])) for s in segs]
         small = [
-            (abs(math.log(b / a)), k) for k, (a, b) in enumerate(zip(levels, levels[1:])) if abs(b / a - 1) < min_effect
+            (abs(math.log(b / a)), k)
+            for k, (a, b) in enumerate(itertools.pairwise(levels))
+            if abs(b / a - 1) < min_effect
         ]
         if not small:
             break
@@ -400,7 +370,7 @@ def detect_changes(case: str, history: Sequence[HistoryPoint], *, min_effect: fl
         segs[k] += segs.pop(k + 1)
 
     changes = []
-    for prev, seg in zip(segs, segs[1:]):
+    for prev, seg in itertools.pairwise(segs):
         before, after = float(np.median(means[prev])), float(np.median(means[seg]))
         idx = keep[seg[0]]
         changes.append(

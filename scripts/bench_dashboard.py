@@ -1,0 +1,182 @@
+"""Time every dashboard page's server-side render on a large synthetic store.
+
+    python scripts/bench_dashboard.py [--store /tmp/kernelbeam-bench.duckdb] [--runs 20000] [--repeat 3]
+
+Builds (once; reused while it has the asked-for number of runs) a store of 20,000 runs with 12 cases and 50
+samples each through the tracker's write path (store.write_run, one transaction per run, in one connection),
+then renders each page with streamlit.testing.v1.AppTest: `cold` clears every st.cache_data cache before the
+render (what the first visitor after a write sees), `warm` renders again with the caches filled. Prints the
+median of --repeat renders per page. Pages must render in under 1 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tracker import queries  # noqa: E402
+from tracker import store as store_mod  # noqa: E402
+from tracker.gitinfo import source_hash  # noqa: E402
+from tracker.suites import QR_V2  # noqa: E402
+
+FAMILIES = ["householder", "blocked_wy", "triton_panel", "triton_small", "graphed", "cholqr", "tsqr", "recursive"]
+GPU = "NVIDIA H200"
+BASE_US = np.array([18.0, 95.0, 240.0, 2100.0, 3900.0, 1600.0, 5200.0, 2300.0, 4100.0, 2050.0, 1990.0, 3800.0])
+
+
+def _source(family: str, version: int) -> str:
+    return (
+        f'from task import input_t, output_t\n"""{family} v{version}: synthetic variant for the dashboard benchmark."""\n'
+        f"import torch\n\nBLOCK = {16 * (1 + version % 8)}\n\n\ndef custom_kernel(data: input_t) -> output_t:\n"
+        f"    # tuned {version}\n    return torch.geqrf(data)\n"
+    )
+
+
+def records(n_runs: int, n_cases: int, n_samples: int, seed: int = 0):
+    """Synthetic RunRecords: 8 families drifting faster with occasional regressions, ~10 runs per variant."""
+    rng = np.random.default_rng(seed)
+    cases = QR_V2.benchmarks[:n_cases]
+    base = BASE_US[:n_cases] if n_cases <= len(BASE_US) else rng.uniform(10, 5000, n_cases)
+    level = {f: np.ones(n_cases) * rng.uniform(0.8, 1.6) for f in FAMILIES}
+    version = dict.fromkeys(FAMILIES, 0)
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    for i in range(n_runs):
+        family = FAMILIES[i % len(FAMILIES)]
+        if rng.random() < 0.1:  # a new variant of this family
+            version[family] += 1
+            level[family] = level[family] * rng.uniform(0.93, 1.02, n_cases)
+            if rng.random() < 0.15:
+                level[family][rng.integers(n_cases)] *= 1.3  # a regression on one shape
+        v = version[family]
+        source = _source(family, v)
+        sha = source_hash(source)
+        started = t0 + timedelta(seconds=i * 240)
+        status = "passed" if rng.random() > 0.05 else str(rng.choice(["failed", "timeout", "crashed"]))
+        times = base * level[family] * (1 + 0.02 * rng.standard_normal((n_samples, n_cases)))
+        rec_cases, samples = [], []
+        for k, case in enumerate(cases):
+            x = times[:, k]
+            passed = status == "passed"
+            row = {
+                "case_idx": k, "spec": case.spec, "kind": "benchmark", "batch": case.batch, "n": case.n,
+                "cond": case.cond, "seed": case.seed, "case_name": case.case, "inputs": case.input_count(),
+                "passed": passed, "message": "" if passed else "synthetic failure",
+                "factor_res": 0.2, "tril_res": 0.1, "recon_res": 0.1, "orth_res": 0.7,
+            }  # fmt: skip
+            if passed:
+                row.update(
+                    runs=n_samples, mean_us=float(x.mean()), std_us=float(x.std(ddof=1)),
+                    err_us=float(x.std(ddof=1) / math.sqrt(n_samples)), best_us=float(x.min()),
+                    worst_us=float(x.max()),
+                )  # fmt: skip
+                samples += [(k, rep, float(t)) for rep, t in enumerate(x)]
+            rec_cases.append(row)
+        geomean = float(np.exp(np.log(times.mean(axis=0)).mean())) if status == "passed" else None
+        run = {
+            "run_id": f"{i:012x}", "variant_sha256": sha, "variant": f"{family}_v{v}",
+            "path": f"kernels/{family}.py", "family": family, "note": f"hypothesis {v} for {family}",
+            "status": status, "suite": "qr_v2", "mode": "benchmark", "started_at": started,
+            "finished_at": started + timedelta(seconds=200), "host": "bench", "pid": 1, "device": "cuda",
+            "gpu": GPU, "sm_count": 132, "torch": "2.11.0", "triton": "3.6.0", "python": "3.12",
+            "trigger": "cli", "geomean_us": geomean, "error": None if passed else "synthetic failure",
+        }  # fmt: skip
+        variant = {"sha256": sha, "name": f"{family}_v{v}", "path": run["path"], "source": source,
+                   "first_seen": started}  # fmt: skip
+        yield store_mod.RunRecord(run, variant, rec_cases, samples)
+
+
+def build(path: Path, n_runs: int, n_cases: int, n_samples: int) -> None:
+    """Write the runs through store.write_run, one transaction per run, in one connection."""
+    for p in (path, Path(f"{path}.wal")):
+        p.unlink(missing_ok=True)
+    start = time.perf_counter()
+    with store_mod.connect(path) as con:
+        for i, rec in enumerate(records(n_runs, n_cases, n_samples), 1):
+            store_mod.write_run(con, rec)
+            if i % 1000 == 0:
+                rate = i / (time.perf_counter() - start)
+                print(f"  {i:,} runs written ({rate:,.0f} runs/s)", file=sys.stderr, flush=True)
+        con.execute("CHECKPOINT")
+    print(f"built {path} in {time.perf_counter() - start:.0f} s", file=sys.stderr)
+
+
+PAGES = [
+    ("experiments", None, {}),
+    ("run", "pages/run.py", {"id": "RUN"}),
+    ("compare", "pages/compare.py", {"a": "A", "b": "B"}),
+    ("regressions", "pages/regressions.py", {"family": FAMILIES[0]}),
+    ("benchmark", "pages/benchmark.py", {}),
+]
+
+
+def render_times(store: Path, repeat: int) -> list[tuple[str, float, float]]:
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    os.environ["KERNELBEAM_STORE"] = str(store)
+    runs = queries.list_runs(store, limit=200)
+    passed = runs[runs["status"] == "passed"]
+    ids = {"RUN": passed.iloc[0]["run_id"], "A": passed.iloc[1]["run_id"], "B": passed.iloc[0]["run_id"]}
+    out = []
+    for name, page, params in PAGES:
+        cold, warm = [], []
+        for _ in range(repeat):
+            at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+            if page is not None:
+                at.run()
+                at.switch_page(page)
+            for k, v in params.items():
+                at.query_params[k] = ids.get(v, v)
+            st.cache_data.clear()
+            t = time.perf_counter()
+            at.run()
+            cold.append(time.perf_counter() - t)
+            problems = [e.value for e in at.exception] + [e.value for e in at.error]
+            if problems:
+                raise SystemExit(f"page {name} failed: {problems}")
+            t = time.perf_counter()
+            at.run()
+            warm.append(time.perf_counter() - t)
+        out.append((name, statistics.median(cold), statistics.median(warm)))
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--store", default=str(Path(tempfile.gettempdir()) / "kernelbeam-bench.duckdb"))
+    parser.add_argument("--runs", type=int, default=20_000)
+    parser.add_argument("--cases", type=int, default=12)
+    parser.add_argument("--samples", type=int, default=50)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--rebuild", action="store_true", help="build the store even if it has the runs already")
+    args = parser.parse_args()
+    path = Path(args.store)
+    have = queries.count_runs(path) if path.exists() else 0
+    if args.rebuild or have != args.runs:
+        print(f"building a store of {args.runs:,} runs x {args.cases} cases x {args.samples} samples ...",
+              file=sys.stderr)  # fmt: skip
+        build(path, args.runs, args.cases, args.samples)
+    size = path.stat().st_size / 2**20
+    print(f"store {path}: {queries.count_runs(path):,} runs, {size:,.0f} MiB")
+    results = render_times(path, args.repeat)
+    print(f"\n{'page':<13}{'cold (s)':>10}{'warm (s)':>10}   median of {args.repeat}, server-side (AppTest)")
+    for name, cold, warm in results:
+        flag = "" if cold < 1.0 else "   > 1 s!"
+        print(f"{name:<13}{cold:>10.3f}{warm:>10.3f}{flag}")
+    return 0 if all(cold < 1.0 for _, cold, _ in results) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,377 @@
+"""Background benchmark jobs started from the dashboard.
+
+A job is `python -m tracker run PATH ... --trigger ui --progress-file F --cancel-file C --json` started as a
+detached process (its own session), so it outlives the page that started it, and a page reload finds it again:
+all its state is on disk, in `<store>.jobs/<job_id>/`:
+
+    job.json       what was asked for: kernel, suite, mode, options, the command, pid, start time
+    progress.json  written by the tracker as cases finish (tracker.progress.ProgressFile)
+    log            the tracker's stderr (a line per finished case, errors)
+    result.json    the tracker's stdout: the run summary (`--json`)
+    exit           the exit status, written when the process ends (if the dashboard is still up)
+    cancel         created to ask the run to stop; the tracker then records it as cancelled
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tracker.suites import MODES, SUITES, cases_for, get_suite
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+_DEFINES_KERNEL = re.compile(r"^(def custom_kernel\b|custom_kernel\s*=|from \S+ import .*\bcustom_kernel\b)", re.M)
+LOG_TAIL_BYTES = 6000
+
+
+def jobs_dir(store: str | os.PathLike) -> Path:
+    return Path(f"{Path(store).resolve()}.jobs")
+
+
+def default_kernels_dir() -> Path:
+    """The folder kernels may be run from: $KERNELBEAM_KERNELS_DIR, else kernels/ of the repository."""
+    return Path(os.environ.get("KERNELBEAM_KERNELS_DIR") or REPO_ROOT / "kernels").resolve()
+
+
+def list_kernels(kernels_dir: str | os.PathLike) -> list[str]:
+    """Kernel files under the folder (relative paths): Python files that define custom_kernel."""
+    root = Path(kernels_dir).resolve()
+    if not root.is_dir():
+        return []
+    out = []
+    for path in sorted(root.rglob("*.py"), key=lambda p: (len(p.relative_to(root).parts), str(p))):
+        if any(part.startswith((".", "__")) for part in path.relative_to(root).parts):
+            continue
+        try:
+            if path.resolve().is_relative_to(root) and _DEFINES_KERNEL.search(path.read_text(errors="replace")):
+                out.append(str(path.relative_to(root)))
+        except OSError:
+            continue
+    return out
+
+
+def resolve_kernel(path: str | os.PathLike, kernels_dir: str | os.PathLike) -> Path:
+    """The kernel file as an absolute path, after resolving symlinks; ValueError unless it is a .py file inside
+    the kernels folder."""
+    root = Path(kernels_dir).resolve()
+    text = str(path).strip()
+    if not text:
+        raise ValueError("choose a kernel file")
+    if "\x00" in text:
+        raise ValueError("the kernel path contains a NUL character")
+    candidate = Path(text).expanduser()
+    if not candidate.is_absolute():
+        candidate = root / candidate
+    resolved = candidate.resolve()
+    if not resolved.is_relative_to(root):
+        raise ValueError(f"{text} is outside the kernels folder {root}; only kernels under it can be run")
+    if resolved.suffix != ".py":
+        raise ValueError(f"{text} is not a Python file")
+    if not resolved.is_file():
+        raise ValueError(f"no kernel file at {text}")
+    return resolved
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_available() -> bool:
+    """Whether a CUDA GPU is usable here (checked once, in a subprocess, so the dashboard never imports torch)."""
+    if os.environ.get("KERNELBEAM_NO_GPU"):
+        return False
+    if shutil.which("nvidia-smi") is None:
+        return False
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.stdout.strip().endswith("True")
+
+
+@dataclass
+class Job:
+    job_id: str
+    folder: Path
+    spec: dict[str, Any]
+
+    @property
+    def progress_file(self) -> Path:
+        return self.folder / "progress.json"
+
+    @property
+    def cancel_file(self) -> Path:
+        return self.folder / "cancel"
+
+    @property
+    def log_file(self) -> Path:
+        return self.folder / "log"
+
+    @property
+    def result_file(self) -> Path:
+        return self.folder / "result.json"
+
+    @property
+    def exit_file(self) -> Path:
+        return self.folder / "exit"
+
+
+def _new_job_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+
+
+def _display_path(path: Path) -> str:
+    """Relative to the working directory when inside it, as a CLI user would type it (runs are keyed on it)."""
+    try:
+        return str(path.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _reap(proc: subprocess.Popen, exit_file: Path) -> None:
+    code = proc.wait()
+    try:
+        exit_file.write_text(str(code))
+    except OSError:
+        pass
+
+
+def start_job(
+    store: str | os.PathLike,
+    kernel: str | os.PathLike,
+    *,
+    suite: str,
+    mode: str = "benchmark",
+    kernels_dir: str | os.PathLike | None = None,
+    cases: list[int] | None = None,
+    seed: int | None = None,
+    timeout: float | None = None,
+    family: str | None = None,
+    parent: str | None = None,
+    note: str | None = None,
+    profile: bool = False,
+    device: str = "auto",
+) -> Job:
+    """Validate, then start the tracker run in the background; returns at once. ValueError for bad input."""
+    kernels_dir = Path(kernels_dir) if kernels_dir is not None else default_kernels_dir()
+    path = resolve_kernel(kernel, kernels_dir)
+    if suite not in SUITES:
+        raise ValueError(f"unknown suite {suite!r}; choose from {', '.join(SUITES)}")
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
+    n_cases = len(cases_for(get_suite(suite), mode))
+    for i in cases or []:
+        if not 0 <= i < n_cases:
+            raise ValueError(f"case {i} is out of range: suite {suite} has {n_cases} {mode} cases")
+    if device not in ("auto", "cpu", "cuda"):
+        raise ValueError("device must be auto, cpu or cuda")
+    if timeout is not None and timeout <= 0:
+        raise ValueError("the timeout must be positive")
+
+    job_id = _new_job_id()
+    folder = jobs_dir(store) / job_id
+    folder.mkdir(parents=True)
+    job = Job(job_id, folder, {})
+    argv = [
+        sys.executable, "-m", "tracker", "run", _display_path(path),
+        "--store", str(Path(store).resolve()),
+        "--suite", suite, "--mode", mode, "--device", device,
+        "--trigger", "ui",
+        "--progress-file", str(job.progress_file),
+        "--cancel-file", str(job.cancel_file),
+        "--json",
+    ]  # fmt: skip
+    if cases:
+        argv += ["--cases", ",".join(str(int(i)) for i in cases)]
+    if seed is not None:
+        argv += ["--seed", str(int(seed))]
+    if timeout is not None:
+        argv += ["--timeout", f"{float(timeout):g}"]
+    for flag, value in (("--family", family), ("--parent", parent), ("--note", note)):
+        if value:
+            argv += [flag, str(value)]
+    if profile:
+        argv.append("--profile")
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+    job.spec = {
+        "job_id": job_id,
+        "kernel": _display_path(path),
+        "suite": suite,
+        "mode": mode,
+        "device": device,
+        "cases": cases,
+        "seed": seed,
+        "timeout": timeout,
+        "family": family,
+        "parent": parent,
+        "note": note,
+        "profile": profile,
+        "store": str(Path(store).resolve()),
+        "argv": argv,
+        "created_at": datetime.now(UTC).isoformat(),
+        "pid": None,
+    }
+    with open(job.log_file, "wb") as log, open(job.result_file, "wb") as out:
+        proc = subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=log,
+            stdin=subprocess.DEVNULL,
+            cwd=Path.cwd(),
+            env=env,
+            start_new_session=True,  # survives the page (and a restart of the dashboard)
+        )
+    job.spec["pid"] = proc.pid
+    _write_json(folder / "job.json", job.spec)
+    # Reap the child when it ends (else it lingers as a zombie of the dashboard) and note its exit status.
+    threading.Thread(target=_reap, args=(proc, job.exit_file), daemon=True).start()
+    return job
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, default=str))
+    os.replace(tmp, path)
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def get_job(store: str | os.PathLike, job_id: str) -> Job | None:
+    if not job_id or "/" in job_id or job_id.startswith("."):
+        return None
+    folder = jobs_dir(store) / job_id
+    spec = _read_json(folder / "job.json")
+    return Job(job_id, folder, spec) if spec is not None else None
+
+
+def list_jobs(store: str | os.PathLike, limit: int | None = None) -> list[Job]:
+    """Jobs of this store, newest first."""
+    root = jobs_dir(store)
+    if not root.is_dir():
+        return []
+    out = []
+    for folder in sorted(root.iterdir(), reverse=True):
+        spec = _read_json(folder / "job.json")
+        if spec is not None:
+            out.append(Job(folder.name, folder, spec))
+        if limit is not None and len(out) >= limit:
+            break
+    return out
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie is not alive
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def log_tail(job: Job, max_bytes: int = LOG_TAIL_BYTES) -> str:
+    try:
+        with open(job.log_file, "rb") as f:
+            f.seek(max(0, job.log_file.stat().st_size - max_bytes))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def status(job: Job) -> dict[str, Any]:
+    """Where a job stands: state (starting/running/cancelling/finished/died), progress and its run.
+
+    `finished` carries the run's status (passed/failed/cancelled/timeout/crashed) and run_id; `died` means the
+    process ended without finishing the run (bad arguments, killed): the log tail says why.
+    """
+    progress = _read_json(job.progress_file) or {}
+    alive = _alive(job.spec.get("pid"))
+    exit_text = job.exit_file.read_text().strip() if job.exit_file.exists() else None
+    created = job.spec.get("created_at")
+    try:
+        since = (datetime.now(UTC) - datetime.fromisoformat(created)).total_seconds() if created else None
+    except ValueError:
+        since = None
+    out: dict[str, Any] = {
+        "job_id": job.job_id,
+        "kernel": job.spec.get("kernel"),
+        "suite": job.spec.get("suite"),
+        "mode": job.spec.get("mode"),
+        "created_at": created,
+        "total": progress.get("total") or 0,
+        "done": progress.get("done") or 0,
+        "failed": progress.get("failed") or 0,
+        "current": progress.get("current"),
+        "gpu": progress.get("gpu"),
+        "run_id": progress.get("run_id"),
+        "status": progress.get("status"),
+        "error": progress.get("error"),
+        "exit_code": int(exit_text) if exit_text and exit_text.lstrip("-").isdigit() else None,
+        "cancel_requested": job.cancel_file.exists(),
+    }
+    if progress.get("state") == "finished":
+        out["state"] = "finished"
+        out["elapsed_s"] = progress.get("elapsed_s")
+    elif alive:
+        out["state"] = "cancelling" if out["cancel_requested"] else progress.get("state", "starting")
+        out["elapsed_s"] = since
+    else:
+        out["state"] = "died"
+        out["elapsed_s"] = progress.get("elapsed_s")
+        if not out["error"]:
+            tail = log_tail(job, 2000).strip().splitlines()
+            out["error"] = tail[-1] if tail else "the job ended without recording a run"
+    result = _read_json(job.result_file) if out["state"] in ("finished", "died") else None
+    if result:
+        out["run_id"] = out["run_id"] or result.get("run_id")
+        out["geomean_us"] = result.get("geomean_us")
+    return out
+
+
+def is_active(job: Job) -> bool:
+    return status(job)["state"] in ("starting", "running", "cancelling")
+
+
+def cancel(store: str | os.PathLike, job_id: str) -> bool:
+    """Ask a running job to stop (the tracker records the run as cancelled). False if there is no such job."""
+    job = get_job(store, job_id)
+    if job is None:
+        return False
+    job.cancel_file.touch()
+    return True
+
+
+def wait(job: Job, timeout: float = 600.0, poll: float = 0.2) -> dict[str, Any]:
+    """Block until the job is no longer active (for scripts and tests); returns its final status."""
+    deadline = time.monotonic() + timeout
+    while True:
+        st = status(job)
+        if st["state"] in ("finished", "died") or time.monotonic() > deadline:
+            return st
+        time.sleep(poll)
