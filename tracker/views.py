@@ -418,26 +418,28 @@ def history_points(hist: Mapping[str, pd.DataFrame]) -> dict[str, list[HistoryPo
     """Per case label, one HistoryPoint per run of the history (oldest first); failed runs are kept as such."""
     runs, cases, samples = hist["runs"], hist["cases"], hist["samples"]
     sample_map = {(r, c): s for r, c, s in zip(samples["run_id"], samples["case_idx"], samples["samples"], strict=True)}
-    by_run = {rid: grp for rid, grp in cases.groupby("run_id")} if not cases.empty else {}
-    labels: list[str] = list(dict.fromkeys(cases["label"])) if not cases.empty else []
+    rows: dict[tuple[str, str], tuple[int, bool, float | None]] = {}
+    for run_id, label, idx, ok, mean in zip(
+        cases["run_id"], cases["label"], cases["case_idx"], cases["passed"], cases["mean_us"], strict=True
+    ):
+        rows.setdefault((run_id, label), (idx, bool(ok), float(mean) if is_num(mean) else None))
+    labels: list[str] = list(dict.fromkeys(cases["label"]))
     out: dict[str, list[HistoryPoint]] = {label: [] for label in labels}
     for run_id, status in zip(runs["run_id"], runs["status"], strict=True):
-        grp = by_run.get(run_id)
-        rows = {} if grp is None else {lbl: r for lbl, r in zip(grp["label"], grp.to_dict("records"), strict=True)}
+        not_passed = status if status != "passed" else "failed"
         for label in labels:
-            row = rows.get(label)
+            row = rows.get((run_id, label))
             if row is None:
-                out[label].append(HistoryPoint(run_id, None, (), status if status != "passed" else "failed"))
+                out[label].append(HistoryPoint(run_id, None, (), not_passed))
                 continue
-            ok = status == "passed" and bool(row["passed"])
-            mean = row["mean_us"] if is_num(row["mean_us"]) else None
-            samples_ = sample_map.get((run_id, row["case_idx"]))
+            idx, ok, mean = row
+            got = sample_map.get((run_id, idx))
             out[label].append(
                 HistoryPoint(
                     run_id,
                     mean,
-                    tuple(samples_) if samples_ is not None else (),
-                    "passed" if ok else (status if status != "passed" else "failed"),
+                    tuple(got) if got is not None else (),
+                    "passed" if ok and status == "passed" else not_passed,
                 )
             )
     return out
@@ -500,59 +502,72 @@ def timeline_figure(
     cols: int = 3,
 ) -> go.Figure:
     """Per case, the mean of every passed run with its error bar (log y); change points as dashed lines with
-    the segment levels before and after."""
+    the segment levels before and after. Built as plain dicts in one go (Plotly's per-subplot helpers are slow)."""
     labels = list(points)
     rows = max(1, math.ceil(len(labels) / cols))
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=labels or ["no cases"], vertical_spacing=0.32 / rows)
-    meta = runs.set_index("run_id")
+    variant = dict(zip(runs["run_id"], runs["variant"], strict=True))
+    traces: list[dict[str, Any]] = []
+    shapes: list[dict[str, Any]] = []
+    axes: dict[str, Any] = {}
     for k, label in enumerate(labels):
-        r, c = k // cols + 1, k % cols + 1
+        ax = "" if k == 0 else str(k + 1)
+        xref, yref = f"x{ax}", f"y{ax}"
+        axes[f"yaxis{ax}"] = {"type": "log"}
         pts = points[label]
-        xs, ys, es, text = [], [], [], []
-        fx, ftext = [], []
+        xs, ys, es, text, fx, ftext = [], [], [], [], [], []
         for i, p in enumerate(pts):
-            variant = meta.loc[p.run_id, "variant"] if p.run_id in meta.index else ""
+            name = variant.get(p.run_id, "")
             if p.status == "passed" and p.mean is not None:
                 xs.append(i)
                 ys.append(p.mean)
                 es.append(errs.get((p.run_id, label)) or 0.0)
-                text.append(f"{variant} · {p.run_id}")
+                text.append(f"{name} · {p.run_id}")
             else:
                 fx.append(i)
-                ftext.append(f"{variant} · {p.run_id} · {p.status}")
-        fig.add_trace(
-            go.Scatter(
-                x=xs, y=ys, mode="lines+markers", name=label, showlegend=False,
-                error_y={"type": "data", "array": es, "thickness": 1, "width": 2},
-                marker={"size": 5, "color": "#1f77b4"}, line={"width": 1, "color": "#9ecae1"},
-                text=text, hovertemplate="%{text}<br>%{y:.2f} µs<extra></extra>",
-            ),
-            row=r, col=c,
-        )  # fmt: skip
+                ftext.append(f"{name} · {p.run_id} · {p.status}")
+        traces.append({
+            "type": "scatter", "x": xs, "y": ys, "xaxis": xref, "yaxis": yref, "mode": "lines+markers",
+            "name": label, "showlegend": False, "text": text,
+            "error_y": {"type": "data", "array": es, "thickness": 1, "width": 2},
+            "marker": {"size": 5, "color": "#1f77b4"}, "line": {"width": 1, "color": "#9ecae1"},
+            "hovertemplate": "%{text}<br>%{y:.2f} µs<extra></extra>",
+        })  # fmt: skip
         if fx:
-            level = min(ys) if ys else 1.0
-            fig.add_trace(
-                go.Scatter(
-                    x=fx, y=[level] * len(fx), mode="markers", name="not passed", showlegend=False,
-                    marker={"symbol": "x", "size": 7, "color": "#999"}, text=ftext,
-                    hovertemplate="%{text}<extra></extra>",
-                ),
-                row=r, col=c,
-            )  # fmt: skip
-        for cp in changes.get(label, ()):
-            colour = "#d62728" if cp.kind == "regression" else "#2ca02c"
-            fig.add_vline(x=cp.index - 0.5, line={"dash": "dash", "color": colour, "width": 1.5}, row=r, col=c)
-            start = max((q.index for q in changes[label] if q.index < cp.index), default=0)
-            end = min((q.index for q in changes[label] if q.index > cp.index), default=len(pts))
-            fig.add_trace(
-                go.Scatter(
-                    x=[start, cp.index - 0.5, cp.index - 0.5, end - 1], y=[cp.before, cp.before, cp.after, cp.after],
-                    mode="lines", line={"color": colour, "width": 2}, showlegend=False, name=f"{cp.kind}",
-                    hovertemplate=f"{cp.kind}: {cp.before:.2f} → {cp.after:.2f} µs (×{cp.factor:.3f})<extra></extra>",
-                ),
-                row=r, col=c,
-            )  # fmt: skip
-        fig.update_yaxes(type="log", row=r, col=c)
-    fig.update_layout(height=260 * rows + 60, margin={"t": 60, "b": 30}, title="Mean per run (µs, log) along the history")
+            traces.append({
+                "type": "scatter", "x": fx, "y": [min(ys) if ys else 1.0] * len(fx), "xaxis": xref, "yaxis": yref,
+                "mode": "markers", "name": "not passed", "showlegend": False, "text": ftext,
+                "marker": {"symbol": "x", "size": 7, "color": "#999"}, "hovertemplate": "%{text}<extra></extra>",
+            })  # fmt: skip
+        cps = list(changes.get(label, ()))
+        for kind, colour in (("regression", "#d62728"), ("improvement", "#2ca02c")):
+            sx: list[float | None] = []
+            sy: list[float | None] = []
+            hover: list[str | None] = []
+            for j, cp in enumerate(cps):
+                if cp.kind != kind:
+                    continue
+                start = cps[j - 1].index if j else 0
+                end = cps[j + 1].index if j + 1 < len(cps) else len(pts)
+                x = cp.index - 0.5
+                sx += [start, x, x, end - 1, None]
+                sy += [cp.before, cp.before, cp.after, cp.after, None]
+                tip = f"{kind}: {cp.before:.2f} → {cp.after:.2f} µs (×{cp.factor:.3f}), run {cp.run_id}"
+                hover += [tip] * 4 + [None]
+                shapes.append({
+                    "type": "line", "xref": xref, "yref": f"{yref} domain", "x0": x, "x1": x, "y0": 0, "y1": 1,
+                    "line": {"dash": "dash", "color": colour, "width": 1.5},
+                })  # fmt: skip
+            if sx:
+                traces.append({
+                    "type": "scatter", "x": sx, "y": sy, "xaxis": xref, "yaxis": yref, "mode": "lines",
+                    "line": {"color": colour, "width": 2}, "showlegend": False, "name": kind, "text": hover,
+                    "hovertemplate": "%{text}<extra></extra>",
+                })  # fmt: skip
+    fig.add_traces(traces)
+    fig.update_layout(
+        axes, shapes=shapes, height=260 * rows + 60, margin={"t": 60, "b": 30},
+        title="Mean per run (µs, log) along the history; dashed: change points",
+    )  # fmt: skip
     fig.update_annotations(font_size=12)
     return fig

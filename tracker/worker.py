@@ -167,6 +167,7 @@ def main(job_path: str) -> int:
             **result,
         )
 
+    events.emit("timing_done")
     if job.get("profile"):
         trace_dir = Path(job["trace_dir"])
         for idx, case in zip(indices, cases, strict=True):
