@@ -38,7 +38,8 @@ BASE_US = np.array([18.0, 95.0, 240.0, 2100.0, 3900.0, 1600.0, 5200.0, 2300.0, 4
 
 def _source(family: str, version: int) -> str:
     return (
-        f'from task import input_t, output_t\n"""{family} v{version}: synthetic variant for the dashboard benchmark."""\n'
+        "from task import input_t, output_t\n"
+        f'"""{family} v{version}: synthetic variant for the dashboard benchmark."""\n'
         f"import torch\n\nBLOCK = {16 * (1 + version % 8)}\n\n\ndef custom_kernel(data: input_t) -> output_t:\n"
         f"    # tuned {version}\n    return torch.geqrf(data)\n"
     )

@@ -6,9 +6,10 @@ Methods (see DESIGN.md, "Comparing and regressions"):
 
 * A vs B per case: ``ratio`` is mean_b / mean_a, as ``asv compare`` shows it. The decision uses robust
   statistics so that a few wild samples cannot flip it: a two-sided Mann-Whitney U test on the raw samples,
-  the ratio of medians as the effect size, and a seeded percentile bootstrap CI of the ratio of medians
-  (level 1 - alpha). A case is "faster"/"slower" only if p < alpha, |median ratio - 1| >= min_effect and the
-  CI excludes 1; otherwise "same".
+  the ratio of medians as the effect size. With too few samples for the rank test to reach alpha (the
+  contest's stop rule often stops a stable case after 3 repetitions), Welch's t-test on the means and the
+  ratio of means decide instead. The CI is that of the ratio of means (Welch, delta method on the log).
+  A case is "faster"/"slower" only if p < alpha and |effect| >= min_effect; otherwise "same".
 * Over runs: geometric mean of the per-case ratios (cases with a ratio on both sides); its CI comes from a
   joint bootstrap of the means of every included case.
 * History: piecewise-constant fit of log(mean) minimising the L1 distance to segment medians plus a penalty
@@ -59,7 +60,7 @@ class CaseComparison:
     mean_a: float | None
     mean_b: float | None
     ratio: float | None  # mean_b / mean_a (>1: B is slower)
-    ci_low: float | None  # CI (1 - alpha) of the ratio of medians, bootstrap
+    ci_low: float | None  # CI (1 - alpha) of the ratio of means (Welch, delta method)
     ci_high: float | None
     p_value: float | None  # two-sided Mann-Whitney U
     verdict: str  # faster | slower | same | n/a
@@ -106,19 +107,23 @@ def _mann_whitney_p(a: np.ndarray, b: np.ndarray) -> float:
     return float(stats.mannwhitneyu(a, b, alternative="two-sided").pvalue)
 
 
-def _bootstrap_median_ratio_ci(a: np.ndarray, b: np.ndarray, level: float, seed: int) -> tuple[float, float]:
-    # Medians, not means: one 100x sample then moves the CI by about one rank instead of blowing it up.
-    rng = np.random.default_rng(seed)
-    reps = np.empty(_BOOTSTRAP_REPS)
-    chunk = max(1, 1_000_000 // max(a.size, b.size))  # bound memory for very long sample lists
-    for start in range(0, _BOOTSTRAP_REPS, chunk):
-        k = min(chunk, _BOOTSTRAP_REPS - start)
-        med_a = np.median(a[rng.integers(0, a.size, (k, a.size))], axis=1)
-        med_b = np.median(b[rng.integers(0, b.size, (k, b.size))], axis=1)
-        reps[start : start + k] = med_b / med_a
-    tail = 100 * (1 - level) / 2
-    lo, hi = np.percentile(reps, [tail, 100 - tail])
-    return float(lo), float(hi)
+def _welch(a: np.ndarray, b: np.ndarray, level: float) -> tuple[float, float, float]:
+    """Welch's t-test on the means, and the CI of the ratio of means (delta method on the log ratio).
+
+    Returns (p, ci_low, ci_high). Used for the CI always, and for the decision when there are too few
+    samples for a rank test: the contest's stop rule often ends a stable case after 3 repetitions.
+    """
+    ma, mb = float(a.mean()), float(b.mean())
+    va, vb = float(a.var(ddof=1)) / a.size, float(b.var(ddof=1)) / b.size
+    se_log = math.sqrt(va / ma**2 + vb / mb**2)
+    if se_log == 0:
+        return (1.0 if ma == mb else 0.0), mb / ma, mb / ma
+    df_den = (va / ma**2) ** 2 / (a.size - 1) + (vb / mb**2) ** 2 / (b.size - 1)
+    df = (va / ma**2 + vb / mb**2) ** 2 / df_den if df_den > 0 else float(a.size + b.size - 2)
+    t = (math.log(mb) - math.log(ma)) / se_log
+    p = float(2 * stats.t.sf(abs(t), df))
+    half = float(stats.t.ppf(0.5 + level / 2, df)) * se_log
+    return p, mb / ma * math.exp(-half), mb / ma * math.exp(half)
 
 
 def compare_case(
@@ -152,23 +157,24 @@ def compare_case(
     n_a, n_b = xa.size, xb.size
     if n_a < 2 or n_b < 2:
         return result("n/a", f"too few samples ({n_a} vs {n_b})", ratio=ratio)
-    # Smallest two-sided p an exact rank test can give; if it is not below alpha, testing is pointless.
-    if 2 / math.comb(n_a + n_b, n_a) >= alpha:
-        return result("n/a", f"too few samples for p<{alpha:g} ({n_a} vs {n_b})", ratio=ratio)
 
-    p = _mann_whitney_p(xa, xb)
-    effect = float(np.median(xb) / np.median(xa)) - 1
-    lo, hi = _bootstrap_median_ratio_ci(xa, xb, 1 - alpha, _seed(case))
+    welch_p, lo, hi = _welch(xa, xb, 1 - alpha)
+    # The rank test is robust to outliers but cannot reach alpha with very few samples (its smallest
+    # two-sided p is 2 / C(n_a + n_b, n_a)); then Welch's test on the means decides.
+    if 2 / math.comb(n_a + n_b, n_a) < alpha:
+        test, p = "U", _mann_whitney_p(xa, xb)
+        effect = float(np.median(xb) / np.median(xa)) - 1
+        what = "median"
+    else:
+        test, p, effect, what = "t", welch_p, ratio - 1, "mean"
     stat = {"ratio": ratio, "ci_low": lo, "ci_high": hi, "p_value": p}
     if p >= alpha:
-        verdict, why = "same", f"p={p:.2g}, median {effect:+.1%}"
+        verdict, why = "same", f"{test} p={p:.2g}, {what} {effect:+.1%}"
     elif abs(effect) < min_effect:
-        verdict, why = "same", f"p={p:.2g}, median {effect:+.1%} < {min_effect:.1%}"
-    elif (effect > 0 and lo > 1) or (effect < 0 and hi < 1):
-        verdict, why = ("slower" if effect > 0 else "faster"), f"p={p:.2g}, median {effect:+.1%}"
+        verdict, why = "same", f"{test} p={p:.2g}, {what} {effect:+.1%} < {min_effect:.1%}"
     else:
-        verdict, why = "same", f"p={p:.2g}, median {effect:+.1%}, CI includes 1"
-    if abs(ratio - 1 - effect) >= min_effect:
+        verdict, why = ("slower" if effect > 0 else "faster"), f"{test} p={p:.2g}, {what} {effect:+.1%}"
+    if what == "median" and abs(ratio - 1 - effect) >= min_effect:
         why += f" (mean {ratio - 1:+.1%})"  # outliers or several modes: explains a differing ratio
     return result(verdict, why, **stat)
 
