@@ -9,7 +9,7 @@ batched fp32 matmuls: A2 -= V (T^T (V^T A2)).  Most flops move into bmm.
 Parent: householder_torch.py.
 """
 
-import torch
+import torch  # noqa: E402
 
 _NB = 32
 

@@ -8,7 +8,7 @@ a rank-1 update of the trailing columns done for the whole batch at once.
 Parent: torch.geqrf (the contest's reference kernel).
 """
 
-import torch
+import torch  # noqa: E402
 
 
 def _householder_qr_(a: torch.Tensor) -> torch.Tensor:

@@ -10,9 +10,9 @@ Larger n goes to the blocked compact-WY PyTorch route.
 Parent: blocked_wy_torch.py (large-n route) / householder_torch.py (the per-column math).
 """
 
-import os
+import os  # noqa: E402
 
-import torch
+import torch  # noqa: E402
 
 try:
     import triton
@@ -28,6 +28,10 @@ _NB = 32
 if _HAVE_TRITON:
 
     @triton.jit
+    def _add2(a0, b0, a1, b1):
+        return a0 + a1, b0 + b1
+
+    @triton.jit
     def _tile_qr_kernel(
         src, dst, tau_ptr, m, w, kmax, s_sb, s_sr, d_sb, d_sr, tau_sb,
         BM: tl.constexpr, BW: tl.constexpr,
@@ -41,10 +45,9 @@ if _HAVE_TRITON:
         for j in range(0, kmax):
             colj = cols[None, :] == j
             x = tl.sum(tl.where(colj, p, 0.0), axis=1)
-            alpha = tl.sum(tl.where(rows == j, x, 0.0), axis=0)
             below = rows > j
             xb = tl.where(below, x, 0.0)
-            xn2 = tl.sum(xb * xb, axis=0)
+            alpha, xn2 = tl.reduce((tl.where(rows == j, x, 0.0), xb * xb), 0, _add2)
             nrm = tl.sqrt(alpha * alpha + xn2)
             zero = xn2 == 0.0
             beta = tl.where(zero, alpha, tl.where(alpha >= 0.0, -nrm, nrm))
@@ -71,7 +74,7 @@ def _small_qr(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     tau = torch.empty((b, n), dtype=a.dtype, device=a.device)
     bm = triton.next_power_of_2(m)
     bw = triton.next_power_of_2(n)
-    warps = 1 if bm * bw <= 256 else 2 if bm * bw <= 1024 else 4 if bm * bw <= 4096 else 8
+    warps = max(2, min(16, bm * bw // 1024))
     _tile_qr_kernel[(b,)](
         a, h, tau, m, n, n, a.stride(0), a.stride(1), h.stride(0), h.stride(1), tau.stride(0),
         BM=bm, BW=bw, num_warps=warps,

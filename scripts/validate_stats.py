@@ -55,8 +55,10 @@ def main() -> int:
     aa = flagged(itertools.combinations(a_ids, 2))
     hits = sum(h for h, _ in aa.values())
     total = sum(t for _, t in aa.values())
-    print(f"\nA/A: {len(a_ids) * (len(a_ids) - 1) // 2} pairs x {len(aa)} cases: {hits}/{total} flagged "
-          f"({100 * hits / max(total, 1):.1f}%; must be <= 1%)")
+    print(
+        f"\nA/A: {len(a_ids) * (len(a_ids) - 1) // 2} pairs x {len(aa)} cases: {hits}/{total} flagged "
+        f"({100 * hits / max(total, 1):.1f}%; must be <= 1%)"
+    )
     for case, (h, t) in aa.items():
         print(f"  {case:24} {h}/{t} flagged")
 
@@ -70,15 +72,19 @@ def main() -> int:
         ma = data[x][args.planted_case].samples
         mb = data[y][args.planted_case].samples
         effects.append(sum(mb) / len(mb) / (sum(ma) / len(ma)) - 1)
-    print(f"  planted effect on {args.planted_case}: mean {100 * sum(effects) / len(effects):+.2f}% "
-          f"(range {100 * min(effects):+.2f}% .. {100 * max(effects):+.2f}%)")
+    print(
+        f"  planted effect on {args.planted_case}: mean {100 * sum(effects) / len(effects):+.2f}% "
+        f"(range {100 * min(effects):+.2f}% .. {100 * max(effects):+.2f}%)"
+    )
 
     changes = detect_all(history_points(hist))
     print(f"\nHistory: {len(runs)} runs in time order; change points:")
     found = [(case, cp) for case, cps in changes.items() for cp in cps]
     for case, cp in found:
-        print(f"  {case:24} {cp.kind} at run #{cp.index} ({cp.run_id}): {cp.before:,.1f} -> {cp.after:,.1f} us "
-              f"(x{cp.factor:.3f})")
+        print(
+            f"  {case:24} {cp.kind} at run #{cp.index} ({cp.run_id}): {cp.before:,.1f} -> {cp.after:,.1f} us "
+            f"(x{cp.factor:.3f})"
+        )
     first_b = next((i for i, v in enumerate(runs["variant"]) if v == args.planted), None)
     exact = len(found) == 1 and found[0][0] == args.planted_case and found[0][1].index == first_b
     print(f"  expected exactly one, on {args.planted_case} at run #{first_b}: {'yes' if exact else 'NO'}")

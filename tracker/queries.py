@@ -375,7 +375,7 @@ def case_history(
         ).df()
         samples = con.execute(
             "SELECT s.run_id, s.case_idx, list(s.time_us ORDER BY s.rep) AS samples "
-            "FROM samples s WHERE s.run_id IN (SELECT run_id FROM hist) GROUP BY s.run_id, s.case_idx"
+            "FROM samples s JOIN hist h USING (run_id) GROUP BY s.run_id, s.case_idx"
         ).df()
     return {"runs": runs, "cases": cases, "samples": samples}
 

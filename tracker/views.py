@@ -13,7 +13,6 @@ from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from tracker.stats import CaseData, ChangePoint, HistoryPoint, RunComparison, compare_runs, detect_changes
 
@@ -87,8 +86,10 @@ def experiments_table(df: pd.DataFrame) -> pd.DataFrame:
             "passed": df["passed"],
             "last run": df["last_run_at"],
             "verdict": df["verdict"],
-            "note": [n if isinstance(n, str) else (r if isinstance(r, str) else None)
-                     for n, r in zip(df["note"], df["verdict_reason"], strict=True)],
+            "note": [
+                n if isinstance(n, str) else (r if isinstance(r, str) else None)
+                for n, r in zip(df["note"], df["verdict_reason"], strict=True)
+            ],
         }
     )
     return out.reset_index(drop=True)
@@ -245,7 +246,9 @@ def _err_by_label(bundle: Mapping[str, Any]) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
     for c in bundle["cases"].to_dict("records"):
         label = c.get("label") or c["spec"]
-        out[label if label not in out else f"{label} #{c['case_idx']}"] = c.get("err_us") if is_num(c.get("err_us")) else None
+        out[label if label not in out else f"{label} #{c['case_idx']}"] = (
+            c.get("err_us") if is_num(c.get("err_us")) else None
+        )
     return out
 
 
@@ -306,7 +309,9 @@ def speedup_figure(cmp: RunComparison) -> go.Figure:
             marker_color=[MARK_COLOURS.get(c.verdict, "#999") for c in cases],
             customdata=[[s, c.verdict, c.mark] for s, c in zip(speedups, cases, strict=True)],
             hovertemplate="%{x}<br>speedup %{customdata[0]:.3f}x (%{customdata[1]})<extra></extra>",
-            text=[f"{s:.3f}×" if c.verdict in ("faster", "slower") else "" for s, c in zip(speedups, cases, strict=True)],
+            text=[
+                f"{s:.3f}×" if c.verdict in ("faster", "slower") else "" for s, c in zip(speedups, cases, strict=True)
+            ],
             textposition="outside",
             name="speedup A/B",
         )
@@ -395,7 +400,8 @@ def side_by_side_html(a: str | None, b: str | None, name_a: str, name_b: str, co
                 )
     if len(rows) == 1:
         rows.append('<tr><td colspan="4">the two sources are identical</td></tr>')
-    return SIDE_BY_SIDE_CSS + '<table class="kb-diff">' + "".join(rows) + "</table>"
+    cols = '<colgroup><col style="width:3.5em"><col><col style="width:3.5em"><col></colgroup>'
+    return SIDE_BY_SIDE_CSS + '<table class="kb-diff">' + cols + "".join(rows) + "</table>"
 
 
 def kernel_paths_in_repo(paths: Sequence[str | None], repo: str | None) -> list[str]:
@@ -438,11 +444,15 @@ def history_points(hist: Mapping[str, pd.DataFrame]) -> dict[str, list[HistoryPo
                 HistoryPoint(
                     run_id,
                     mean,
-                    tuple(got) if got is not None else (),
+                    got if got is not None else (),
                     "passed" if ok and status == "passed" else not_passed,
                 )
             )
     return out
+
+
+def without_samples(points: Mapping[str, Sequence[HistoryPoint]]) -> dict[str, list[HistoryPoint]]:
+    return {label: [HistoryPoint(p.run_id, p.mean, (), p.status) for p in pts] for label, pts in points.items()}
 
 
 def detect_all(points: Mapping[str, Sequence[HistoryPoint]]) -> dict[str, list[ChangePoint]]:
@@ -505,7 +515,7 @@ def timeline_figure(
     the segment levels before and after. Built as plain dicts in one go (Plotly's per-subplot helpers are slow)."""
     labels = list(points)
     rows = max(1, math.ceil(len(labels) / cols))
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=labels or ["no cases"], vertical_spacing=0.32 / rows)
+    fig = go.Figure(layout=_grid_layout(labels, rows, cols))
     variant = dict(zip(runs["run_id"], runs["variant"], strict=True))
     traces: list[dict[str, Any]] = []
     shapes: list[dict[str, Any]] = []
@@ -569,5 +579,27 @@ def timeline_figure(
         axes, shapes=shapes, height=260 * rows + 60, margin={"t": 60, "b": 30},
         title="Mean per run (µs, log) along the history; dashed: change points",
     )  # fmt: skip
-    fig.update_annotations(font_size=12)
     return fig
+
+
+def _unit(x: float) -> float:
+    return min(1.0, max(0.0, round(x, 6)))
+
+
+def _grid_layout(labels: Sequence[str], rows: int, cols: int) -> dict[str, Any]:
+    """Axes and titles of a rows x cols grid of subplots, as make_subplots lays them out (without its cost)."""
+    hgap, vgap = 0.2 / cols, 0.32 / rows
+    width, height = (1 - hgap * (cols - 1)) / cols, (1 - vgap * (rows - 1)) / rows
+    layout: dict[str, Any] = {"annotations": []}
+    for k, label in enumerate(labels or ["no cases"]):
+        r, c = divmod(k, cols)
+        ax = "" if k == 0 else str(k + 1)
+        x0 = c * (width + hgap)
+        y1 = 1 - r * (height + vgap)
+        layout[f"xaxis{ax}"] = {"domain": [_unit(x0), _unit(x0 + width)], "anchor": f"y{ax}"}
+        layout[f"yaxis{ax}"] = {"domain": [_unit(y1 - height), _unit(y1)], "anchor": f"x{ax}"}
+        layout["annotations"].append({
+            "text": label, "x": x0 + width / 2, "y": y1, "xref": "paper", "yref": "paper", "xanchor": "center",
+            "yanchor": "bottom", "showarrow": False, "font": {"size": 12},
+        })  # fmt: skip
+    return layout

@@ -1,0 +1,155 @@
+"""Shared page helpers: the chosen store, cached reads through tracker.queries, and clear messages.
+
+Reads are cached with st.cache_data keyed on the store path and its version (modification times and sizes of
+the file and its WAL), so a write by a tracker run shows on the next render. No connection is ever cached or
+kept: every query opens the store read-only and closes it.
+"""
+
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from tracker import queries, views
+from tracker.store import NotAStoreError, StoreLockedError
+
+APP = Path(__file__).resolve().parent.parent / "app.py"
+STORE_KEY = "kb_store"
+GPU_KEY = "kb_gpu"
+ALL_GPUS = "All GPUs"
+
+
+def page_setup() -> None:
+    """Call first in every page.
+
+    With a pages/ folder next to app.py, Streamlit starts in its legacy mode: until st.navigation has been
+    called once in the process (always, under AppTest), a request for a page URL such as a shared
+    `compare?a=..&b=..` link runs that page file alone, without app.py (no sidebar, no store). Then run app.py
+    here, in this same script run (so clicks and form submissions are kept): its st.navigation switches the
+    legacy mode off and runs this page again, with the same URL path and query parameters. Then stop."""
+    try:
+        from streamlit.runtime.pages_manager import PagesManager
+    except ImportError:  # pragma: no cover - a Streamlit without the legacy mode
+        return
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        runpy.run_path(str(APP), run_name="__main__")
+        st.stop()
+
+
+def store() -> str:
+    return st.session_state.get(STORE_KEY) or "experiments.duckdb"
+
+
+def gpu_filter() -> str | None:
+    value = st.session_state.get(GPU_KEY)
+    return None if value in (None, ALL_GPUS) else value
+
+
+@st.cache_data(show_spinner=False, max_entries=512)
+def _cached(name: str, store_path: str, version: tuple[int, ...], args: tuple, kwargs: tuple) -> Any:
+    return getattr(queries, name)(store_path, *args, **dict(kwargs))
+
+
+def try_read(name: str, *args: Any, **kwargs: Any) -> tuple[Any, str | None]:
+    """Like read(), but returns (value, problem) instead of stopping the page."""
+    path = store()
+    try:
+        return _cached(name, path, queries.store_version(path), args, tuple(sorted(kwargs.items()))), None
+    except NotAStoreError:
+        return None, f"**{path}** is not a KernelBeam store (not a DuckDB file)."
+    except StoreLockedError:
+        return None, f"The store **{path}** is busy; reload in a moment."
+    except FileNotFoundError:
+        return None, f"There is no store at **{path}** yet."
+
+
+def read(name: str, *args: Any, **kwargs: Any) -> Any:
+    """queries.<name>(store, *args, **kwargs), cached on the store's version; clear messages on failure."""
+    path = store()
+    try:
+        return _cached(name, path, queries.store_version(path), args, tuple(sorted(kwargs.items())))
+    except NotAStoreError:
+        st.error(f"**{path}** is not a KernelBeam store (not a DuckDB file). Choose another store in the sidebar.")
+        st.stop()
+    except StoreLockedError:
+        st.warning(f"The store **{path}** is busy (another process is writing to it). Reload in a moment.")
+        st.stop()
+    except FileNotFoundError:
+        st.info(f"There is no store at **{path}** yet. Start a run on the Benchmark page or with the CLI.")
+        st.stop()
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _cached_compare(store_path: str, version: tuple[int, ...], a: str, b: str) -> Any:
+    bundle_a = queries.run_bundle(store_path, a)
+    bundle_b = queries.run_bundle(store_path, b)
+    if bundle_a is None or bundle_b is None:
+        return bundle_a, bundle_b, None
+    return bundle_a, bundle_b, views.compare_bundles(bundle_a, bundle_b)
+
+
+def compare(a: str, b: str) -> Any:
+    path = store()
+    try:
+        return _cached_compare(path, queries.store_version(path), a, b)
+    except (NotAStoreError, StoreLockedError, FileNotFoundError):
+        read("count_runs")  # shows the message and stops
+        raise
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _cached_history(store_path: str, version: tuple[int, ...], kwargs: tuple) -> Any:
+    hist = queries.case_history(store_path, **dict(kwargs))
+    points = views.history_points(hist)
+    changes = views.detect_all(points)
+    # The samples only serve the change detection; caching them would cost more (pickling) than it saves.
+    hist = {k: v for k, v in hist.items() if k != "samples"}
+    return hist, views.without_samples(points), changes
+
+
+def history(**kwargs: Any) -> Any:
+    """The case history along a family or kernel file with its change points (cached)."""
+    path = store()
+    try:
+        return _cached_history(path, queries.store_version(path), tuple(sorted(kwargs.items())))
+    except (NotAStoreError, StoreLockedError, FileNotFoundError):
+        read("count_runs")
+        raise
+
+
+def require_runs() -> int:
+    """Stop the page with a clear message when the store is unusable or has no runs; else the run count."""
+    n = read("count_runs")
+    if not n:
+        st.info(
+            f"The store **{store()}** has no runs yet. Start one on the **Benchmark** page, or from a shell: "
+            "`python -m tracker run kernels/geqrf_reference.py --suite smoke`."
+        )
+        st.stop()
+    return n
+
+
+def resolve_run(text: str) -> str | None:
+    """A run id or unique prefix typed or passed in the URL, resolved; None (with a message) if unknown."""
+    text = (text or "").strip()
+    if not text:
+        return None
+    run_id = read("resolve_run_id", text)
+    if run_id is None:
+        st.error(f"No run matches **{text}** in {store()} (give a run id or a unique prefix).")
+    return run_id
+
+
+def run_link(run_id: str, label: str | None = None) -> None:
+    st.page_link(
+        "pages/run.py", label=label or f"run {run_id}", icon=":material/open_in_new:", query_params={"id": run_id}
+    )
+
+
+def rows_height(n: int, max_rows: int = 40) -> int:
+    """A dataframe height that shows n rows without an inner scrollbar (up to max_rows)."""
+    return 35 * (min(n, max_rows) + 1) + 3

@@ -1,0 +1,134 @@
+"""Benchmark: start a tracker run of a kernel file in the background, follow it live, cancel it."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from pages import _common as common
+from tracker import jobs
+from tracker.suites import MODES, SUITES, cases_for, get_suite
+
+common.page_setup()
+st.title("Run a benchmark")
+store = common.store()
+_, problem = common.try_read("count_runs")
+if problem and "no store" not in problem.lower():
+    st.error(problem + " Choose another store in the sidebar.")
+    st.stop()
+
+kernels_dir = jobs.default_kernels_dir()
+kernels = jobs.list_kernels(kernels_dir)
+has_gpu = jobs.gpu_available()
+if not has_gpu:
+    st.info(
+        "No GPU here: the run uses the **CPU** (`--device auto`) and the small **smoke** suite; its timings are "
+        "labelled CPU and never compared with GPU runs."
+    )
+
+c1, c2 = st.columns([3, 2])
+choice = c1.selectbox(f"Kernel file (under {kernels_dir})", kernels, index=0 if kernels else None, key="bm_kernel")
+typed = c2.text_input("…or a path under that folder", key="bm_path", placeholder="e.g. my_variant.py")
+c3, c4, c5 = st.columns(3)
+suites = list(SUITES) if has_gpu else ["smoke"]
+suite = c3.selectbox("Suite", suites, key="bm_suite", disabled=not has_gpu)
+mode = c4.selectbox("Mode", MODES, index=MODES.index("benchmark"), key="bm_mode")
+device = c5.selectbox("Device", ["auto", "cpu", "cuda"] if has_gpu else ["auto", "cpu"], key="bm_device")
+suite_cases = cases_for(get_suite(suite), mode)
+with st.expander("Options"):
+    o1, o2 = st.columns(2)
+    picked = o1.multiselect(
+        f"Only these cases (default: all {len(suite_cases)})",
+        list(range(len(suite_cases))),
+        format_func=lambda i: f"{i}: {suite_cases[i].spec}",
+        key="bm_cases",
+    )
+    seed_text = o2.text_input("Hidden seed (optional)", key="bm_seed")
+    family = o1.text_input("Family", key="bm_family")
+    parent = o2.text_input("Parent run id", key="bm_parent")
+    note = st.text_input("Note / hypothesis", key="bm_note")
+    t1, t2 = st.columns(2)
+    timeout = t1.number_input("Timeout (s)", min_value=1.0, value=900.0, step=60.0, key="bm_timeout")
+    profile = t2.checkbox("Profile one call per case", key="bm_profile")
+submitted = st.button("Start run", type="primary", key="bm_start")
+
+if submitted:
+    kernel = typed.strip() or choice
+    case_list = sorted(picked) or None
+    try:
+        seed = int(seed_text) if seed_text.strip() else None
+    except ValueError:
+        seed = None
+        st.error(f"The seed must be a whole number; got “{seed_text}”.")
+    if kernel and (not seed_text.strip() or seed is not None):
+        try:
+            job = jobs.start_job(
+                store, kernel, suite=suite if has_gpu else "smoke", mode=mode, kernels_dir=kernels_dir,
+                cases=case_list, seed=seed, timeout=timeout, family=family.strip() or None,
+                parent=parent.strip() or None, note=note.strip() or None, profile=profile, device=device,
+            )  # fmt: skip
+        except (ValueError, OSError) as exc:
+            st.error(str(exc))
+        else:
+            st.session_state["bm_job"] = job.job_id
+            st.success(f"Started job {job.job_id}: {job.spec['kernel']} · {job.spec['suite']}/{mode}")
+    elif not kernel:
+        st.error("Choose a kernel file.")
+
+all_jobs = jobs.list_jobs(store, limit=20)
+active = [j for j in all_jobs if jobs.is_active(j)]
+
+
+def _render_job(job: jobs.Job) -> None:
+    s = jobs.status(job)
+    state = s["state"]
+    total, done = s["total"] or 0, s["done"] or 0
+    head = f"**{job.spec.get('kernel')}** · {s['suite']}/{s['mode']} · job `{job.job_id}`"
+    elapsed = f"{s['elapsed_s']:.0f} s" if s.get("elapsed_s") is not None else "–"
+    if state in ("starting", "running", "cancelling"):
+        current = f" — now: {s['current']}" if s["current"] else ""
+        st.markdown(f"{head} · **{state}** · elapsed {elapsed}")
+        if total:
+            text = f"case {min(done + 1, total)} of {total}{current}" + (
+                f" · {s['failed']} failed" if s["failed"] else ""
+            )
+        else:
+            text = "starting the worker (imports torch, generates inputs)…"
+        st.progress(done / total if total else 0.0, text=text)
+        if state != "cancelling" and st.button("Cancel", key=f"cancel_{job.job_id}"):
+            jobs.cancel(store, job.job_id)
+            st.warning("Cancelling…")
+    elif state == "finished":
+        text = f"{head} · finished: **{s['status']}** in {elapsed}" + (f" · {s['error']}" if s.get("error") else "")
+        (st.success if s["status"] == "passed" else st.warning)(text)
+        if s.get("run_id"):
+            common.run_link(s["run_id"], f"open run {s['run_id']}")
+    else:
+        st.error(f"{head} · the job ended without recording a run: {s.get('error')}")
+    tail = jobs.log_tail(job, 3000)
+    if tail.strip():
+        st.code(tail, language="text")
+
+
+@st.fragment(run_every=1)
+def live() -> None:
+    """Polls the progress files every second while a job runs; a full rerun when one ends (store changed)."""
+    current = [j for j in jobs.list_jobs(store, limit=20) if jobs.is_active(j)]
+    for job in current:
+        _render_job(job)
+    if len(current) < len(active):
+        st.rerun()
+
+
+st.subheader("Jobs")
+if active:
+    live()
+elif not all_jobs:
+    st.caption("No job started from the dashboard for this store yet.")
+recent = [j for j in all_jobs if j not in active][:5]
+focus = st.session_state.get("bm_job")
+for job in recent:
+    with st.expander(
+        f"{job.job_id} · {job.spec.get('kernel')} · {jobs.status(job)['state']}",
+        expanded=job.job_id == focus or job is recent[0],
+    ):
+        _render_job(job)

@@ -1,0 +1,158 @@
+"""Compare: run A against run B, case by case, with their source and git diffs. Shareable as compare?a=..&b=.."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from pages import _common as common
+from tracker import views
+from tracker.gitinfo import diff_commits
+
+common.page_setup()
+st.title("Compare")
+common.require_runs()
+
+
+def _pick(side: str) -> None:
+    choice = st.session_state.get(f"pick_{side}")
+    if choice:
+        st.session_state[side] = choice
+
+
+recent = common.read("run_choices", gpu=common.gpu_filter(), limit=300)
+labels = {
+    r["run_id"]: f"{r['run_id']} · {r['variant']} · {r['status']} · {r['suite']}/{r['mode']} · {r['gpu']} · "
+    f"{r['started_at']:%Y-%m-%d %H:%M}"
+    for r in recent.to_dict("records")
+}
+col_a, col_b = st.columns(2)
+typed_a = col_a.text_input("Run A (baseline)", key="a", bind="query-params", placeholder="run id or unique prefix")
+typed_b = col_b.text_input("Run B (candidate)", key="b", bind="query-params", placeholder="run id or unique prefix")
+with st.expander("Pick from recent runs", expanded=not (typed_a and typed_b)):
+    pa, pb = st.columns(2)
+    options = list(labels)
+    pa.selectbox("A", options, index=None, format_func=labels.get, key="pick_a", on_change=_pick, args=("a",))
+    pb.selectbox("B", options, index=None, format_func=labels.get, key="pick_b", on_change=_pick, args=("b",))
+
+a = common.resolve_run(typed_a)
+b = common.resolve_run(typed_b)
+if not (a and b):
+    if not (typed_a and typed_b):
+        st.info("Choose a baseline run A and a candidate run B (or open a URL like `compare?a=<run>&b=<run>`).")
+    st.stop()
+
+bundle_a, bundle_b, cmp = common.compare(a, b)
+if bundle_a is None or bundle_b is None:
+    st.error("One of the runs disappeared from the store; reload the page.")
+    st.stop()
+run_a, run_b = bundle_a["run"], bundle_b["run"]
+
+
+def _header(col, side: str, run: dict) -> None:
+    col.markdown(
+        f"**{side}: {run['variant']}** · `{run['run_id']}` · {run['status']}  \n"
+        f"{run.get('gpu') or '?'} · {run['suite']}/{run['mode']} · {run['started_at']:%Y-%m-%d %H:%M} · "
+        f"commit `{(run.get('git_commit') or '–')[:10] if isinstance(run.get('git_commit'), str) else '–'}`"
+        + (" (dirty)" if run.get("git_dirty") is True else "")
+    )
+    with col:
+        common.run_link(run["run_id"], f"open run {run['run_id']}")
+
+
+h = st.columns(2)
+_header(h[0], "A", run_a)
+_header(h[1], "B", run_b)
+
+if (run_a.get("gpu") or "?") != (run_b.get("gpu") or "?"):
+    st.warning(
+        f"Different GPUs: A ran on **{run_a.get('gpu') or 'unknown'}**, B on **{run_b.get('gpu') or 'unknown'}**. "
+        "Timings of different GPU models are not compared; only the sources are."
+    )
+if (run_a["suite"], run_a["mode"]) != (run_b["suite"], run_b["mode"]):
+    st.info(
+        f"Different suites or modes ({run_a['suite']}/{run_a['mode']} vs {run_b['suite']}/{run_b['mode']}): "
+        "only cases present in both are compared."
+    )
+
+m = st.columns(4)
+if cmp.geomean_ratio is not None:
+    ci = f" (95% CI {cmp.geomean_ci[0]:.3f}–{cmp.geomean_ci[1]:.3f})" if cmp.geomean_ci else ""
+    m[0].metric("Geomean ratio B/A", f"{cmp.geomean_ratio:.3f}", help="mean_B / mean_A over cases; < 1: B is faster")
+    m[1].metric("Speedup of B", f"{1 / cmp.geomean_ratio:.3f}×", help="A time / B time" + ci)
+else:
+    m[0].metric("Geomean ratio B/A", "–")
+    m[1].metric("Speedup of B", "–")
+counts = {v: sum(c.verdict == v for c in cmp.cases) for v in ("faster", "slower", "same", "n/a")}
+m[2].metric("Cases faster / slower", f"{counts['faster']} / {counts['slower']}")
+m[3].metric("Within noise / n/a", f"{counts['same']} / {counts['n/a']}")
+st.caption(f"{cmp.reason}. Marks as in `asv compare`: `-` faster, `+` slower, `~` within noise, `x` not comparable.")
+
+table = views.compare_table(cmp, bundle_a, bundle_b)
+st.dataframe(
+    table,
+    hide_index=True,
+    column_config={
+        "ratio B/A": st.column_config.NumberColumn(format="%.3f"),
+        "p": st.column_config.NumberColumn(format="%.2g"),
+    },
+    key="cmp_table",
+    height=common.rows_height(len(table)),
+)
+
+if cmp.comparable and any(c.ratio for c in cmp.cases):
+    st.plotly_chart(views.grouped_bars_figure(cmp, bundle_a, bundle_b), key="bars")
+    st.plotly_chart(views.speedup_figure(cmp), key="speedup")
+
+st.subheader("Source diff")
+name_a = f"A {run_a.get('path') or run_a['variant']} ({run_a['variant_sha256'][:8]})"
+name_b = f"B {run_b.get('path') or run_b['variant']} ({run_b['variant_sha256'][:8]})"
+if run_a["variant_sha256"] == run_b["variant_sha256"]:
+    st.info("A and B ran the same source (same content hash).")
+elif not (bundle_a["source"] and bundle_b["source"]):
+    st.info("The source of one of the variants is not in the store.")
+else:
+    t_unified, t_side = st.tabs(["Unified", "Side by side"])
+    with t_unified:
+        st.code(views.unified_diff(bundle_a["source"], bundle_b["source"], name_a, name_b), language="diff")
+    with t_side:
+        st.html(views.side_by_side_html(bundle_a["source"], bundle_b["source"], name_a, name_b))
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _git_diff(repos: tuple[str, ...], commit_a: str, commit_b: str, paths: tuple[str, ...]) -> tuple[str | None, str]:
+    for repo in repos:
+        if repo and Path(repo).is_dir():
+            text = diff_commits(repo, commit_a, commit_b, list(paths) or None)
+            if text is not None:
+                return text, repo
+    return None, ""
+
+
+commit_a, commit_b = run_a.get("git_commit"), run_b.get("git_commit")
+st.subheader("Git")
+if isinstance(commit_a, str) and isinstance(commit_b, str):
+    if commit_a == commit_b:
+        st.caption(f"Both runs are at commit `{commit_a[:10]}`.")
+    else:
+        repos = tuple(dict.fromkeys(r for r in (run_a.get("git_repo"), run_b.get("git_repo"), str(Path.cwd())) if r))
+        only_kernels = st.toggle("Only the kernel files", value=True)
+        paths = views.kernel_paths_in_repo([run_a.get("path"), run_b.get("path")], run_a.get("git_repo"))
+        text, repo = _git_diff(repos, commit_a, commit_b, tuple(paths) if only_kernels else ())
+        if text is None:
+            st.info(f"Commits `{commit_a[:10]}` and `{commit_b[:10]}` are not both in a repository here.")
+        elif not text.strip():
+            st.caption(
+                f"No changes between `{commit_a[:10]}` and `{commit_b[:10]}`"
+                + (" in the kernel files." if only_kernels else ".")
+            )
+        else:
+            st.caption(f"`git diff {commit_a[:10]} {commit_b[:10]}` in {repo}")
+            st.code(text, language="diff")
+else:
+    st.caption("At least one of the runs was not recorded in a git repository.")
+for side, run in (("A", run_a), ("B", run_b)):
+    if isinstance(run.get("git_diff"), str) and run["git_diff"].strip():
+        with st.expander(f"Uncommitted changes of {side} ({run['run_id']})"):
+            st.code(run["git_diff"], language="diff")

@@ -1,0 +1,92 @@
+"""Experiments: one row per variant with its best and latest run, filters, search, and the progress chart."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import streamlit as st
+
+from pages import _common as common
+from tracker import views
+from tracker.queries import VARIANT_SORTS
+
+ANY = "any"
+
+common.page_setup()
+st.title("Experiments")
+common.require_runs()
+facets = common.read("facets")
+gpu = common.gpu_filter()
+
+c_search, c_sort = st.columns([3, 1])
+search = c_search.text_input(
+    "Search", key="q", bind="query-params", placeholder="variant, kernel path, family, note or hypothesis, verdict"
+)
+sort = c_sort.selectbox("Sort by", list(VARIANT_SORTS), key="sort", bind="query-params")
+cols = st.columns([1, 1, 1, 1, 2])
+suite = cols[0].selectbox("Suite", [ANY, *facets["suite"]], key="suite", bind="query-params")
+mode = cols[1].selectbox("Mode", [ANY, *facets["mode"]], key="mode", bind="query-params")
+status = cols[2].selectbox("Status", [ANY, *facets["status"]], key="status", bind="query-params")
+family = cols[3].selectbox("Family", [ANY, *facets["family"]], key="fam", bind="query-params")
+first = facets["first"].date() if facets["first"] is not None else dt.date.today()
+last = facets["last"].date() if facets["last"] is not None else dt.date.today()
+dates = cols[4].date_input("Dates", value=(first, last), min_value=first, max_value=last, key="dates")
+since, until = (dates[0], dates[1]) if isinstance(dates, tuple) and len(dates) == 2 else (None, None)
+if since == first and until == last:
+    since = until = None  # the whole range: no filter, and the cache key stays stable as runs are added
+
+filters = {
+    "gpu": gpu,
+    "suite": None if suite == ANY else suite,
+    "mode": None if mode == ANY else mode,
+    "family": None if family == ANY else family,
+    "since": since,
+    "until": until,
+    "search": search or None,
+}
+table = common.read("variant_table", status=None if status == ANY else status, sort=sort, **filters)
+if table.empty:
+    st.info("No runs match these filters" + (f" and the search “{search}”." if search else "."))
+    st.stop()
+
+points = common.read("progress_points", **filters)
+contexts = table[["suite", "gpu"]].drop_duplicates()
+m = st.columns(4)
+m[0].metric("Variants", f"{table['variant_sha256'].nunique():,}")
+m[1].metric("Runs", f"{int(table['runs'].sum()):,}")
+m[2].metric("Passed", f"{int(table['passed'].sum()):,}")
+if len(contexts) == 1 and table["best_geomean_us"].notna().any():
+    best = table.loc[table["best_geomean_us"].idxmin()]
+    m[3].metric("Best geomean", f"{views.fmt_us(best['best_geomean_us'])} µs", help=f"{best['variant']}")
+else:
+    m[3].metric("Contexts (suite · GPU)", len(contexts), help="Geomeans of different suites or GPUs are not compared")
+
+if not points.empty:
+    counts = (points["suite"] + " · " + points["gpu"].fillna("?")).value_counts()
+    if len(counts) > 1:  # geomeans of different suites or GPUs do not share an axis
+        chosen = st.selectbox(
+            "Progress chart of", list(counts.index), format_func=lambda c: f"{c} ({counts[c]} runs)", key="chart_ctx"
+        )
+        suite_c, gpu_c = chosen.split(" · ", 1)
+        points = points[(points["suite"] == suite_c) & (points["gpu"].fillna("?") == gpu_c)]
+    st.plotly_chart(views.progress_figure(points), key="progress")
+else:
+    st.caption("No passed timed run in this selection, so no progress chart.")
+
+st.dataframe(
+    views.experiments_table(table),
+    hide_index=True,
+    column_config={
+        "best run": st.column_config.LinkColumn("best run", display_text=r"run\?id=(.*)"),
+        "latest run": st.column_config.LinkColumn("latest run", display_text=r"run\?id=(.*)"),
+        "best geomean (µs)": st.column_config.NumberColumn(format="%.1f"),
+        "latest geomean (µs)": st.column_config.NumberColumn(format="%.1f"),
+        "last run": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm"),
+    },
+    key="variants",
+    height=common.rows_height(len(table), max_rows=20),
+)
+st.caption(
+    "One row per variant (source hash) and context (suite · GPU): its best passed run by geomean and its latest "
+    "run. Click a column header to sort; links open the run."
+)

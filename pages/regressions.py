@@ -1,0 +1,119 @@
+"""Regressions: per case along a family or a kernel file, the timeline of means with change points, and the
+runs that introduced regressions (each with a link to the compare view). URLs: regressions?family=.. or ?path=.."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from pages import _common as common
+from tracker import views
+
+WINDOWS = {"last 100 runs": 100, "last 300 runs": 300, "last 1000 runs": 1000, "all runs": None}
+
+common.page_setup()
+st.title("Regressions")
+common.require_runs()
+scopes = common.read("history_scopes")
+families, paths = scopes["family"], scopes["path"]
+
+qp_family, qp_path = st.query_params.get("family"), st.query_params.get("path")
+if "reg_kind" not in st.session_state:
+    st.session_state["reg_kind"] = "Kernel file" if (qp_path and not qp_family) or families.empty else "Family"
+
+
+def _set_scope() -> None:
+    kind = st.session_state["reg_kind"]
+    value = st.session_state.get("reg_family" if kind == "Family" else "reg_path")
+    st.query_params.pop("family", None)
+    st.query_params.pop("path", None)
+    if value:
+        st.query_params["family" if kind == "Family" else "path"] = value
+
+
+c_kind, c_value = st.columns([1, 3])
+kind = c_kind.radio("Along", ["Family", "Kernel file"], key="reg_kind", on_change=_set_scope, horizontal=True)
+if kind == "Family":
+    options = families["family"].tolist()
+    wanted = qp_family
+    label = "Family"
+else:
+    options = paths["path"].tolist()
+    wanted = qp_path
+    label = "Kernel file"
+if wanted and wanted not in options:
+    st.error(f"No runs with {label.lower()} **{wanted}** in {common.store()}.")
+    wanted = None
+if not options:
+    st.info(f"No run has a {label.lower()} yet (runs get one with `--family`).")
+    st.stop()
+key = "reg_family" if kind == "Family" else "reg_path"
+if wanted:
+    st.session_state[key] = wanted
+elif st.session_state.get(key) not in options:
+    st.session_state[key] = options[0]
+scope_value = c_value.selectbox(label, options, key=key, on_change=_set_scope)
+scope = {"family": scope_value} if kind == "Family" else {"path": scope_value}
+
+contexts = common.read("history_contexts", **scope)
+gpu = common.gpu_filter()
+if gpu is not None:
+    contexts = contexts[contexts["gpu"] == gpu]
+if contexts.empty:
+    st.info(f"No timed (benchmark or leaderboard) runs along {label.lower()} **{scope_value}**"
+            + (f" on {gpu}." if gpu else "."))  # fmt: skip
+    st.stop()
+ctx_labels = [f"{r['suite']} · {r['gpu']} ({r['runs']} runs)" for r in contexts.to_dict("records")]
+c1, c2, c3 = st.columns([2, 1, 1])
+ctx_idx = c1.selectbox("Suite · GPU", range(len(ctx_labels)), format_func=ctx_labels.__getitem__, key="reg_ctx")
+window = c2.selectbox("History", list(WINDOWS), index=1, key="reg_window")
+show_improvements = c3.toggle("Also improvements", value=False, key="reg_impr")
+ctx = contexts.iloc[ctx_idx or 0]
+gpu_value = ctx["gpu"] if isinstance(ctx["gpu"], str) else None
+
+hist, points, changes = common.history(
+    **scope, suite=ctx["suite"], gpu=gpu_value, last=WINDOWS[window]
+)  # fmt: skip
+runs = hist["runs"]
+if runs.empty or not points:
+    st.info("No cases recorded along this history.")
+    st.stop()
+
+kinds = ("regression", "improvement") if show_improvements else ("regression",)
+table = views.regression_table(changes, points, runs, kinds=kinds)
+n_reg = sum(cp.kind == "regression" for cps in changes.values() for cp in cps)
+n_imp = sum(cp.kind == "improvement" for cps in changes.values() for cp in cps)
+m = st.columns(3)
+m[0].metric("Runs in history", len(runs))
+m[1].metric("Regressions", n_reg)
+m[2].metric("Improvements", n_imp)
+
+st.subheader("Regressions" + (" and improvements" if show_improvements else ""))
+if table.empty:
+    st.success("No regression detected along this history." if not n_imp or show_improvements else
+               f"No regression detected ({n_imp} improvement(s); tick “Also improvements” to list them).")  # fmt: skip
+else:
+    st.dataframe(
+        table,
+        hide_index=True,
+        column_config={
+            "before (µs)": st.column_config.NumberColumn(format="%.2f"),
+            "after (µs)": st.column_config.NumberColumn(format="%.2f"),
+            "factor": st.column_config.NumberColumn(format="×%.3f"),
+            "started": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm"),
+            "compare": st.column_config.LinkColumn("compare", display_text="diff ↗"),
+        },
+        key="reg_table",
+    )
+    st.caption("A change is a step in a robust piecewise-constant fit of each case's means (tracker.stats); "
+               "“compare” opens the last good run against the run that introduced it. Timeouts and failures are "
+               "inconclusive, never regressions.")  # fmt: skip
+
+errs = {
+    (rid, label): err
+    for rid, label, err in zip(hist["cases"]["run_id"], hist["cases"]["label"], hist["cases"]["err_us"], strict=True)
+    if views.is_num(err)
+}
+st.plotly_chart(views.timeline_figure(points, changes, runs, errs), key="timeline")
+not_passed = int((runs["status"] != "passed").sum())
+if not_passed:
+    st.caption(f"{not_passed} run(s) did not pass (grey ×): inconclusive, left out of the change detection.")

@@ -1,0 +1,151 @@
+"""Run: one run's cases, samples, profile, source, git state, environment, and a verdict form."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from pages import _common as common
+from tracker import views
+from tracker.store import VERDICTS, StoreLockedError, add_verdict
+
+common.page_setup()
+st.title("Run")
+common.require_runs()
+
+typed = st.text_input("Run id", key="id", bind="query-params", placeholder="a run id or a unique prefix")
+run_id = common.resolve_run(typed)
+if run_id is None:
+    if not typed:
+        st.info("Give a run id above, or open one of the recent runs:")
+    recent = common.read("run_choices", gpu=common.gpu_filter(), limit=20)
+    st.dataframe(
+        recent.assign(run_id="run?id=" + recent["run_id"]),
+        hide_index=True,
+        column_config={"run_id": st.column_config.LinkColumn("run", display_text=r"run\?id=(.*)")},
+    )
+    st.stop()
+
+bundle = common.read("run_bundle", run_id)
+if bundle is None:  # deleted between the two reads
+    st.error(f"No run {run_id} in {common.store()}.")
+    st.stop()
+run, cases = bundle["run"], bundle["cases"]
+
+status_icon = {"passed": ":green[:material/check_circle:]", "failed": ":red[:material/cancel:]"}.get(
+    run["status"], ":orange[:material/warning:]"
+)
+st.subheader(f"{status_icon} {run['variant']} · {run['status']}")
+st.caption(
+    f"run `{run['run_id']}` · suite **{run['suite']}** · mode **{run['mode']}** · {run.get('gpu') or '?'} · "
+    f"started {run['started_at']:%Y-%m-%d %H:%M:%S} · trigger {run.get('trigger') or '?'}"
+    + (f" · family **{run['family']}**" if isinstance(run.get("family"), str) else "")
+)
+if run.get("gpu") == "CPU" or run.get("device") == "cpu":
+    st.info("CPU run: timings are CPU timings, never compared with GPU runs.")
+if isinstance(run.get("note"), str) and run["note"]:
+    st.markdown(f"**Note / hypothesis:** {run['note']}")
+if isinstance(run.get("error"), str) and run["error"]:
+    st.error(run["error"])
+if isinstance(run.get("warnings"), str) and run["warnings"]:
+    st.warning(run["warnings"])
+
+m = st.columns(4)
+m[0].metric("Geomean", f"{views.fmt_us(run.get('geomean_us'))} µs")
+m[1].metric("Cases passed", f"{int(cases['passed'].sum())} / {len(cases)}")
+m[2].metric("Commit", (run.get("git_commit") or "–")[:10] if isinstance(run.get("git_commit"), str) else "–")
+if isinstance(run.get("parent_run"), str) and run["parent_run"]:
+    with m[3]:
+        st.page_link("pages/compare.py", label=f"vs parent {run['parent_run']}", icon=":material/compare_arrows:",
+                     query_params={"a": run["parent_run"], "b": run["run_id"]})  # fmt: skip
+
+flash = st.session_state.pop("kb_verdict_flash", None)
+if flash:
+    st.success(flash)
+tabs = st.tabs(["Cases", "Samples", "Profile", "Source", "Git", "Environment", "Verdict"])
+
+with tabs[0]:
+    if cases.empty:
+        st.info("This run recorded no cases.")
+    else:
+        st.dataframe(
+            views.run_case_table(cases),
+            hide_index=True,
+            column_config={
+                "mean (µs)": st.column_config.NumberColumn(format="%.2f"),
+                "best (µs)": st.column_config.NumberColumn(format="%.2f"),
+                "worst (µs)": st.column_config.NumberColumn(format="%.2f"),
+                "GFLOP/s": st.column_config.NumberColumn(format="%.2f"),
+                "factor res": st.column_config.NumberColumn(format="%.3g"),
+                "tril res": st.column_config.NumberColumn(format="%.3g"),
+                "recon res": st.column_config.NumberColumn(format="%.3g"),
+                "orth res": st.column_config.NumberColumn(format="%.3g"),
+            },
+            key="cases",
+            height=common.rows_height(len(cases)),
+        )
+        st.caption("GFLOP/s counts 4/3 n³ + 2n² + 14n/3 flops per matrix, times the batch. Residuals are scaled.")
+
+with tabs[1]:
+    per_case = views.samples_by_case(cases, bundle["samples"])
+    if any(per_case.values()):
+        st.plotly_chart(views.box_figure(per_case), key="box")
+    else:
+        st.info("No timed samples (a test-mode run, or no case finished).")
+
+with tabs[2]:
+    prof = views.profile_tables(bundle["profile_cases"], bundle["profile_kernels"])
+    if prof["kernels"].empty and prof["cases"].empty:
+        st.info("Not profiled. Run with `--profile` (or tick Profile on the Benchmark page).")
+    else:
+        left, right = st.columns([3, 2])
+        left.markdown("**Top kernels** (all profiled cases)")
+        left.dataframe(prof["kernels"], hide_index=True)
+        right.markdown("**Per case: launches and host time**")
+        right.dataframe(prof["cases"], hide_index=True)
+
+with tabs[3]:
+    if bundle["source"]:
+        st.caption(f"{run.get('path')} · sha256 {run['variant_sha256'][:16]}")
+        st.code(bundle["source"], language="python", line_numbers=True)
+    else:
+        st.info("The source of this variant is not in the store.")
+
+with tabs[4]:
+    if isinstance(run.get("git_commit"), str):
+        dirty = " (dirty)" if run.get("git_dirty") else ""
+        st.markdown(
+            f"Repository `{run.get('git_repo')}` · branch `{run.get('git_branch') or 'detached'}` · "
+            f"commit `{run['git_commit']}`{dirty}"
+        )
+    else:
+        st.info("Not recorded in a git repository.")
+    if isinstance(run.get("git_diff"), str) and run["git_diff"]:
+        st.markdown("**Uncommitted changes at the time of the run**")
+        st.code(run["git_diff"], language="diff")
+    elif isinstance(run.get("git_commit"), str):
+        st.caption("No uncommitted changes.")
+
+with tabs[5]:
+    st.dataframe(views.environment_rows(run), hide_index=True)
+    if isinstance(run.get("log_tail"), str) and run["log_tail"].strip():
+        st.markdown("**Worker log tail**")
+        st.code(run["log_tail"], language="text")
+
+with tabs[6]:
+    verdicts = bundle["verdicts"]
+    if not verdicts.empty:
+        st.dataframe(verdicts, hide_index=True)
+    with st.form("verdict"):
+        verdict = st.radio("Verdict on this variant", VERDICTS, horizontal=True, key="verdict_choice")
+        reason = st.text_input("Reason", max_chars=500, key="verdict_reason")
+        submitted = st.form_submit_button("Record verdict", key="verdict_submit")
+        if submitted:
+            try:
+                add_verdict(common.store(), run_id, verdict, reason)
+            except StoreLockedError:
+                st.error("The store stayed locked by another process; try again in a moment.")
+            except (KeyError, ValueError) as exc:
+                st.error(str(exc.args[0] if exc.args else exc))
+            else:
+                st.session_state["kb_verdict_flash"] = f"Recorded: {verdict}" + (f" — {reason}" if reason else "")
+                st.rerun()

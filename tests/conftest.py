@@ -1,0 +1,203 @@
+"""Stores for the dashboard tests, built only through the tracker's write path (store.finish_run / add_verdict)."""
+
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tracker import store as store_mod
+from tracker.gitinfo import source_hash
+from tracker.suites import QR_V2, SMOKE
+
+ROOT = Path(__file__).resolve().parent.parent
+H200 = "NVIDIA H200"
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+# Base mean times (µs) of the 12 qr_v2 benchmark cases on the synthetic GPU.
+BASE_US = [18.0, 95.0, 240.0, 2100.0, 3900.0, 1600.0, 5200.0, 2300.0, 4100.0, 2050.0, 1990.0, 3800.0]
+REGRESSED_CASE = 3  # "640x512 c2 dense" gets 1.5x slower from the 6th householder run on
+SAMPLES = 20
+
+
+def _git(*args: str) -> str | None:
+    try:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def make_record(
+    run_id: str,
+    *,
+    variant: str,
+    source: str,
+    path: str,
+    family: str | None,
+    started: datetime,
+    means: list[float] | None,
+    suite: str = "qr_v2",
+    mode: str = "benchmark",
+    gpu: str = H200,
+    status: str = "passed",
+    failed_cases: tuple[int, ...] = (),
+    commit: str | None = None,
+    note: str | None = None,
+    parent: str | None = None,
+    error: str | None = None,
+    seed: int = 0,
+    profile: bool = False,
+) -> store_mod.RunRecord:
+    """A complete run as the runner would hold it in memory before its one write."""
+    cases = QR_V2.benchmarks if suite == "qr_v2" else SMOKE.benchmarks
+    rng = np.random.default_rng(seed)
+    sha = source_hash(source)
+    rec_cases, samples = [], []
+    for i, case in enumerate(cases):
+        passed = i not in failed_cases and status != "timeout"
+        row = {
+            "case_idx": i, "spec": case.spec, "kind": "benchmark", "batch": case.batch, "n": case.n,
+            "cond": case.cond, "seed": case.seed, "case_name": case.case, "inputs": case.input_count(),
+            "passed": passed, "message": "" if passed else "factorization residual 3.1e+02 > 20",
+            "factor_res": 0.21 + 0.01 * i, "tril_res": 0.15, "recon_res": 0.11, "orth_res": 0.8 + 0.01 * i,
+        }  # fmt: skip
+        if means is not None and passed:
+            x = means[i] * (1 + 0.01 * rng.standard_normal(SAMPLES))
+            row.update(
+                runs=SAMPLES, mean_us=float(x.mean()), std_us=float(x.std(ddof=1)),
+                err_us=float(x.std(ddof=1) / math.sqrt(SAMPLES)), best_us=float(x.min()), worst_us=float(x.max()),
+            )  # fmt: skip
+            samples += [(i, rep, float(t)) for rep, t in enumerate(x)]
+        rec_cases.append(row)
+    timed = [c["mean_us"] for c in rec_cases if c.get("mean_us")]
+    geomean = (
+        math.exp(sum(map(math.log, timed)) / len(timed)) if status == "passed" and len(timed) == len(cases) else None
+    )
+    run = {
+        "run_id": run_id, "variant_sha256": sha, "variant": variant, "path": path, "family": family,
+        "parent_run": parent, "note": note, "status": status, "suite": suite, "mode": mode, "seed": None,
+        "started_at": started, "finished_at": started + timedelta(minutes=2), "host": "h200-box", "pid": 4242,
+        "device": "cpu" if gpu == "CPU" else "cuda", "gpu": gpu, "sm_count": None if gpu == "CPU" else 132,
+        "driver": None if gpu == "CPU" else "570.124", "cuda": None if gpu == "CPU" else "12.8",
+        "torch": "2.11.0", "triton": "3.6.0", "python": "3.12.3",
+        "git_repo": str(ROOT) if commit else None, "git_commit": commit, "git_branch": "main" if commit else None,
+        "git_dirty": False if commit else None, "git_diff": "" if commit else None, "trigger": "cli",
+        "error": error, "log_tail": "", "warnings": None, "geomean_us": geomean,
+    }  # fmt: skip
+    prof_cases, prof_kernels = [], []
+    if profile:
+        for i in range(len(cases)):
+            prof_cases.append({"case_idx": i, "launches": 40 + i, "host_us": 120.0 + i, "device_us": 900.0 + i})
+            prof_kernels += [
+                {"case_idx": i, "kernel": "householder_panel_kernel", "calls": 8, "device_us": 600.0, "self_us": 600.0},
+                {"case_idx": i, "kernel": "trailing_update_gemm", "calls": 8, "device_us": 250.0, "self_us": 250.0},
+            ]
+    variant_row = {"sha256": sha, "name": variant, "path": path, "source": source, "first_seen": started}
+    return store_mod.RunRecord(run, variant_row, rec_cases, samples, prof_cases, prof_kernels)
+
+
+def kernel_source(name: str, version: int) -> str:
+    lines = [
+        "from task import input_t, output_t",
+        f'"""{name} v{version}: Householder QR. Parent: v{version - 1}."""',
+        "import torch",
+        "",
+        f"BLOCK = {16 * (1 + version % 3)}",
+        "",
+        "def custom_kernel(data: input_t) -> output_t:",
+        "    a = data.clone()",
+    ]
+    lines += [f"    # step {k}: tuned in v{version}" for k in range(version % 4)]
+    lines += ["    return torch.geqrf(a)", ""]
+    return "\n".join(lines)
+
+
+def build_demo_store(path: Path) -> dict:
+    """Ten householder runs (a 1.5x regression of one case at the sixth, and a timeout), three wy runs (one
+    failed), and a CPU smoke run; a verdict; profile rows. Returns the run ids the tests look at."""
+    commits = [c for c in (_git("rev-parse", "HEAD~2"), _git("rev-parse", "HEAD")) if c]
+    old_commit, new_commit = (commits + [None, None])[:2] if len(commits) == 2 else (None, None)
+    ids: dict = {"householder": [], "wy": []}
+    records = []
+    for k in range(10):
+        factor = [1.0] * 12
+        if k >= 5:
+            factor[REGRESSED_CASE] = 1.5
+        status = "timeout" if k == 7 else "passed"
+        run_id = f"hh{k:02d}aaaaaaaa"
+        ids["householder"].append(run_id)
+        records.append(
+            make_record(
+                run_id, variant=f"householder_v{k}", source=kernel_source("householder", k),
+                path="kernels/householder_torch.py", family="householder", started=T0 + timedelta(hours=k),
+                means=[b * f for b, f in zip(BASE_US, factor, strict=True)] if status == "passed" else None,
+                status=status, error="the run exceeded its timeout of 900 s" if status == "timeout" else None,
+                commit=old_commit if k < 5 else new_commit, seed=k, profile=(k == 4),
+                note=f"hypothesis {k}: O'Brien's \"blocked\" trick" if k == 4 else None,
+                parent=ids["householder"][k - 1] if k else None,
+            )
+        )  # fmt: skip
+    for k in range(3):
+        run_id = f"wy{k:02d}bbbbbbbb"
+        ids["wy"].append(run_id)
+        failed = k == 2
+        records.append(
+            make_record(
+                run_id, variant=f"wy_v{k}", source=kernel_source("wy", k + 10), path="kernels/blocked_wy_torch.py",
+                family="wy", started=T0 + timedelta(hours=12 + k), means=[b * 0.8 for b in BASE_US],
+                status="failed" if failed else "passed", failed_cases=(4,) if failed else (),
+                error="1 case(s) failed: 60x1024 c2 s75342 dense" if failed else None, commit=new_commit, seed=20 + k,
+            )
+        )  # fmt: skip
+    records.append(
+        make_record(
+            "cpu00ccccccc", variant="geqrf_reference", source=kernel_source("geqrf", 1),
+            path="kernels/geqrf_reference.py", family=None, started=T0 + timedelta(hours=20), suite="smoke",
+            gpu="CPU", means=[60.0, 290.0, 280.0, 150.0], commit=new_commit, seed=99,
+        )
+    )  # fmt: skip
+    for rec in records:
+        assert store_mod.finish_run(path, rec) is None
+    store_mod.add_verdict(path, ids["wy"][1], "promoted", "faster on every shape")
+    ids.update(
+        regressed=ids["householder"][5], before_regression=ids["householder"][4], timeout=ids["householder"][7],
+        cpu="cpu00ccccccc", profiled=ids["householder"][4], commits=(old_commit, new_commit),
+    )  # fmt: skip
+    return ids
+
+
+@pytest.fixture(scope="session")
+def demo_store_master(tmp_path_factory) -> tuple[Path, dict]:
+    path = tmp_path_factory.mktemp("demo") / "demo.duckdb"
+    return path, build_demo_store(path)
+
+
+@pytest.fixture
+def demo_store(demo_store_master, tmp_path, monkeypatch) -> tuple[Path, dict]:
+    """A private copy of the demo store (tests may write to it), selected through KERNELBEAM_STORE."""
+    master, ids = demo_store_master
+    path = tmp_path / "store.duckdb"
+    shutil.copy(master, path)
+    monkeypatch.setenv("KERNELBEAM_STORE", str(path))
+    return path, ids
+
+
+@pytest.fixture
+def empty_store(tmp_path, monkeypatch) -> Path:
+    path = tmp_path / "empty.duckdb"
+    with store_mod.connect(path):
+        pass
+    monkeypatch.setenv("KERNELBEAM_STORE", str(path))
+    return path
+
+
+@pytest.fixture
+def bad_store(tmp_path, monkeypatch) -> Path:
+    path = tmp_path / "notes.duckdb"
+    path.write_text("this is a text file, not a DuckDB database\n" * 50)
+    monkeypatch.setenv("KERNELBEAM_STORE", str(path))
+    return path

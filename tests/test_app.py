@@ -1,0 +1,558 @@
+"""Dashboard pages through streamlit.testing.v1.AppTest, on stores built through the tracker's write path.
+
+Asserts on table contents and on the Plotly specs of the charts (parsed from the element protos), and on
+bad inputs: unknown run ids, quotes and SQL in the search box, kernel paths outside the allowed folder, an
+empty store, a file that is not a store. Also: a tracker run writing while pages render, and UI jobs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import BASE_US, H200, ROOT, make_record
+from streamlit.testing.v1 import AppTest
+
+from tracker import jobs, queries, views
+from tracker import store as store_mod
+from tracker.transfer import export_runs
+
+APP = str(ROOT / "app.py")
+PAGES = ["pages/experiments.py", "pages/run.py", "pages/compare.py", "pages/regressions.py", "pages/benchmark.py"]
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch, tmp_path):
+    """No samples to seed from, no GPU, kernels from the repository; fresh caches per test."""
+    empty = tmp_path / "no-samples"
+    empty.mkdir()
+    monkeypatch.setenv("KERNELBEAM_SAMPLES_DIR", str(empty))
+    monkeypatch.setenv("KERNELBEAM_NO_GPU", "1")
+    monkeypatch.delenv("KERNELBEAM_KERNELS_DIR", raising=False)
+    jobs.gpu_available.cache_clear()
+    import streamlit as st
+
+    st.cache_data.clear()
+
+
+def open_page(page: str | None = None, **params: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    if page is not None and page != "pages/experiments.py":
+        at.run()
+        at.switch_page(page)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def charts(at: AppTest) -> list[dict]:
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def texts(elements) -> str:
+    return "\n".join(str(e.value) for e in elements)
+
+
+TABLE_COLUMN = {"variants": "best run", "cases": "GFLOP/s", "cmp_table": "ratio B/A", "reg_table": "factor"}
+
+
+def find_tables(at: AppTest, name: str) -> list:
+    """Dataframes carry no key in the element tree; tables are told apart by a column of their own."""
+    return [df.value for df in at.dataframe if TABLE_COLUMN[name] in df.value.columns]
+
+
+def table(at: AppTest, name: str):
+    (df,) = find_tables(at, name)
+    return df
+
+
+# --------------------------------------------------------------------------------------------- experiments
+
+
+def test_experiments_one_row_per_variant_with_best_and_latest(demo_store):
+    path, ids = demo_store
+    at = open_page()
+    assert not at.error
+    df = table(at, "variants")
+    assert len(df) == 14  # 10 householder + 3 wy + 1 CPU variant
+    assert set(df["variant"]) == {f"householder_v{k}" for k in range(10)} | {
+        "wy_v0",
+        "wy_v1",
+        "wy_v2",
+        "geqrf_reference",
+    }
+    wy0 = df[df["variant"] == "wy_v0"].iloc[0]
+    assert wy0["best run"] == f"run?id={ids['wy'][0]}" and wy0["latest run"] == f"run?id={ids['wy'][0]}"
+    assert wy0["best geomean (µs)"] == pytest.approx(queries.get_run(path, ids["wy"][0])["geomean_us"])
+    timeout = df[df["variant"] == "householder_v7"].iloc[0]
+    assert timeout["latest"] == "timeout" and math.isnan(timeout["best geomean (µs)"]) and timeout["passed"] == 0
+    failed = df[df["variant"] == "wy_v2"].iloc[0]
+    assert failed["latest"] == "failed"
+    assert df[df["variant"] == "wy_v1"].iloc[0]["verdict"] == "promoted"
+    # sorted by best geomean, variants without a passed run last
+    best = df["best geomean (µs)"].tolist()
+    finite = [b for b in best if not math.isnan(b)]
+    assert finite == sorted(finite) and math.isnan(best[-1])
+    assert {m.label: m.value for m in at.metric}["Variants"] == "14"
+
+
+def test_experiments_progress_chart_spec(demo_store):
+    at = open_page()
+    (spec,) = charts(at)
+    assert spec["layout"]["yaxis"]["type"] == "log"
+    # one context per chart (geomeans of different suites or GPUs do not share an axis): the busiest first
+    assert at.selectbox(key="chart_ctx").value == "qr_v2 · NVIDIA H200"
+    points = {t["name"]: t for t in spec["data"] if t["type"] == "scattergl"}
+    assert set(points) == {"householder", "wy"}
+    assert len(points["householder"]["customdata"]) == 9  # ten runs, one timed out
+    assert len(points["wy"]["customdata"]) == 2  # three runs, one failed
+    (line,) = [t for t in spec["data"] if t["type"] == "scatter"]
+    assert line["name"] == "best so far (qr_v2 · NVIDIA H200)" and line["line"]["shape"] == "hv"
+    best = _decode(line["y"])
+    assert best == sorted(best, reverse=True) and best[-1] == pytest.approx(min(_decode(points["wy"]["y"])))
+    at.selectbox(key="chart_ctx").select("smoke · CPU").run()
+    (spec,) = charts(at)
+    assert [t["name"] for t in spec["data"]] == ["(none)", "best so far (smoke · CPU)"]
+
+
+def _decode(values) -> list[float]:
+    """Plotly writes numeric arrays either as lists or as {'dtype', 'bdata'} (base64)."""
+    if isinstance(values, dict):
+        import base64
+
+        import numpy as np
+
+        return np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"]).tolist()
+    return list(values)
+
+
+def test_experiments_filters_and_gpu(demo_store):
+    at = open_page()
+    at.selectbox(key="fam").select("wy").run()
+    assert set(table(at, "variants")["variant"]) == {"wy_v0", "wy_v1", "wy_v2"}
+    at.selectbox(key="fam").select("any").run()
+    at.selectbox(key="status").select("failed").run()
+    assert list(table(at, "variants")["variant"]) == ["wy_v2"]
+    at.selectbox(key="status").select("any").run()
+    at.sidebar.selectbox(key="kb_gpu").select("CPU").run()
+    df = table(at, "variants")
+    assert list(df["variant"]) == ["geqrf_reference"] and list(df["GPU"]) == ["CPU"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("O'Brien", {"householder_v4"}),  # a quote, in a note
+        ('"blocked"', {"householder_v4"}),
+        ("every shape", {"wy_v1"}),  # a verdict's reason
+        ("WY_V", {"wy_v0", "wy_v1", "wy_v2"}),  # case-insensitive
+        ("%", set()),  # no LIKE wildcards
+        ("'; DROP TABLE runs; --", set()),
+        ("' OR '1'='1", set()),
+    ],
+)
+def test_experiments_search_is_literal_and_safe(demo_store, text, expected):
+    path, _ = demo_store
+    at = open_page()
+    at.text_input(key="q").input(text).run()
+    assert not at.exception and not at.error
+    if expected:
+        assert set(table(at, "variants")["variant"]) == expected
+    else:
+        assert not find_tables(at, "variants")
+        assert "No runs match" in texts(at.info)
+    assert queries.count_runs(path) == 14
+
+
+def test_experiments_shares_search_in_url(demo_store):
+    at = open_page(q="wy_v1")
+    assert list(table(at, "variants")["variant"]) == ["wy_v1"]
+
+
+# ---------------------------------------------------------------------------------------------------- run
+
+
+def test_run_page_cases_samples_profile_source_env(demo_store):
+    path, ids = demo_store
+    at = open_page("pages/run.py", id=ids["profiled"])
+    assert not at.error
+    cases = table(at, "cases")
+    assert len(cases) == 12 and set(cases["ok"]) == {"pass"}
+    raw = queries.case_results(path, ids["profiled"])
+    row, rec = cases.iloc[3], raw.iloc[3]
+    flops = rec["batch"] * (4 / 3 * rec["n"] ** 3 + 2 * rec["n"] ** 2 + 14 * rec["n"] / 3)
+    assert row["GFLOP/s"] == pytest.approx(flops / (rec["mean_us"] * 1e3))
+    assert row["mean ± err (µs)"] == f"{views.fmt_us(rec['mean_us'])} ± {views.fmt_us(rec['err_us'])}"
+    assert row["factor res"] == pytest.approx(rec["factor_res"]) and row["orth res"] == pytest.approx(rec["orth_res"])
+    (box,) = charts(at)
+    assert box["layout"]["yaxis"]["type"] == "log"
+    assert [t["type"] for t in box["data"]] == ["box"] * 12
+    assert box["data"][3]["name"] == "640x512 c2 dense"
+    frames = {tuple(df.value.columns): df.value for df in at.dataframe}
+    kernels = next(v for cols, v in frames.items() if "kernel" in cols)
+    assert kernels.iloc[0]["kernel"] == "householder_panel_kernel" and kernels.iloc[0]["calls"] == 8 * 12
+    per_case = next(v for cols, v in frames.items() if "launches" in cols)
+    assert per_case["launches"].tolist() == [40 + i for i in range(12)]
+    assert any(c.language == "python" and "householder v4" in c.value for c in at.code)
+    env = next(v for cols, v in frames.items() if cols == ("field", "value"))
+    assert env.set_index("field").loc["gpu", "value"] == H200
+    assert "O'Brien" in texts(at.markdown)
+    geomean = views.fmt_us(queries.get_run(path, ids["profiled"])["geomean_us"])
+    assert [m.value for m in at.metric][:2] == [f"{geomean} µs", "12 / 12"]
+
+
+def test_run_page_unknown_and_ambiguous_ids(demo_store):
+    at = open_page("pages/run.py", id="no-such-run")
+    assert "No run matches **no-such-run**" in texts(at.error)
+    at = open_page("pages/run.py", id="hh0")  # a prefix of ten runs
+    assert "No run matches" in texts(at.error)
+    at = open_page("pages/run.py", id="wy01")  # a unique prefix
+    assert not at.error and "wy_v1" in texts(at.subheader)
+    at = open_page("pages/run.py", id="'; DROP TABLE runs; --")
+    assert "No run matches" in texts(at.error)
+
+
+def test_run_page_failed_and_timeout_runs(demo_store):
+    _, ids = demo_store
+    at = open_page("pages/run.py", id=ids["timeout"])
+    assert "timeout" in texts(at.error)
+    assert "No timed samples" in texts(at.info)
+    at = open_page("pages/run.py", id=ids["wy"][2])
+    cases = table(at, "cases")
+    assert cases.iloc[4]["ok"] == "FAIL" and "residual" in cases.iloc[4]["message"]
+
+
+def test_verdict_form_writes_and_shows_in_experiments(demo_store):
+    path, ids = demo_store
+    at = open_page("pages/run.py", id=ids["householder"][9])
+    at.radio(key="verdict_choice").set_value("rejected")
+    at.text_input(key="verdict_reason").input("slower on 640x512 dense")
+    at.button(key="verdict_submit").click().run()
+    assert not at.exception and "Recorded: rejected" in texts(at.success)
+    bundle = queries.run_bundle(path, ids["householder"][9])
+    assert bundle["verdicts"].iloc[0]["verdict"] == "rejected"
+    at.switch_page("pages/experiments.py").run()
+    df = table(at, "variants")
+    row = df[df["variant"] == "householder_v9"].iloc[0]
+    assert row["verdict"] == "rejected"
+
+
+# ------------------------------------------------------------------------------------------------ compare
+
+
+def test_compare_per_case_marks_charts_and_diff(demo_store):
+    _, ids = demo_store
+    at = open_page("pages/compare.py", a=ids["before_regression"], b=ids["regressed"])
+    assert not at.error and not at.warning
+    df = table(at, "cmp_table")
+    assert len(df) == 12
+    slow = df[df["case"] == "640x512 c2 dense"].iloc[0]
+    assert slow["ratio B/A"] == pytest.approx(1.5, rel=0.02) and slow["mark"] == "+" and slow["verdict"] == "slower"
+    others = df[df["case"] != "640x512 c2 dense"]
+    assert set(others["mark"]) == {"~"} and set(others["verdict"]) == {"same"}
+    metrics = {m.label: m.value for m in at.metric}
+    assert float(metrics["Geomean ratio B/A"]) == pytest.approx(1.5 ** (1 / 12), rel=0.01)
+    assert metrics["Cases faster / slower"] == "0 / 1"
+    bars, speedup = charts(at)
+    assert bars["layout"]["barmode"] == "group" and bars["layout"]["yaxis"]["type"] == "log"
+    assert [t["type"] for t in bars["data"]] == ["bar", "bar"] and len(bars["data"][0]["x"]) == 12
+    assert bars["data"][0]["error_y"]["type"] == "data"
+    (sp,) = speedup["data"]
+    assert sp["base"] == 1.0 and speedup["layout"]["yaxis"]["type"] == "log"
+    assert sp["x"][3] == "640x512 c2 dense"
+    values = _decode(sp["y"])
+    assert 1.0 + values[3] == pytest.approx(1 / 1.5, rel=0.02)  # bars start at 1.0: y is speedup - 1
+    assert sp["marker"]["color"][3] == views.MARK_COLOURS["slower"]
+    unified = next(c for c in at.code if c.language == "diff")
+    assert "-BLOCK = 32" in unified.value and "+BLOCK = 48" in unified.value
+    side = at.get("html")[0].proto.body
+    assert "kb-diff" in side and "BLOCK = <span" in side.replace('<span class="kb-ch">', "<span")
+
+
+def test_compare_gpu_mismatch_warns_and_does_not_compare(demo_store):
+    _, ids = demo_store
+    at = open_page("pages/compare.py", a=ids["householder"][0], b=ids["cpu"])
+    assert "Different GPUs" in texts(at.warning)
+    df = table(at, "cmp_table")
+    assert set(df["mark"]) == {"x"} and df["ratio B/A"].isna().all()
+    assert not charts(at)
+
+
+def test_compare_bad_ids(demo_store):
+    _, ids = demo_store
+    at = open_page("pages/compare.py", a=ids["householder"][0], b="nope'--")
+    assert "No run matches **nope'--**" in texts(at.error)
+    at = open_page("pages/compare.py")
+    assert "Choose a baseline run A" in texts(at.info)
+
+
+def test_compare_pick_from_recent_runs(demo_store):
+    _, ids = demo_store
+    at = open_page("pages/compare.py")
+    at.selectbox(key="pick_a").select(ids["wy"][0]).run()
+    at.selectbox(key="pick_b").select(ids["wy"][1]).run()
+    assert at.text_input(key="a").value == ids["wy"][0] and at.text_input(key="b").value == ids["wy"][1]
+    assert len(table(at, "cmp_table")) == 12
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_compare_git_diff_between_commits(demo_store, tmp_path):
+    """Two runs recorded at two commits of a repository: the page shows `git diff` between them."""
+    path, _ = demo_store
+    repo = tmp_path / "repo"
+    (repo / "kernels").mkdir(parents=True)
+    _git(repo, "init", "-q")
+    kernel = repo / "kernels" / "k.py"
+    commits = []
+    for k, block in enumerate((32, 64)):
+        kernel.write_text(f"def custom_kernel(data):\n    BLOCK = {block}\n    return data\n")
+        (repo / "README").write_text(f"readme {k}\n")
+        _git(repo, "add", "-A")
+        _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", f"v{k}")
+        commits.append(_git(repo, "rev-parse", "HEAD"))
+    from conftest import T0
+
+    for k, commit in enumerate(commits):
+        rec = make_record(
+            f"git{k}dddddddd", variant="k", source=kernel.read_text() + f"# {k}\n", path=str(kernel),
+            family="git", started=T0, means=list(BASE_US), commit=commit, seed=50 + k,
+        )  # fmt: skip
+        rec.run["git_repo"] = str(repo)
+        assert store_mod.finish_run(path, rec) is None
+    at = open_page("pages/compare.py", a="git0dddddddd", b="git1dddddddd")
+    diff = [c.value for c in at.code if c.language == "diff" and "diff --git" in c.value]
+    assert len(diff) == 1 and "-    BLOCK = 32" in diff[0] and "+    BLOCK = 64" in diff[0]
+    assert "README" not in diff[0]  # only the kernel files by default
+    at.toggle[0].set_value(False).run()
+    diff = [c.value for c in at.code if c.language == "diff" and "diff --git" in c.value]
+    assert "README" in diff[0]
+
+
+# -------------------------------------------------------------------------------------------- regressions
+
+
+def test_regressions_family_table_links_and_timeline(demo_store):
+    _, ids = demo_store
+    at = open_page("pages/regressions.py", family="householder")
+    assert not at.error
+    df = table(at, "reg_table")
+    assert len(df) == 1
+    row = df.iloc[0]
+    assert row["case"] == "640x512 c2 dense" and row["run"] == ids["regressed"]
+    assert row["factor"] == pytest.approx(1.5, rel=0.02)
+    assert row["before (µs)"] == pytest.approx(BASE_US[3], rel=0.02)
+    assert row["after (µs)"] == pytest.approx(1.5 * BASE_US[3], rel=0.02)
+    assert row["compare"] == f"compare?a={ids['before_regression']}&b={ids['regressed']}"
+    (spec,) = charts(at)
+    layout = spec["layout"]
+    assert all(layout[f"yaxis{k if k > 1 else ''}"]["type"] == "log" for k in range(1, 13))
+    means = [t for t in spec["data"] if t.get("mode") == "lines+markers"]
+    assert len(means) == 12 and all(t["error_y"]["type"] == "data" for t in means)
+    assert len(means[3]["x"]) == 9  # the timeout is not a point
+    (shape,) = layout["shapes"]
+    assert shape["xref"] == "x4" and shape["x0"] == 4.5 and shape["line"]["dash"] == "dash"
+    # follow the link: the compare view shows the regression and its source diff
+    a, b = row["compare"].split("?")[1].replace("a=", "").replace("b=", "").split("&")
+    at2 = open_page("pages/compare.py", a=a, b=b)
+    cmp = table(at2, "cmp_table")
+    assert cmp[cmp["case"] == "640x512 c2 dense"].iloc[0]["verdict"] == "slower"
+
+
+def test_regressions_by_kernel_path_and_bad_scope(demo_store):
+    _, ids = demo_store
+    at = open_page("pages/regressions.py", path="kernels/householder_torch.py")
+    assert at.radio[0].value == "Kernel file"
+    assert list(table(at, "reg_table")["run"]) == [ids["regressed"]]
+    at = open_page("pages/regressions.py", family="no-such-family")
+    assert "No runs with family **no-such-family**" in texts(at.error)
+    at = open_page("pages/regressions.py", family="wy")  # no step along wy
+    assert "No regression detected" in texts(at.success)
+
+
+# ---------------------------------------------------------------------------------------------- benchmark
+
+
+def test_benchmark_page_without_gpu(demo_store):
+    at = open_page("pages/benchmark.py")
+    assert "No GPU here" in texts(at.info)
+    kernels = at.selectbox(key="bm_kernel").options
+    assert "geqrf_reference.py" in kernels and not any(k.startswith("bench/") for k in kernels)
+    suite = at.selectbox(key="bm_suite")
+    assert suite.options == ["smoke"] and suite.disabled
+
+
+def test_benchmark_refuses_paths_outside_the_kernels_folder(demo_store, tmp_path, monkeypatch):
+    path, _ = demo_store
+    kdir = tmp_path / "kernels"
+    kdir.mkdir()
+    (kdir / "ok.py").write_text("def custom_kernel(data):\n    return data\n")
+    outside = tmp_path / "evil.py"
+    outside.write_text("def custom_kernel(data):\n    return data\n")
+    (kdir / "link.py").symlink_to(outside)
+    monkeypatch.setenv("KERNELBEAM_KERNELS_DIR", str(kdir))
+    for bad, message in (
+        ("../evil.py", "outside the kernels folder"),
+        (str(outside), "outside the kernels folder"),
+        ("link.py", "outside the kernels folder"),  # a symlink pointing out
+        ("/etc/passwd", "outside the kernels folder"),
+        ("missing.py", "no kernel file"),
+        ("ok.txt", "not a Python file"),
+    ):
+        at = open_page("pages/benchmark.py")
+        assert at.selectbox(key="bm_kernel").options == ["ok.py"]
+        at.text_input(key="bm_path").input(bad)
+        at.button(key="bm_start").click().run()
+        assert not at.exception
+        assert message in texts(at.error), (bad, texts(at.error))
+    assert not jobs.list_jobs(path)
+
+
+def test_benchmark_starts_a_cpu_job_and_links_the_run(demo_store):
+    path, _ = demo_store
+    at = open_page("pages/benchmark.py")
+    at.selectbox(key="bm_kernel").select("geqrf_reference.py")
+    at.selectbox(key="bm_mode").select("test")
+    at.multiselect(key="bm_cases").select(0).select(1)
+    at.text_input(key="bm_family").input("reference")
+    at.button(key="bm_start").click().run()
+    assert not at.error and "Started job" in texts(at.success)
+    (job,) = jobs.list_jobs(path)
+    assert job.spec["suite"] == "smoke" and job.spec["cases"] == [0, 1] and "--trigger" in job.spec["argv"]
+    final = jobs.wait(job, timeout=120)
+    assert final["state"] == "finished" and final["status"] == "passed", jobs.log_tail(job)
+    run = queries.get_run(path, final["run_id"])
+    assert run["trigger"] == "ui" and run["family"] == "reference" and run["gpu"] == "CPU"
+    at = open_page("pages/benchmark.py")  # a reload finds the job on disk
+    assert "finished: **passed**" in texts(at.success)
+    links = [el.proto for el in at.get("page_link")]
+    assert any(f"open run {final['run_id']}" in p.label for p in links)
+    at = open_page()
+    assert "geqrf_reference" in set(table(at, "variants")["variant"])
+
+
+def test_job_cancel_records_a_cancelled_run(demo_store):
+    path, _ = demo_store
+    job = jobs.start_job(path, "householder_torch.py", suite="smoke", mode="benchmark")
+    deadline = time.monotonic() + 60
+    while jobs.status(job)["state"] in ("starting",) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert jobs.status(job)["state"] == "running"
+    at = open_page("pages/benchmark.py")  # the running job shows with its progress and a Cancel button
+    assert "running" in texts(at.markdown) and "householder_torch.py" in texts(at.markdown)
+    at.button(key=f"cancel_{job.job_id}").click().run()
+    assert not at.exception and job.cancel_file.exists()
+    final = jobs.wait(job, timeout=60)
+    assert final["state"] == "finished" and final["status"] == "cancelled"
+    assert queries.get_run(path, final["run_id"])["status"] == "cancelled"
+
+
+def test_job_that_cannot_start_says_why(demo_store, tmp_path):
+    path, _ = demo_store
+    job = jobs.start_job(path, "geqrf_reference.py", suite="smoke", parent="no-such-parent")
+    final = jobs.wait(job, timeout=60)
+    assert final["state"] == "died" and "no-such-parent" in final["error"]
+
+
+def test_resolve_kernel(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "k.py").write_text("def custom_kernel(d):\n    return d\n")
+    assert jobs.resolve_kernel("sub/k.py", tmp_path) == (tmp_path / "sub" / "k.py").resolve()
+    assert jobs.list_kernels(tmp_path) == ["sub/k.py"]
+    for bad in ("", "../x.py", "sub/../../x.py", "sub/k.py\x00"):
+        with pytest.raises(ValueError):
+            jobs.resolve_kernel(bad, tmp_path)
+
+
+# ------------------------------------------------------------------------------------- stores, bad inputs
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_not_a_store_gives_a_clear_error(bad_store, page):
+    at = open_page(page)
+    assert "not a KernelBeam store" in texts(at.error)
+
+
+@pytest.mark.parametrize("page", PAGES[:4])
+def test_empty_store_says_so(empty_store, page):
+    at = open_page(page)
+    assert "has no runs yet" in texts(at.info) and not at.error
+
+
+def test_missing_store_and_benchmark_on_empty_store(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNELBEAM_STORE", str(tmp_path / "new.duckdb"))
+    at = open_page()
+    assert "has no runs yet" in texts(at.info)
+    at = open_page("pages/benchmark.py")
+    assert not at.error and at.button(key="bm_start")
+
+
+def test_empty_store_is_seeded_from_samples(demo_store, tmp_path, monkeypatch):
+    path, ids = demo_store
+    samples = tmp_path / "samples"
+    export_runs(path, samples / "h200-2026-03", ids["wy"])
+    monkeypatch.setenv("KERNELBEAM_SAMPLES_DIR", str(samples))
+    fresh = tmp_path / "fresh.duckdb"
+    monkeypatch.setenv("KERNELBEAM_STORE", str(fresh))
+    at = open_page()
+    assert "Seeded 3 runs" in texts(at.sidebar.success)
+    assert set(table(at, "variants")["variant"]) == {"wy_v0", "wy_v1", "wy_v2"}
+    assert queries.count_runs(fresh) == 3
+
+
+def test_store_from_script_argument(demo_store, monkeypatch):
+    path, _ = demo_store
+    monkeypatch.setenv("KERNELBEAM_STORE", "/nonexistent/elsewhere.duckdb")
+    monkeypatch.setattr(sys, "argv", ["app.py", "--store", str(path)])
+    at = open_page()
+    assert at.sidebar.text_input(key="kb_store").value == str(path)
+    assert len(table(at, "variants")) == 14
+
+
+# ----------------------------------------------------------------------------------------- concurrency
+
+
+def test_tracker_run_writes_while_pages_render(demo_store):
+    """DuckDB allows one writer or many readers: the dashboard reads per query and holds nothing while idle,
+    so a tracker run writing meanwhile succeeds, and every render succeeds too."""
+    path, ids = demo_store
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tracker", "run", "kernels/geqrf_reference.py", "--suite", "smoke", "--mode", "test",
+         "--store", str(path), "--json", "--quiet"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )  # fmt: skip
+    renders = 0
+    seen: set[str] = set()  # statuses of the new run seen by the Experiments page while it was going on
+    pages = [("pages/experiments.py", {}), ("pages/run.py", {"id": ids["profiled"]})]
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    while proc.poll() is None or renders < 4:
+        page, params = pages[renders % 2]
+        for k, v in params.items():
+            at.query_params[k] = v
+        at.switch_page(page).run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert not at.error, texts(at.error)
+        if page == "pages/experiments.py":
+            df = table(at, "variants")
+            seen |= set(df.loc[df["variant"] == "geqrf_reference", "latest"])
+        renders += 1
+    out, err = proc.communicate()
+    assert proc.returncode == 0, err
+    summary = json.loads(out)
+    assert summary["status"] == "passed" and summary["side_file"] is None  # written, not parked in a side file
+    assert renders >= 4
+    assert "running" in seen  # the page read the store between the run's two writes
+    at.switch_page("pages/experiments.py").run()
+    assert "geqrf_reference" in set(table(at, "variants")["variant"])
+    assert queries.get_run(path, summary["run_id"])["status"] == "passed"

@@ -1,0 +1,263 @@
+"""End to end: `streamlit run app.py` on a free port, driven by Playwright in Debian's Chromium.
+
+Opens every page (the first request is a shared compare URL, which must work on a fresh server), follows a
+compare URL from the regressions of a family, starts a CPU smoke run from the Benchmark page, reloads the page
+while it runs, sees it finish and appear on Experiments. Screenshots go to artifacts/screenshots/.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tracker import jobs, queries
+
+ROOT = Path(__file__).resolve().parent.parent
+SHOTS = ROOT / "artifacts" / "screenshots"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run",
+]  # fmt: skip
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+expect = playwright_api.expect
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def server(demo_store, tmp_path):
+    path, ids = demo_store
+    port = _free_port()
+    samples = tmp_path / "no-samples"
+    samples.mkdir()
+    env = dict(
+        os.environ, KERNELBEAM_STORE=str(path), KERNELBEAM_NO_GPU="1", KERNELBEAM_SAMPLES_DIR=str(samples),
+        PYTHONPATH=str(ROOT),
+    )  # fmt: skip
+    env.pop("KERNELBEAM_KERNELS_DIR", None)
+    log = open(tmp_path / "streamlit.log", "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+         "--server.headless", "true", "--server.address", "127.0.0.1"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if urllib.request.urlopen(f"{base}/_stcore/health", timeout=2).read() == b"ok":
+                break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError((tmp_path / "streamlit.log").read_text())
+        time.sleep(0.2)
+    try:
+        yield base, path, ids
+    finally:
+        os.killpg(proc.pid, 15)
+        proc.wait(timeout=20)
+        log.close()
+        for job in jobs.list_jobs(path):  # nothing left running
+            if jobs.is_active(job):
+                jobs.cancel(path, job.job_id)
+                jobs.wait(job, timeout=30)
+
+
+@pytest.fixture
+def page(server):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        pg = browser.new_page(viewport={"width": 1440, "height": 1800})
+        pg.set_default_timeout(60_000)
+        errors: list[str] = []
+        pg.on("pageerror", lambda exc: errors.append(str(exc)))
+        yield pg
+        browser.close()
+        assert not errors, errors
+
+
+def settle(pg) -> None:
+    """Wait until the script run triggered by the last action is over."""
+    pg.wait_for_timeout(300)
+    pg.wait_for_selector("[data-test-script-state='notRunning']", state="attached")
+    pg.wait_for_timeout(300)
+
+
+def goto(pg, url: str) -> None:
+    pg.goto(url)
+    pg.wait_for_selector("[data-testid='stApp']")
+    settle(pg)
+
+
+def shot(pg, name: str) -> None:
+    """A screenshot of the whole page: Streamlit scrolls inside its main block, so grow the window to fit."""
+    size = pg.viewport_size
+    height = pg.evaluate(
+        "() => Math.max(...[...document.querySelectorAll('[data-testid=stMain], [data-testid=stMainBlockContainer]')]"
+        ".map(e => e.scrollHeight), 0)"
+    )
+    if height > size["height"]:
+        pg.set_viewport_size({"width": size["width"], "height": min(height + 60, 8000)})
+        pg.wait_for_timeout(700)
+    pg.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+    if height > size["height"]:
+        pg.set_viewport_size(size)
+
+
+def no_exception(pg) -> None:
+    assert pg.locator("[data-testid='stException']").count() == 0, pg.locator(
+        "[data-testid='stException']"
+    ).inner_text()
+
+
+def test_every_page_and_a_shared_compare_url(server, page):
+    base, path, ids = server
+    # The very first request of a fresh server is a shared link: it must open with the app's navigation.
+    goto(page, f"{base}/compare?a={ids['before_regression']}&b={ids['regressed']}")
+    no_exception(page)
+    nav = page.get_by_test_id("stSidebarNav")
+    assert nav.get_by_text("Experiments").is_visible() and nav.get_by_text("Benchmark").is_visible()
+    assert nav.get_by_text("common").count() == 0  # not the legacy pages/ listing
+    main = page.get_by_test_id("stMain")
+    assert "householder_v4" in main.inner_text() and "householder_v5" in main.inner_text()
+    assert page.get_by_test_id("stMetricValue").first.inner_text().startswith("1.03")
+    expect(page.locator(".js-plotly-plot")).to_have_count(2)
+    assert "640x512 c2 dense" in page.locator(".js-plotly-plot").first.text_content()
+    assert "+BLOCK = 48" in page.get_by_test_id("stCode").first.inner_text()
+    shot(page, "compare")
+    page.get_by_role("tab", name="Side by side").click()
+    settle(page)
+    assert page.locator("table.kb-diff").is_visible()
+    page.locator("table.kb-diff").scroll_into_view_if_needed()
+    shot(page, "compare-side-by-side")
+
+    goto(page, base)
+    no_exception(page)
+    assert page.get_by_role("heading", name="Experiments").is_visible()
+    assert page.get_by_test_id("stDataFrame").count() == 1
+    expect(page.locator(".js-plotly-plot .legend")).to_have_count(1)
+    legend = page.locator(".js-plotly-plot .legend").text_content()
+    assert "householder" in legend and "wy" in legend
+    shot(page, "experiments")
+    search = page.get_by_role("textbox", name="Search")
+    search.fill("'; DROP TABLE runs; --")
+    search.press("Enter")
+    settle(page)
+    no_exception(page)
+    assert "No runs match" in page.get_by_test_id("stMain").inner_text()
+    assert "q=" in page.url  # the search is part of the shareable URL
+    shot(page, "experiments-search-sql")
+
+    goto(page, f"{base}/run?id={ids['profiled']}")
+    no_exception(page)
+    text = page.get_by_test_id("stMain").inner_text()
+    assert "householder_v4" in text and "GFLOP/s counts" in text
+    shot(page, "run")
+    page.get_by_role("tab", name="Samples").click()
+    settle(page)
+    expect(page.locator(".js-plotly-plot")).to_have_count(1)
+    shot(page, "run-samples")
+    page.get_by_role("tab", name="Profile").click()
+    settle(page)
+    shot(page, "run-profile")
+
+    goto(page, f"{base}/run?id=no-such-run")
+    no_exception(page)
+    assert "No run matches" in page.get_by_test_id("stAlert").first.inner_text()
+    shot(page, "run-unknown-id")
+
+    goto(page, f"{base}/regressions?family=householder")
+    no_exception(page)
+    assert page.get_by_test_id("stMetricValue").nth(1).inner_text() == "1"  # one regression
+    expect(page.locator(".js-plotly-plot")).to_have_count(1)
+    assert "640x512 c2 dense" in page.locator(".js-plotly-plot").text_content()
+    shot(page, "regressions")
+
+    # follow the compare link of that regression (the table is a canvas: take the link the page was given)
+    from tracker import views
+
+    hist = queries.case_history(path, family="householder", suite="qr_v2", gpu="NVIDIA H200")
+    points = views.history_points(hist)
+    link = views.regression_table(views.detect_all(points), points, hist["runs"]).iloc[0]["compare"]
+    goto(page, f"{base}/{link}")
+    no_exception(page)
+    assert f"b={ids['regressed']}" in page.url
+    assert "1 slower, 11 same" in page.get_by_test_id("stMain").inner_text()
+
+    goto(page, f"{base}/benchmark")
+    no_exception(page)
+    assert "No GPU here" in page.get_by_test_id("stMain").inner_text()
+    shot(page, "benchmark")
+
+
+def _select(pg, label: str, option: str) -> None:
+    box = pg.get_by_test_id("stSelectbox").filter(has_text=label)
+    box.locator("input").click()
+    pg.get_by_role("option", name=option, exact=True).click()
+    settle(pg)
+
+
+def test_start_a_cpu_smoke_run_from_the_browser(server, page):
+    base, path, ids = server
+    goto(page, f"{base}/benchmark")
+    _select(page, "Kernel file", "geqrf_reference.py")
+    page.get_by_test_id("stExpander").get_by_text("Options", exact=True).click()
+    cases = page.get_by_test_id("stMultiSelect").filter(has_text="Only these cases")
+    for option in ("0: 8x16 c1 s201 dense", "2: 8x32 c2 s203 mixed", "3: 4x32 c0 s204 rankdef"):
+        cases.locator("input").click()
+        page.get_by_role("option", name=option).click()
+        page.keyboard.press("Escape")
+        settle(page)
+    page.get_by_role("textbox", name="Family").fill("reference")
+    page.get_by_role("textbox", name="Family").press("Enter")
+    settle(page)
+    page.get_by_role("button", name="Start run").click()
+    settle(page)
+    no_exception(page)
+    main = page.get_by_test_id("stMain")
+    assert "Started job" in main.inner_text()
+    page.reload()  # the job lives on disk, not in the page
+    page.wait_for_selector("[data-testid='stApp']")
+    settle(page)
+    assert "geqrf_reference.py" in main.inner_text()
+    page.get_by_text(re.compile(r"case [1-3] of 3")).wait_for()  # live progress, polled by the fragment
+    shot(page, "benchmark-running")
+    page.get_by_text("finished: passed").wait_for(timeout=120_000)
+    settle(page)
+    no_exception(page)
+    shot(page, "benchmark-finished")
+    (job,) = jobs.list_jobs(path)
+    run_id = jobs.status(job)["run_id"]
+    assert queries.get_run(path, run_id)["status"] == "passed"
+    page.get_by_text(f"open run {run_id}").first.click()
+    settle(page)
+    assert f"id={run_id}" in page.url and "geqrf_reference" in page.get_by_test_id("stMain").inner_text()
+    shot(page, "run-from-ui")
+
+    goto(page, base)
+    assert page.get_by_test_id("stMetricValue").first.inner_text() == "15"  # one variant more
+    _select(page, "Progress chart of", "smoke · CPU (2 runs)")  # the demo's CPU run and this one
+    expect(page.locator(".js-plotly-plot .legend")).to_have_count(1)
+    assert "reference" in page.locator(".js-plotly-plot .legend").text_content()
+    page.get_by_role("textbox", name="Search").fill("geqrf")
+    page.get_by_role("textbox", name="Search").press("Enter")
+    settle(page)
+    assert page.get_by_test_id("stMetricValue").first.inner_text() == "2"  # the demo's and the real source
+    shot(page, "experiments-after-ui-run")

@@ -1,0 +1,76 @@
+"""CPU smoke suite for the QR kernel variants in kernels/ (Triton through TRITON_INTERPRET=1).
+
+Each variant file is imported as the contest would (a `task` shim on sys.path), run on small
+inputs of every qr_v2 case type, and checked against the two qr_v2 gates; also checked: the
+input is not mutated, the file starts with `from task import`, has a docstring naming its
+parent, and does not contain the contest-banned word.
+"""
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import glob  # noqa: E402
+import sys  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "kernels", "bench"))
+import qr_common  # noqa: E402
+
+VARIANTS = sorted(glob.glob(os.path.join(ROOT, "kernels", "*.py")))
+# (batch, n, cond, case): every case type, n in 8..96, batch 1..8
+SMALL = [
+    (3, 8, 1, "dense"), (4, 32, 4, "dense"), (2, 64, 0, "rankdef"), (2, 48, 0, "clustered"),
+    (2, 40, 2, "nearcollinear"), (3, 24, 2, "band"), (1, 96, 1, "upper"), (2, 56, 0, "rowscale"),
+    (5, 16, 0, "nearrank"), (8, 12, 2, "mixed"),
+]  # fmt: skip
+# forces the blocked / panel routes (module constants lowered) on a few small shapes
+FORCED = [(2, 72, 2, "mixed"), (1, 80, 0, "rankdef")]
+
+
+def _run(mod, batch, n, cond, case, seed=7):
+    a = qr_common.gen_input(batch, n, cond, seed + n, case)
+    a0 = a.clone()
+    out = mod.custom_kernel(a)
+    assert torch.equal(a, a0), "input mutated"
+    fac, orth = qr_common.gates(a, out)
+    assert fac <= 20.0 and orth <= 100.0, f"{batch}x{n} {case}: factor {fac:.3g}/20, orth {orth:.3g}/100"
+
+
+@pytest.mark.parametrize("path", VARIANTS, ids=os.path.basename)
+def test_variant_file_rules(path):
+    with open(path) as f:
+        src = f.read()
+    assert "stream" not in src.lower()
+    if os.path.basename(path) != "geqrf_reference.py":
+        assert src.startswith("from task import input_t, output_t")
+        assert '"""' in src[:200] and "Parent" in src[:3000]
+    assert "def custom_kernel" in src
+
+
+@pytest.mark.parametrize("path", VARIANTS, ids=os.path.basename)
+def test_variant_small_gates(path):
+    mod = qr_common.load_variant(path)
+    for batch, n, cond, case in SMALL:
+        _run(mod, batch, n, cond, case)
+
+
+@pytest.mark.parametrize("path", VARIANTS, ids=os.path.basename)
+def test_variant_forced_routes(path):
+    mod = qr_common.load_variant(path)
+    changed = {}
+    for name, val in (("_SMALL_MAX", 0), ("_NB", 16), ("_NB_TORCH", 16)):
+        if hasattr(mod, name):
+            changed[name] = getattr(mod, name)
+            setattr(mod, name, val)
+    if not changed:
+        pytest.skip("no route constants")
+    try:
+        for batch, n, cond, case in FORCED:
+            _run(mod, batch, n, cond, case)
+    finally:
+        for name, val in changed.items():
+            setattr(mod, name, val)
