@@ -148,21 +148,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0 if outcome.status == "passed" else 1
 
 
-def _print_run(summary: dict[str, Any]) -> None:
+def _print_cases(cases: list[dict[str, Any]]) -> None:
     rows = [
         [
             c["case_idx"],
             c["spec"],
             "pass" if c["passed"] else "FAIL",
-            _fmt_us(c["mean_us"]),
-            _fmt_us(c["err_us"]),
-            _fmt_us(c["best_us"]),
-            c["runs"] or "-",
-            (c["message"] or "")[:90],
+            _fmt_us(c.get("mean_us")),
+            _fmt_us(c.get("err_us")),
+            _fmt_us(c.get("best_us")),
+            _clean(c.get("runs")) or "-",
+            (c.get("message") or "")[:90],
         ]
-        for c in summary["cases"]
+        for c in cases
     ]
     _print_table(rows, ["#", "case", "ok", "mean_us", "err_us", "best_us", "runs", "message"])
+
+
+def _print_run(summary: dict[str, Any]) -> None:
+    _print_cases(summary["cases"])
     print(
         f"run {summary['run_id']}: {summary['status']} on {summary['gpu'] or '?'}, suite {summary['suite']}, "
         f"mode {summary['mode']}, geomean {_fmt_us(summary['geomean_us'])} us"
@@ -246,21 +250,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     ):
         if run.get(key) is not None:
             print(f"{key:11} {run[key]}")
-    summary = {"cases": [{**c, "passed": c["passed"], "message": c.get("message")} for c in cases]}
-    rows = [
-        [
-            c["case_idx"],
-            c["spec"],
-            "pass" if c["passed"] else "FAIL",
-            _fmt_us(c["mean_us"]),
-            _fmt_us(c["err_us"]),
-            _fmt_us(c["best_us"]),
-            c["runs"] or "-",
-            (c["message"] or "")[:90],
-        ]
-        for c in summary["cases"]
-    ]
-    _print_table(rows, ["#", "case", "ok", "mean_us", "err_us", "best_us", "runs", "message"])
+    _print_cases(cases)
     print(f"geomean {_fmt_us(run.get('geomean_us'))} us")
     return 0
 
