@@ -148,7 +148,7 @@ def _case_row(event: dict[str, Any]) -> dict[str, Any]:
 def build_record(req: RunRequest, run_id: str, started_at, source: str) -> store_mod.RunRecord:
     path = Path(req.path)
     sha = source_hash(source)
-    warnings = "the word 'stream' appears in the source (banned in contest files)" if "stream" in source else None
+    warnings = "the word 'stream' appears in the source (banned in contest files)" if "stream" in source.lower() else None
     run = {
         "run_id": run_id,
         "variant_sha256": sha,
