@@ -55,7 +55,7 @@ def _header(col, side: str, run: dict) -> None:
         f"**{side}: {run['variant']}** · `{run['run_id']}` · {run['status']}  \n"
         f"{run.get('gpu') or '?'} · {run['suite']}/{run['mode']} · {run['started_at']:%Y-%m-%d %H:%M} · "
         f"commit `{(run.get('git_commit') or '–')[:10] if isinstance(run.get('git_commit'), str) else '–'}`"
-        + (" (dirty)" if run.get("git_dirty") is True else "")
+        + (" (dirty)" if run.get("git_dirty") is True and isinstance(run.get("git_commit"), str) else "")
     )
     with col:
         common.run_link(run["run_id"], f"open run {run['run_id']}")

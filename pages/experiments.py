@@ -30,10 +30,13 @@ status = cols[2].selectbox("Status", [ANY, *facets["status"]], key="status", bin
 family = cols[3].selectbox("Family", [ANY, *facets["family"]], key="fam", bind="query-params")
 first = facets["first"].date() if facets["first"] is not None else dt.date.today()
 last = facets["last"].date() if facets["last"] is not None else dt.date.today()
-dates = cols[4].date_input("Dates", value=(first, last), min_value=first, max_value=last, key="dates")
-since, until = (dates[0], dates[1]) if isinstance(dates, tuple) and len(dates) == 2 else (None, None)
-if since == first and until == last:
-    since = until = None  # the whole range: no filter, and the cache key stays stable as runs are added
+dates = cols[4].date_input(
+    "Dates", value=[], min_value=first, max_value=max(last, dt.date.today()), key="dates",
+    help="Empty: every date. Pick a first and a last day.", format="YYYY-MM-DD",
+)  # fmt: skip
+# An empty range is no filter, so runs that arrive later (another day) are never hidden by a stale default.
+since = dates[0] if len(dates) >= 1 else None
+until = dates[1] if len(dates) == 2 else None
 
 filters = {
     "gpu": gpu,

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import BASE_US, H200, ROOT, make_record
+from conftest import BASE_US, H200, ROOT, T0, make_record
 from streamlit.testing.v1 import AppTest
 
 from tracker import jobs, queries, views
@@ -142,6 +142,9 @@ def test_experiments_filters_and_gpu(demo_store):
     at.selectbox(key="status").select("failed").run()
     assert list(table(at, "variants")["variant"]) == ["wy_v2"]
     at.selectbox(key="status").select("any").run()
+    at.date_input(key="dates").set_value((T0.date(), T0.date())).run()  # the CPU run was the next day
+    assert "geqrf_reference" not in set(table(at, "variants")["variant"]) and len(table(at, "variants")) == 13
+    at.date_input(key="dates").set_value(()).run()
     at.sidebar.selectbox(key="kb_gpu").select("CPU").run()
     df = table(at, "variants")
     assert list(df["variant"]) == ["geqrf_reference"] and list(df["GPU"]) == ["CPU"]
@@ -321,8 +324,6 @@ def test_compare_git_diff_between_commits(demo_store, tmp_path):
         _git(repo, "add", "-A")
         _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", f"v{k}")
         commits.append(_git(repo, "rev-parse", "HEAD"))
-    from conftest import T0
-
     for k, commit in enumerate(commits):
         rec = make_record(
             f"git{k}dddddddd", variant="k", source=kernel.read_text() + f"# {k}\n", path=str(kernel),
@@ -556,3 +557,31 @@ def test_tracker_run_writes_while_pages_render(demo_store):
     at.switch_page("pages/experiments.py").run()
     assert "geqrf_reference" in set(table(at, "variants")["variant"])
     assert queries.get_run(path, summary["run_id"])["status"] == "passed"
+
+
+# ----------------------------------------------------------------------------------- the shipped samples
+
+
+@pytest.mark.skipif(not list((ROOT / "samples").glob("*/runs.parquet")), reason="no run exports in samples/")
+def test_fresh_store_shows_the_shipped_h200_runs(tmp_path, monkeypatch):
+    """A newcomer's first start: an empty store is seeded from samples/ and every page renders those runs."""
+    import pyarrow.parquet as pq
+
+    expected = sum(pq.read_metadata(p).num_rows for p in (ROOT / "samples").glob("*/runs.parquet"))
+    monkeypatch.setenv("KERNELBEAM_SAMPLES_DIR", str(ROOT / "samples"))
+    store = tmp_path / "experiments.duckdb"
+    monkeypatch.setenv("KERNELBEAM_STORE", str(store))
+    at = open_page()
+    assert f"Seeded {expected} runs" in texts(at.sidebar.success) and not at.error
+    assert queries.count_runs(store) == expected
+    assert len(table(at, "variants")) >= 1 and charts(at)
+    runs = queries.list_runs(store)
+    timed = runs[(runs["status"] == "passed") & runs["geomean_us"].notna()]
+    a, b = timed.iloc[-1]["run_id"], timed.iloc[0]["run_id"]  # the oldest and the newest timed run
+    at = open_page("pages/run.py", id=b)
+    assert not at.error and len(table(at, "cases")) >= 1
+    at = open_page("pages/compare.py", a=a, b=b)
+    assert not at.error and len(table(at, "cmp_table")) >= 1
+    family = runs["family"].dropna().iloc[0]
+    at = open_page("pages/regressions.py", family=family)
+    assert not at.error

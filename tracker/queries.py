@@ -109,12 +109,14 @@ def facets(store: str | os.PathLike) -> dict[str, Any]:
     with connect(store, read_only=True) as con:
         if not _has_runs_table(con):
             return {"gpu": [], "suite": [], "mode": [], "status": [], "family": [], "first": None, "last": None}
-        out: dict[str, Any] = {}
-        for col in ("gpu", "suite", "mode", "status", "family"):  # whitelist: fixed column names
-            rows = con.execute(f"SELECT DISTINCT {col} FROM runs WHERE {col} IS NOT NULL ORDER BY 1").fetchall()
-            out[col] = [r[0] for r in rows]
-        first, last = con.execute("SELECT min(started_at), max(started_at) FROM runs").fetchone()
-        out["first"], out["last"] = first, last
+        cols = ("gpu", "suite", "mode", "status", "family")  # whitelist: fixed column names
+        row = con.execute(
+            "SELECT "
+            + ", ".join(f"list(DISTINCT {c} ORDER BY {c}) FILTER (WHERE {c} IS NOT NULL)" for c in cols)
+            + ", min(started_at), max(started_at) FROM runs"
+        ).fetchone()
+    out: dict[str, Any] = {c: list(v or []) for c, v in zip(cols, row[:5], strict=True)}
+    out["first"], out["last"] = row[5], row[6]
     return out
 
 

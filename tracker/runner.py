@@ -147,6 +147,9 @@ def _case_row(event: dict[str, Any]) -> dict[str, Any]:
 
 def build_record(req: RunRequest, run_id: str, started_at, source: str) -> store_mod.RunRecord:
     path = Path(req.path)
+    git = capture_git(path)
+    if git["git_repo"]:  # the same file gets the same recorded path whatever directory the run started from
+        path = path.resolve().relative_to(Path(git["git_repo"]).resolve())
     sha = source_hash(source)
     warnings = "the word 'stream' appears in the source (banned in contest files)" if "stream" in source.lower() else None
     run = {
@@ -166,7 +169,7 @@ def build_record(req: RunRequest, run_id: str, started_at, source: str) -> store
         "pid": os.getpid(),
         "trigger": req.trigger,
         "warnings": warnings,
-        **capture_git(path),
+        **git,
     }
     variant = {
         "sha256": sha,

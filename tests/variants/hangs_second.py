@@ -1,0 +1,19 @@
+"""Correct on the first call; on the second it starts a child process, prints both pids, and hangs."""
+
+import os
+import subprocess
+import time
+
+import torch
+
+CALLS = 0
+
+
+def custom_kernel(data: torch.Tensor):
+    global CALLS
+    CALLS += 1
+    if CALLS >= 2:
+        child = subprocess.Popen(["sleep", "300"])
+        print(f"KB-PIDS {os.getpid()} {child.pid}", flush=True)
+        time.sleep(300)
+    return torch.geqrf(data)
