@@ -151,7 +151,8 @@ def build_record(req: RunRequest, run_id: str, started_at, source: str) -> store
     if git["git_repo"]:  # the same file gets the same recorded path whatever directory the run started from
         path = path.resolve().relative_to(Path(git["git_repo"]).resolve())
     sha = source_hash(source)
-    warnings = "the word 'stream' appears in the source (banned in contest files)" if "stream" in source.lower() else None
+    banned = "stream" in source.lower()
+    warnings = "the word 'stream' appears in the source (banned in contest files)" if banned else None
     run = {
         "run_id": run_id,
         "variant_sha256": sha,
