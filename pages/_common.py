@@ -13,7 +13,7 @@ from typing import Any
 
 import streamlit as st
 
-from tracker import queries, views
+from tracker import analysis, queries
 from tracker.store import NotAStoreError, StoreLockedError
 
 APP = Path(__file__).resolve().parent.parent / "app.py"
@@ -89,7 +89,7 @@ def _cached_compare(store_path: str, version: tuple[int, ...], a: str, b: str) -
     bundle_b = queries.run_bundle(store_path, b)
     if bundle_a is None or bundle_b is None:
         return bundle_a, bundle_b, None
-    return bundle_a, bundle_b, views.compare_bundles(bundle_a, bundle_b)
+    return bundle_a, bundle_b, analysis.compare_bundles(bundle_a, bundle_b)
 
 
 def compare(a: str, b: str) -> Any:
@@ -104,11 +104,11 @@ def compare(a: str, b: str) -> Any:
 @st.cache_data(show_spinner=False, max_entries=64)
 def _cached_history(store_path: str, version: tuple[int, ...], kwargs: tuple) -> Any:
     hist = queries.case_history(store_path, **dict(kwargs))
-    points = views.history_points(hist)
-    changes = views.detect_all(points)
+    points = analysis.history_points(hist)
+    changes = analysis.detect_all(points)
     # The samples only serve the change detection; caching them would cost more (pickling) than it saves.
     hist = {k: v for k, v in hist.items() if k != "samples"}
-    return hist, views.without_samples(points), changes
+    return hist, analysis.without_samples(points), changes
 
 
 def history(**kwargs: Any) -> Any:

@@ -7,7 +7,7 @@ from pathlib import Path
 import streamlit as st
 
 from pages import _common as common
-from tracker import views
+from tracker import charts, diffs, views
 from tracker.gitinfo import diff_commits
 
 common.page_setup()
@@ -102,8 +102,8 @@ st.dataframe(
 )
 
 if cmp.comparable and any(c.ratio for c in cmp.cases):
-    st.plotly_chart(views.grouped_bars_figure(cmp, bundle_a, bundle_b), key="bars")
-    st.plotly_chart(views.speedup_figure(cmp), key="speedup")
+    st.plotly_chart(charts.grouped_bars_figure(cmp, bundle_a, bundle_b), key="bars")
+    st.plotly_chart(charts.speedup_figure(cmp), key="speedup")
 
 st.subheader("Source diff")
 name_a = f"A {run_a.get('path') or run_a['variant']} ({run_a['variant_sha256'][:8]})"
@@ -115,9 +115,9 @@ elif not (bundle_a["source"] and bundle_b["source"]):
 else:
     t_unified, t_side = st.tabs(["Unified", "Side by side"])
     with t_unified:
-        st.code(views.unified_diff(bundle_a["source"], bundle_b["source"], name_a, name_b), language="diff")
+        st.code(diffs.unified_diff(bundle_a["source"], bundle_b["source"], name_a, name_b), language="diff")
     with t_side:
-        st.html(views.side_by_side_html(bundle_a["source"], bundle_b["source"], name_a, name_b))
+        st.html(diffs.side_by_side_html(bundle_a["source"], bundle_b["source"], name_a, name_b))
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -138,7 +138,7 @@ if isinstance(commit_a, str) and isinstance(commit_b, str):
     else:
         repos = tuple(dict.fromkeys(r for r in (run_a.get("git_repo"), run_b.get("git_repo"), str(Path.cwd())) if r))
         only_kernels = st.toggle("Only the kernel files", value=True)
-        paths = views.kernel_paths_in_repo([run_a.get("path"), run_b.get("path")], run_a.get("git_repo"))
+        paths = diffs.kernel_paths_in_repo([run_a.get("path"), run_b.get("path")], run_a.get("git_repo"))
         text, repo = _git_diff(repos, commit_a, commit_b, tuple(paths) if only_kernels else ())
         if text is None:
             st.info(f"Commits `{commit_a[:10]}` and `{commit_b[:10]}` are not both in a repository here.")

@@ -7,7 +7,7 @@ import datetime as dt
 import streamlit as st
 
 from pages import _common as common
-from tracker import views
+from tracker import charts, views
 from tracker.queries import VARIANT_SORTS
 
 ANY = "any"
@@ -72,7 +72,7 @@ if not points.empty:
         )
         suite_c, gpu_c = chosen.split(" · ", 1)
         points = points[(points["suite"] == suite_c) & (points["gpu"].fillna("?") == gpu_c)]
-    st.plotly_chart(views.progress_figure(points), key="progress")
+    st.plotly_chart(charts.progress_figure(points), key="progress")
 else:
     st.caption("No passed timed run in this selection, so no progress chart.")
 

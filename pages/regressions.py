@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages import _common as common
-from tracker import views
+from tracker import analysis, charts, views
 
 # Change detection is quadratic in the number of runs: the default window keeps the page under a second.
 WINDOWS = {"last 100 runs": 100, "last 200 runs": 200, "last 500 runs": 500, "last 1000 runs": 1000, "all runs": None}
@@ -80,7 +80,7 @@ if runs.empty or not points:
     st.stop()
 
 kinds = ("regression", "improvement") if show_improvements else ("regression",)
-table = views.regression_table(changes, points, runs, kinds=kinds)
+table = analysis.regression_table(changes, points, runs, kinds=kinds)
 n_reg = sum(cp.kind == "regression" for cps in changes.values() for cp in cps)
 n_imp = sum(cp.kind == "improvement" for cps in changes.values() for cp in cps)
 m = st.columns(3)
@@ -114,7 +114,7 @@ errs = {
     for rid, label, err in zip(hist["cases"]["run_id"], hist["cases"]["label"], hist["cases"]["err_us"], strict=True)
     if views.is_num(err)
 }
-st.plotly_chart(views.timeline_figure(points, changes, runs, errs), key="timeline")
+st.plotly_chart(charts.timeline_figure(points, changes, runs, errs), key="timeline")
 not_passed = int((runs["status"] != "passed").sum())
 if not_passed:
     st.caption(f"{not_passed} run(s) did not pass (grey ×): inconclusive, left out of the change detection.")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages import _common as common
-from tracker import views
+from tracker import analysis, charts, views
 from tracker.store import VERDICTS, StoreLockedError, add_verdict
 
 common.page_setup()
@@ -86,9 +86,9 @@ with tabs[0]:
         st.caption("GFLOP/s counts 4/3 n³ + 2n² + 14n/3 flops per matrix, times the batch. Residuals are scaled.")
 
 with tabs[1]:
-    per_case = views.samples_by_case(cases, bundle["samples"])
+    per_case = analysis.samples_by_case(cases, bundle["samples"])
     if any(per_case.values()):
-        st.plotly_chart(views.box_figure(per_case), key="box")
+        st.plotly_chart(charts.box_figure(per_case), key="box")
     else:
         st.info("No timed samples (a test-mode run, or no case finished).")
 

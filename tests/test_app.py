@@ -19,6 +19,7 @@ import pytest
 from conftest import BASE_US, H200, ROOT, T0, make_record
 from streamlit.testing.v1 import AppTest
 
+from tracker import charts as charts_mod
 from tracker import jobs, queries, views
 from tracker import store as store_mod
 from tracker.transfer import export_runs
@@ -273,7 +274,7 @@ def test_compare_per_case_marks_charts_and_diff(demo_store):
     assert sp["x"][3] == "640x512 c2 dense"
     values = _decode(sp["y"])
     assert 1.0 + values[3] == pytest.approx(1 / 1.5, rel=0.02)  # bars start at 1.0: y is speedup - 1
-    assert sp["marker"]["color"][3] == views.MARK_COLOURS["slower"]
+    assert sp["marker"]["color"][3] == charts_mod.MARK_COLOURS["slower"]
     unified = next(c for c in at.code if c.language == "diff")
     assert "-BLOCK = 32" in unified.value and "+BLOCK = 48" in unified.value
     side = at.get("html")[0].proto.body

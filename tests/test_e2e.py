@@ -191,11 +191,11 @@ def test_every_page_and_a_shared_compare_url(server, page):
     shot(page, "regressions")
 
     # follow the compare link of that regression (the table is a canvas: take the link the page was given)
-    from tracker import views
+    from tracker import analysis
 
     hist = queries.case_history(path, family="householder", suite="qr_v2", gpu="NVIDIA H200")
-    points = views.history_points(hist)
-    link = views.regression_table(views.detect_all(points), points, hist["runs"]).iloc[0]["compare"]
+    points = analysis.history_points(hist)
+    link = analysis.regression_table(analysis.detect_all(points), points, hist["runs"]).iloc[0]["compare"]
     goto(page, f"{base}/{link}")
     no_exception(page)
     assert f"b={ids['regressed']}" in page.url

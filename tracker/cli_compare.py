@@ -16,9 +16,9 @@ def _fmt(value: Any, spec: str = ",.1f") -> str:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    from tracker.analysis import case_data
     from tracker.cli import UsageError, _print_table, _resolve
     from tracker.stats import compare_runs
-    from tracker.views import case_data
 
     ids = [_resolve(args.store, r) for r in (args.a, args.b)]
     bundles = [queries.run_bundle(args.store, run_id) for run_id in ids]
@@ -60,8 +60,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_regressions(args: argparse.Namespace) -> int:
+    from tracker.analysis import detect_all, history_points
     from tracker.cli import UsageError, _print_table
-    from tracker.views import detect_all, history_points
 
     if bool(args.family) == bool(args.path):
         raise UsageError("give exactly one of --family F or --path P")

@@ -1,0 +1,133 @@
+"""Store data as tracker.stats input, and its results: per-case samples, run comparisons, history change points.
+
+Pure functions (no Plotly, no Streamlit, no store access); regression_table shapes the change points for a page.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from tracker.stats import CaseData, ChangePoint, HistoryPoint, RunComparison, compare_runs, detect_changes
+from tracker.views import is_num
+
+# ---------------------------------------------------------------------------------------------------- run
+
+
+def samples_by_case(cases: pd.DataFrame, samples: pd.DataFrame) -> dict[str, list[float]]:
+    """Samples per case label, in case order."""
+    groups = {k: g["time_us"].tolist() for k, g in samples.groupby("case_idx")} if not samples.empty else {}
+    out: dict[str, list[float]] = {}
+    for c in cases.to_dict("records"):
+        label = c.get("label") or c["spec"]
+        if label in out:  # two cases with one label (different seeds): keep both apart
+            label = f"{label} #{c['case_idx']}"
+        out[label] = groups.get(c["case_idx"], [])
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ compare
+
+
+def case_data(bundle: Mapping[str, Any]) -> dict[str, CaseData]:
+    """A run's cases as tracker.stats input: samples and pass/fail per case label."""
+    cases = bundle["cases"]
+    per_case = samples_by_case(cases, bundle["samples"])
+    passed = {}
+    for c in cases.to_dict("records"):
+        label = c.get("label") or c["spec"]
+        passed[label if label not in passed else f"{label} #{c['case_idx']}"] = bool(c["passed"])
+    return {label: CaseData(tuple(per_case[label]), passed[label]) for label in per_case}
+
+
+def compare_bundles(a: Mapping[str, Any], b: Mapping[str, Any]) -> RunComparison:
+    return compare_runs(case_data(a), case_data(b), gpu_a=a["run"].get("gpu"), gpu_b=b["run"].get("gpu"))
+
+
+# -------------------------------------------------------------------------------------------- regressions
+
+
+def history_points(hist: Mapping[str, pd.DataFrame]) -> dict[str, list[HistoryPoint]]:
+    """Per case label, one HistoryPoint per run of the history (oldest first); failed runs are kept as such."""
+    runs, cases, samples = hist["runs"], hist["cases"], hist["samples"]
+    sample_map = {(r, c): s for r, c, s in zip(samples["run_id"], samples["case_idx"], samples["samples"], strict=True)}
+    rows: dict[tuple[str, str], tuple[int, bool, float | None]] = {}
+    for run_id, label, idx, ok, mean in zip(
+        cases["run_id"], cases["label"], cases["case_idx"], cases["passed"], cases["mean_us"], strict=True
+    ):
+        rows.setdefault((run_id, label), (idx, bool(ok), float(mean) if is_num(mean) else None))
+    labels: list[str] = list(dict.fromkeys(cases["label"]))
+    out: dict[str, list[HistoryPoint]] = {label: [] for label in labels}
+    for run_id, status in zip(runs["run_id"], runs["status"], strict=True):
+        not_passed = status if status != "passed" else "failed"
+        for label in labels:
+            row = rows.get((run_id, label))
+            if row is None:
+                out[label].append(HistoryPoint(run_id, None, (), not_passed))
+                continue
+            idx, ok, mean = row
+            got = sample_map.get((run_id, idx))
+            out[label].append(
+                HistoryPoint(
+                    run_id,
+                    mean,
+                    got if got is not None else (),
+                    "passed" if ok and status == "passed" else not_passed,
+                )
+            )
+    return out
+
+
+def without_samples(points: Mapping[str, Sequence[HistoryPoint]]) -> dict[str, list[HistoryPoint]]:
+    return {label: [HistoryPoint(p.run_id, p.mean, (), p.status) for p in pts] for label, pts in points.items()}
+
+
+def detect_all(points: Mapping[str, Sequence[HistoryPoint]]) -> dict[str, list[ChangePoint]]:
+    return {label: detect_changes(label, pts) for label, pts in points.items()}
+
+
+def regression_table(
+    changes: Mapping[str, Sequence[ChangePoint]],
+    points: Mapping[str, Sequence[HistoryPoint]],
+    runs: pd.DataFrame,
+    *,
+    kinds: Sequence[str] = ("regression",),
+) -> pd.DataFrame:
+    """Case, before, after, factor, the run that introduced it, and a compare link (last good run vs that run)."""
+    info = runs.set_index("run_id")
+    rows = []
+    for label, cps in changes.items():
+        pts = points[label]
+        for cp in cps:
+            if cp.kind not in kinds:
+                continue
+            before_run = next(
+                (
+                    p.run_id
+                    for p in reversed(pts[: cp.index])
+                    if p.status == "passed" and p.mean is not None and p.mean > 0
+                ),
+                None,
+            )
+            meta = info.loc[cp.run_id] if cp.run_id in info.index else None
+            rows.append(
+                {
+                    "case": label,
+                    "kind": cp.kind,
+                    "before (µs)": cp.before,
+                    "after (µs)": cp.after,
+                    "factor": cp.factor,
+                    "run": cp.run_id,
+                    "variant": None if meta is None else meta["variant"],
+                    "started": None if meta is None else meta["started_at"],
+                    "run before": before_run,
+                    "compare": f"compare?a={before_run}&b={cp.run_id}" if before_run else None,
+                }
+            )
+    df = pd.DataFrame(rows)
+    if not df.empty:
+        df = df.sort_values("factor", ascending=False, key=lambda s: (s.map(math.log)).abs()).reset_index(drop=True)
+    return df

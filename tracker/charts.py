@@ -1,0 +1,253 @@
+"""Plotly figures for the dashboard pages: progress, samples per case, compare bars and speedups, history timelines."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from tracker.stats import ChangePoint, HistoryPoint, RunComparison
+from tracker.views import err_by_label, short
+
+MARK_TEXT = {"-": "faster", "+": "slower", "~": "same", "x": "n/a"}
+MARK_COLOURS = {"faster": "#2ca02c", "slower": "#d62728", "same": "#9e9e9e", "n/a": "#c7c7c7"}
+COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"]
+TIME_AXIS = {"type": "log", "title": {"text": "time (µs, log)"}}
+
+
+# -------------------------------------------------------------------------------------------- experiments
+
+
+def best_so_far(points: pd.DataFrame) -> pd.DataFrame:
+    """Running minimum of the geomean over time, per context (suite · GPU); one row per improvement."""
+    if points.empty:
+        return points.assign(context=[], best_us=[])
+    df = points.assign(context=points["suite"] + " · " + points["gpu"].fillna("?"))
+    df = df.sort_values("started_at", kind="stable")
+    df["best_us"] = df.groupby("context")["geomean_us"].cummin()
+    # keep the points where the best changes, plus the last one so the step reaches the present
+    changed = df.groupby("context")["best_us"].transform(lambda s: s.ne(s.shift()))
+    last = ~df.duplicated("context", keep="last")
+    return df[changed | last]
+
+
+def progress_figure(points: pd.DataFrame) -> go.Figure:
+    """Every run a point coloured by family; the best-so-far geomean per context as a step line; log y."""
+    fig = go.Figure()
+    for i, (family, grp) in enumerate(points.groupby("family", sort=True)):
+        fig.add_trace(
+            go.Scattergl(
+                x=grp["started_at"],
+                y=grp["geomean_us"],
+                mode="markers",
+                name=str(family),
+                legendgroup="family",
+                legendgrouptitle_text="family",
+                marker={"size": 6, "opacity": 0.65, "color": COLOURS[i % len(COLOURS)]},
+                customdata=grp[["run_id", "variant"]].to_numpy(),
+                hovertemplate="%{customdata[1]}<br>run %{customdata[0]}<br>%{y:.1f} µs<br>%{x}<extra></extra>",
+            )
+        )
+    best = best_so_far(points)
+    dashes = ["solid", "dash", "dot", "dashdot"]
+    for k, (context, grp) in enumerate(best.groupby("context", sort=True)):
+        fig.add_trace(
+            go.Scatter(
+                x=grp["started_at"],
+                y=grp["best_us"],
+                mode="lines",
+                line={"shape": "hv", "width": 2, "color": "#222", "dash": dashes[k % len(dashes)]},
+                name=f"best so far ({context})",
+                legendgroup="best",
+                legendgrouptitle_text="best so far",
+                customdata=grp[["run_id", "variant"]].to_numpy(),
+                hovertemplate="best %{y:.1f} µs<br>%{customdata[1]}<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        title="Geomean per run and best so far",
+        yaxis=TIME_AXIS | {"title": {"text": "geomean (µs, log)"}},
+        xaxis_title="started",
+        height=420,
+        margin={"t": 50, "b": 40},
+        legend={"groupclick": "toggleitem"},
+    )
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------------- run
+
+
+def box_figure(per_case: Mapping[str, Sequence[float]], title: str = "Samples per case") -> go.Figure:
+    fig = go.Figure()
+    for label, values in per_case.items():
+        if len(values):
+            fig.add_trace(go.Box(y=list(values), name=label, boxpoints="suspectedoutliers", showlegend=False))
+    fig.update_layout(title=title, yaxis=TIME_AXIS, height=420, margin={"t": 50, "b": 40})
+    return fig
+
+
+# ------------------------------------------------------------------------------------------------ compare
+
+
+def grouped_bars_figure(cmp: RunComparison, a: Mapping[str, Any], b: Mapping[str, Any]) -> go.Figure:
+    """Mean time per case of A and B as grouped bars with error bars, log axis."""
+    err_a, err_b = err_by_label(a), err_by_label(b)
+    labels = [c.case for c in cmp.cases]
+    fig = go.Figure()
+    for side, key, errs, colour in (("A", "mean_a", err_a, "#1f77b4"), ("B", "mean_b", err_b, "#ff7f0e")):
+        run = a if side == "A" else b
+        fig.add_trace(
+            go.Bar(
+                x=labels,
+                y=[getattr(c, key) for c in cmp.cases],
+                error_y={"type": "data", "array": [errs.get(lbl) or 0 for lbl in labels]},
+                name=f"{side}: {run['run'].get('variant')} ({short(run['run'].get('run_id'))})",
+                marker_color=colour,
+            )
+        )
+    fig.update_layout(
+        barmode="group", title="Mean time per case (log axis, error bars: standard error)", yaxis=TIME_AXIS,
+        height=440, margin={"t": 80, "b": 40}, legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
+    )  # fmt: skip
+    return fig
+
+
+def speedup_figure(cmp: RunComparison) -> go.Figure:
+    """Speedup of B over A per case (A/B), as bars starting at 1.0, coloured by the statistical verdict."""
+    cases = [c for c in cmp.cases if c.ratio]
+    speedups = [1.0 / c.ratio for c in cases]
+    fig = go.Figure(
+        go.Bar(
+            x=[c.case for c in cases],
+            y=[s - 1.0 for s in speedups],
+            base=1.0,
+            marker_color=[MARK_COLOURS.get(c.verdict, "#999") for c in cases],
+            customdata=[[s, c.verdict, c.mark] for s, c in zip(speedups, cases, strict=True)],
+            hovertemplate="%{x}<br>speedup %{customdata[0]:.3f}x (%{customdata[1]})<extra></extra>",
+            text=[
+                f"{s:.3f}×" if c.verdict in ("faster", "slower") else "" for s, c in zip(speedups, cases, strict=True)
+            ],
+            textposition="outside",
+            name="speedup A/B",
+        )
+    )
+    fig.add_hline(y=1.0, line={"color": "#444", "width": 1})
+    lo = min(speedups + [1.0]) if speedups else 1.0
+    hi = max(speedups + [1.0]) if speedups else 1.0
+    pad = (math.log10(hi) - math.log10(lo)) * 0.15 + 0.02
+    fig.update_layout(
+        title="Speedup of B over A (A time / B time; > 1: B is faster)",
+        yaxis={"type": "log", "title": {"text": "speedup (log)"},
+               "range": [math.log10(lo) - pad, math.log10(hi) + pad]},
+        height=400, margin={"t": 50, "b": 40}, showlegend=False,
+    )  # fmt: skip
+    return fig
+
+
+# -------------------------------------------------------------------------------------------- regressions
+
+
+def timeline_figure(
+    points: Mapping[str, Sequence[HistoryPoint]],
+    changes: Mapping[str, Sequence[ChangePoint]],
+    runs: pd.DataFrame,
+    errs: Mapping[tuple[str, str], float],
+    *,
+    cols: int = 3,
+) -> go.Figure:
+    """Per case, the mean of every passed run with its error bar (log y); change points as dashed lines with
+    the segment levels before and after. Built as plain dicts in one go (Plotly's per-subplot helpers are slow)."""
+    labels = list(points)
+    rows = max(1, math.ceil(len(labels) / cols))
+    fig = go.Figure(layout=_grid_layout(labels, rows, cols))
+    variant = dict(zip(runs["run_id"], runs["variant"], strict=True))
+    traces: list[dict[str, Any]] = []
+    shapes: list[dict[str, Any]] = []
+    axes: dict[str, Any] = {}
+    for k, label in enumerate(labels):
+        ax = "" if k == 0 else str(k + 1)
+        xref, yref = f"x{ax}", f"y{ax}"
+        axes[f"yaxis{ax}"] = {"type": "log"}
+        pts = points[label]
+        xs, ys, es, text, fx, ftext = [], [], [], [], [], []
+        for i, p in enumerate(pts):
+            name = variant.get(p.run_id, "")
+            if p.status == "passed" and p.mean is not None:
+                xs.append(i)
+                ys.append(p.mean)
+                es.append(errs.get((p.run_id, label)) or 0.0)
+                text.append(f"{name} · {p.run_id}")
+            else:
+                fx.append(i)
+                ftext.append(f"{name} · {p.run_id} · {p.status}")
+        traces.append({
+            "type": "scatter", "x": xs, "y": ys, "xaxis": xref, "yaxis": yref, "mode": "lines+markers",
+            "name": label, "showlegend": False, "text": text,
+            "error_y": {"type": "data", "array": es, "thickness": 1, "width": 2},
+            "marker": {"size": 5, "color": "#1f77b4"}, "line": {"width": 1, "color": "#9ecae1"},
+            "hovertemplate": "%{text}<br>%{y:.2f} µs<extra></extra>",
+        })  # fmt: skip
+        if fx:
+            traces.append({
+                "type": "scatter", "x": fx, "y": [min(ys) if ys else 1.0] * len(fx), "xaxis": xref, "yaxis": yref,
+                "mode": "markers", "name": "not passed", "showlegend": False, "text": ftext,
+                "marker": {"symbol": "x", "size": 7, "color": "#999"}, "hovertemplate": "%{text}<extra></extra>",
+            })  # fmt: skip
+        cps = list(changes.get(label, ()))
+        for kind, colour in (("regression", "#d62728"), ("improvement", "#2ca02c")):
+            sx: list[float | None] = []
+            sy: list[float | None] = []
+            hover: list[str | None] = []
+            for j, cp in enumerate(cps):
+                if cp.kind != kind:
+                    continue
+                start = cps[j - 1].index if j else 0
+                end = cps[j + 1].index if j + 1 < len(cps) else len(pts)
+                x = cp.index - 0.5
+                sx += [start, x, x, end - 1, None]
+                sy += [cp.before, cp.before, cp.after, cp.after, None]
+                tip = f"{kind}: {cp.before:.2f} → {cp.after:.2f} µs (×{cp.factor:.3f}), run {cp.run_id}"
+                hover += [tip] * 4 + [None]
+                shapes.append({
+                    "type": "line", "xref": xref, "yref": f"{yref} domain", "x0": x, "x1": x, "y0": 0, "y1": 1,
+                    "line": {"dash": "dash", "color": colour, "width": 1.5},
+                })  # fmt: skip
+            if sx:
+                traces.append({
+                    "type": "scatter", "x": sx, "y": sy, "xaxis": xref, "yaxis": yref, "mode": "lines",
+                    "line": {"color": colour, "width": 2}, "showlegend": False, "name": kind, "text": hover,
+                    "hovertemplate": "%{text}<extra></extra>",
+                })  # fmt: skip
+    fig.add_traces(traces)
+    fig.update_layout(
+        axes, shapes=shapes, height=260 * rows + 60, margin={"t": 60, "b": 30},
+        title="Mean per run (µs, log) along the history; dashed: change points",
+    )  # fmt: skip
+    return fig
+
+
+def _unit(x: float) -> float:
+    return min(1.0, max(0.0, round(x, 6)))
+
+
+def _grid_layout(labels: Sequence[str], rows: int, cols: int) -> dict[str, Any]:
+    """Axes and titles of a rows x cols grid of subplots, as make_subplots lays them out (without its cost)."""
+    hgap, vgap = 0.2 / cols, 0.32 / rows
+    width, height = (1 - hgap * (cols - 1)) / cols, (1 - vgap * (rows - 1)) / rows
+    layout: dict[str, Any] = {"annotations": []}
+    for k, label in enumerate(labels or ["no cases"]):
+        r, c = divmod(k, cols)
+        ax = "" if k == 0 else str(k + 1)
+        x0 = c * (width + hgap)
+        y1 = 1 - r * (height + vgap)
+        layout[f"xaxis{ax}"] = {"domain": [_unit(x0), _unit(x0 + width)], "anchor": f"y{ax}"}
+        layout[f"yaxis{ax}"] = {"domain": [_unit(y1 - height), _unit(y1)], "anchor": f"x{ax}"}
+        layout["annotations"].append({
+            "text": label, "x": x0 + width / 2, "y": y1, "xref": "paper", "yref": "paper", "xanchor": "center",
+            "yanchor": "bottom", "showarrow": False, "font": {"size": 12},
+        })  # fmt: skip
+    return layout
