@@ -49,8 +49,11 @@ def bench(tmp_path_factory):
     )  # fmt: skip
     copy = folder / "geqrf_copy.py"
     shutil.copy(ROOT / REFERENCE, copy)
+    parent = json.loads(proc.stdout)["run_id"] if proc.returncode == 0 else None
     other = run_variant(
-        RunRequest(path=str(copy), suite="smoke", mode="benchmark", cases=[0], store=str(store), timeout=150)
+        RunRequest(
+            path=str(copy), suite="smoke", mode="benchmark", cases=[0], store=str(store), timeout=150, parent=parent
+        )
     )
     assert other.status == "passed", other.record.run["error"]
     return {"store": store, "proc": proc, "b": other.run_id}
@@ -111,6 +114,7 @@ def test_list_json_has_the_documented_keys(bench):
     assert [r["run_id"] for r in runs] == [bench["b"], a]  # newest first
     assert {r["variant"] for r in runs} == {"geqrf_reference", "geqrf_copy"}
     assert runs[1]["started_at"] < runs[0]["started_at"]
+    assert queries.get_run(bench["store"], bench["b"])["parent_run"] == a
     text = cli("list", "--store", str(bench["store"]))
     assert text.returncode == 0 and bench["b"] in text.stdout and "geqrf_copy" in text.stdout
 

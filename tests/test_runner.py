@@ -193,3 +193,88 @@ def test_bad_requests_are_refused_before_anything_starts(tmp_path):
             run_variant(RunRequest(**{"suite": "smoke", "mode": "test", "store": str(store), **kw}))
     assert not store.exists()
     assert os.listdir(tmp_path) == []
+
+
+# ------------------------------------------------------------------- the timing loop itself (in process, CPU clock)
+
+
+def _loop_inputs():
+    from tracker.inputs import benchmark_inputs
+
+    xs = benchmark_inputs(SMOKE.benchmarks[0])
+    return xs, [x.clone() for x in xs]
+
+
+def test_timing_loop_keeps_every_sample_up_to_max_reps():
+    import torch
+
+    from tracker.timing import Clock, ModeRules, run_loop
+
+    xs, copies = _loop_inputs()
+    seen = []
+    rules = ModeRules(case_budget_s=1e9, max_reps=5, warmup_s=0.0, warm_every_case=False)
+    result = run_loop(torch.geqrf, xs, copies, Clock(torch.device("cpu")), rules, on_rep=lambda i, t: seen.append(t))
+    assert result.passed and len(result.samples) == 5 and seen == result.samples
+    assert all(t > 0 for t in result.samples)
+    assert set(result.check.residuals) == {"factor_res", "tril_res", "recon_res", "orth_res"}
+
+
+def test_timing_loop_stops_on_the_case_budget_after_the_minimum_time():
+    import time
+
+    import torch
+
+    from tracker.timing import Clock, ModeRules, run_loop
+
+    def slow(x):
+        time.sleep(0.01)
+        return torch.geqrf(x)
+
+    xs, copies = _loop_inputs()
+    rules = ModeRules(case_budget_s=0.05, max_reps=100, warmup_s=0.0, warm_every_case=False)
+    t0 = time.perf_counter()
+    result = run_loop(slow, xs, copies, Clock(torch.device("cpu")), rules)
+    assert result.passed
+    assert 3 <= len(result.samples) < 10  # i > 1 and past 0.1 s, then mean x runs > budget
+    assert time.perf_counter() - t0 >= 0.1
+    assert min(result.samples) >= 10_000  # microseconds per call: each call sleeps 10 ms
+
+
+def test_timing_loop_rechecks_every_repetition():
+    import torch
+
+    from tracker.timing import Clock, ModeRules, run_loop, stats
+
+    calls = []
+
+    def breaks_later(x):
+        calls.append(1)
+        h, tau = torch.geqrf(x)
+        if len(calls) == 6:  # the first repetition (4 inputs) is right; input 1 of the second is not
+            h = h.clone()
+            h[0, 5, 1] += 1.0
+        return h, tau
+
+    xs, copies = _loop_inputs()
+    rules = ModeRules(case_budget_s=1e9, max_reps=50, warmup_s=0.0, warm_every_case=False)
+    result = run_loop(breaks_later, xs, copies, Clock(torch.device("cpu")), rules)
+    assert not result.passed
+    assert result.message.startswith("repetition 1: factor gate failed on matrix 0 of input 1")
+    assert len(result.samples) == 1
+    st = stats([1.0, 2.0, 3.0, 6.0])
+    assert (st.runs, st.mean, st.best, st.worst) == (4, 3.0, 1.0, 6.0)
+    assert st.std == pytest.approx(2.1602468995) and st.err == pytest.approx(2.1602468995 / 2)
+
+
+def test_the_task_shim_provides_the_contest_names():
+    import importlib.util
+
+    import torch
+
+    spec = importlib.util.spec_from_file_location("task_shim_under_test", ROOT / "tracker" / "shim" / "task.py")
+    task = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(task)
+    assert task.input_t.__bound__ is torch.Tensor
+    assert task.output_t.__bound__ == tuple[torch.Tensor, torch.Tensor]
+    assert set(task.TestSpec.__annotations__) == {"batch", "n", "cond", "seed", "case"}
+    assert task.TestSpec.__optional_keys__ >= {"case"}
