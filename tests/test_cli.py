@@ -216,12 +216,6 @@ def test_bad_input_exits_2_with_a_clear_message_and_no_traceback(bench, tmp_path
     assert len(queries.list_runs(bench["store"])) == 2  # nothing was recorded
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="`run --cases 0,0` is accepted; the worker runs case 0 twice, the two case rows share the primary key "
-    "(run_id, case_idx), write_run fails, and finish_run files the run in the pending side file for good while the "
-    "CLI says the store 'stayed locked'",
-)
 def test_repeated_case_numbers_are_refused_or_recorded_once(tmp_path):
     store = tmp_path / "runs.duckdb"
     proc = cli("run", REFERENCE, "--suite", "smoke", "--mode", "test", "--cases", "0,0", "--json", "--quiet",

@@ -159,11 +159,6 @@ def test_a_file_that_is_not_a_store_raises_not_a_store_error(tmp_path):
         queries.list_runs(tmp_path / "missing.duckdb")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="store._is_lock_error matches 'lock' anywhere in DuckDB's message, which quotes the file path: a file "
-    "that is not a store at a path containing 'lock' (clock.duckdb, blocks/, ...) is retried and reported as locked",
-)
 def test_a_non_store_whose_path_contains_lock_is_still_not_a_store(tmp_path):
     path = tmp_path / "clock.duckdb"
     path.write_text("just some notes, not a database\n" * 100)
@@ -202,8 +197,10 @@ def test_a_run_is_never_half_written(store):
     with store_mod.connect(store) as con, pytest.raises(duckdb.ConstraintException):
         store_mod.write_run(con, record)
     assert counts(store) == dict.fromkeys(TABLES, 0)
-    side = store_mod.finish_run(store, record, retry_seconds=0.2)
+    pending = store_mod.finish_run(store, record, retry_seconds=0.2)
+    side = pending.path
     assert side == store_mod.pending_dir(store) / "halfrun00001.json"
+    assert pending.reason.startswith("writing failed:") and "NOT NULL" in pending.reason
     kept = store_mod.RunRecord.from_json(side.read_text())
     assert kept.run["run_id"] == "halfrun00001" and len(kept.samples) == 10
     assert counts(store) == dict.fromkeys(TABLES, 0)
@@ -243,9 +240,11 @@ def test_finish_run_saves_to_a_side_file_while_locked_and_the_next_write_brings_
     first, second = make_run("lockedrun001"), make_run("nextrun00001")
     with held(store):
         t0 = time.monotonic()
-        side = store_mod.finish_run(store, first, retry_seconds=0.5)
+        pending = store_mod.finish_run(store, first, retry_seconds=0.5)
         assert 0.4 < time.monotonic() - t0 < 10  # it retried for the window, then gave up
+    side = pending.path
     assert side == store_mod.pending_dir(store) / "lockedrun001.json" and side.is_file()
+    assert pending.reason == "the store stayed locked"
     assert run_ids(store) == set()
     assert store_mod.finish_run(store, second) is None  # the next writer flushes the pending run
     assert run_ids(store) == {"lockedrun001", "nextrun00001"}
@@ -286,11 +285,6 @@ def test_a_run_while_another_process_holds_the_store_is_not_lost(store):
     assert not side.exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the side-file message tells the user to run `python -m tracker import`, but `import` requires at least "
-    "one export folder (argparse nargs='+'), so that command exits 2 and flushes nothing",
-)
 def test_the_import_command_named_in_the_side_file_message_flushes_pending_runs(store):
     with held(store):
         assert store_mod.finish_run(store, make_run("pending00001"), retry_seconds=0.2) is not None
@@ -322,13 +316,6 @@ def test_readers_retry_until_the_writer_is_gone(store):
     assert 0.5 < waited < 20
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="store.connect: DuckDB reports a conflict inside one process (a read-only and a read-write connection "
-    "to the same file) as a ConnectionException; _is_lock_error recognises it and retries, but once the retry "
-    "window is over the `except duckdb.Error` branch raises NotAStoreError('... is not a DuckDB store') instead "
-    "of StoreLockedError",
-)
 def test_a_conflict_inside_one_process_is_reported_as_locked_not_as_not_a_store(store):
     reader = duckdb.connect(str(store), read_only=True)
     try:

@@ -77,7 +77,7 @@ def run_summary(outcome) -> dict[str, Any]:
         "geomean_us": run.get("geomean_us"),
         "error": run.get("error"),
         "warnings": run.get("warnings"),
-        "side_file": str(outcome.side_file) if outcome.side_file else None,
+        "side_file": str(outcome.pending.path) if outcome.pending else None,
         "cases": [
             {
                 "case_idx": c["case_idx"],
@@ -139,10 +139,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(json.dumps(summary, default=str))
     else:
         _print_run(summary)
-    if outcome.side_file:
+    if outcome.pending:
         print(
-            f"store {args.store} stayed locked: the run was saved to {outcome.side_file} and will be written "
-            "into the store by the next run or `python -m tracker import`",
+            f"store {args.store}: {outcome.pending.reason}. The run was saved to {outcome.pending.path}; the next "
+            f"run or `python -m tracker import --store {args.store}` writes it into the store.",
             file=sys.stderr,
         )
     return 0 if outcome.status == "passed" else 1
@@ -351,7 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("import", parents=[common], help="import runs from export folders")
-    p.add_argument("folders", nargs="+")
+    p.add_argument("folders", nargs="*", help="export folders; none: only write runs waiting in side files")
     p.set_defaults(func=cmd_import)
 
     from tracker.cli_compare import add_compare_commands

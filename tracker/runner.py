@@ -61,6 +61,10 @@ class RunRequest:
         for i in self.cases or []:
             if not 0 <= i < len(cases):
                 raise ValueError(f"case {i} is out of range: suite {self.suite} has {len(cases)} {self.mode} cases")
+        if self.cases is not None and len(set(self.cases)) != len(self.cases):
+            raise ValueError(f"--cases names a case more than once: {self.cases}")
+        if not Path(self.store).resolve().parent.is_dir():
+            raise ValueError(f"cannot create store {self.store}: its folder does not exist")
         if self.timeout <= 0:
             raise ValueError("--timeout must be positive")
         if self.device not in ("auto", "cpu", "cuda"):
@@ -70,7 +74,7 @@ class RunRequest:
 @dataclass
 class RunOutcome:
     record: store_mod.RunRecord
-    side_file: Path | None = None  # where the run went if the store stayed locked
+    pending: store_mod.PendingRun | None = None  # where the run went if it could not be written
     events: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -264,8 +268,8 @@ def run_variant(
     log_tail = _tail(log_path)
     shutil.rmtree(workdir, ignore_errors=True)
     _complete(record, req, events, status, error, proc.returncode, log_tail)
-    side = store_mod.finish_run(req.store, record)
-    return RunOutcome(record, side, events)
+    pending = store_mod.finish_run(req.store, record)
+    return RunOutcome(record, pending, events)
 
 
 def _complete(record, req, events, status, error, returncode, log_tail) -> None:

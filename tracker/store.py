@@ -165,9 +165,12 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
+# DuckDB's wording when another process (or another connection of this one, opened differently) holds the file.
+_LOCK_MESSAGES = ("Could not set lock on file", "Conflicting lock", "different configuration than existing")
+
+
 def _is_lock_error(exc: Exception) -> bool:
-    text = str(exc)
-    return "lock" in text.lower() or "different configuration" in text
+    return any(m in str(exc) for m in _LOCK_MESSAGES)
 
 
 @contextlib.contextmanager
@@ -184,22 +187,19 @@ def connect(
     path = Path(path)
     if read_only and not path.exists():
         raise FileNotFoundError(f"no store at {path}")
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"cannot create a store at {path}: folder {path.parent} does not exist")
     deadline = time.monotonic() + (LOCK_RETRY_SECONDS if retry_seconds is None else retry_seconds)
     delay = 0.05
     while True:
         try:
             con = duckdb.connect(str(path), read_only=read_only)
             break
-        except duckdb.IOException as exc:
+        except duckdb.Error as exc:
             if not _is_lock_error(exc):
                 raise NotAStoreError(f"{path} is not a DuckDB store: {exc}") from exc
             if time.monotonic() >= deadline:
                 raise StoreLockedError(f"store {path} is locked by another process: {exc}") from exc
-        except duckdb.Error as exc:
-            if _is_lock_error(exc) and time.monotonic() < deadline:
-                pass
-            else:
-                raise NotAStoreError(f"{path} is not a DuckDB store: {exc}") from exc
         time.sleep(delay * (0.5 + random.random()))
         delay = min(delay * 2, 1.0)
     try:
@@ -365,22 +365,30 @@ def pending_dir(path: str | os.PathLike) -> Path:
     return Path(f"{path}.pending")
 
 
-def finish_run(path: str | os.PathLike, record: RunRecord, *, retry_seconds: float | None = None) -> Path | None:
-    """Complete a run in the store. If the store stays locked, save it to a JSON side file and return that path.
+@dataclass(frozen=True)
+class PendingRun:
+    """A run kept in a side file because it could not be written into the store, and why."""
 
-    Side files are written into the store by the next successful writer (see `flush_pending`).
+    path: Path
+    reason: str
+
+
+def finish_run(path: str | os.PathLike, record: RunRecord, *, retry_seconds: float | None = None) -> PendingRun | None:
+    """Complete a run in the store. If that fails (a lock held past the retry limit, or any other error),
+    save the run to a JSON side file and say where; the next successful writer brings it in (`flush_pending`).
     """
     try:
         with connect(path, retry_seconds=retry_seconds) as con:
             write_run(con, record)
             _flush_pending(con, path)
         return None
-    except Exception:  # locked, or any other failure: keep the run on disk rather than lose it
+    except Exception as exc:  # keep the run on disk rather than lose it
         folder = pending_dir(path)
         folder.mkdir(parents=True, exist_ok=True)
         side = folder / f"{record.run['run_id']}.json"
         side.write_text(record.to_json())
-        return side
+        locked = isinstance(exc, StoreLockedError)
+        return PendingRun(side, "the store stayed locked" if locked else f"writing failed: {exc}")
 
 
 def _flush_pending(con: duckdb.DuckDBPyConnection, path: str | os.PathLike) -> list[str]:

@@ -89,7 +89,7 @@ class Clock:
         return time.perf_counter() - t0, result
 
 
-def _mutated(inputs: list[torch.Tensor], copies: list[torch.Tensor]) -> str:
+def inputs_changed(inputs: list[torch.Tensor], copies: list[torch.Tensor]) -> str:
     for i, (x, c) in enumerate(zip(inputs, copies, strict=True)):
         if not torch.equal(x, c):
             return f"custom_kernel modified its input (input {i} differs from the original after the call)"
@@ -118,7 +118,7 @@ def run_loop(
     for i in range(rules.max_reps):
         seconds, outputs = clock.time_loop(lambda: [kernel(x) for x in inputs])
         if recheck:
-            mutation = _mutated(inputs, copies)
+            mutation = inputs_changed(inputs, copies)
             if mutation:
                 return TimingResult(False, mutation, samples)
             last_check = check_outputs(copies, outputs)

@@ -48,7 +48,7 @@ def _kernel_error(exc: BaseException) -> str:
 def run_test_case(kernel, case, device) -> dict[str, Any]:
     from tracker.checks import check_qr
     from tracker.inputs import generate
-    from tracker.timing import _mutated
+    from tracker.timing import inputs_changed
 
     a = generate(case, device=device)
     copy = a.clone()
@@ -56,7 +56,7 @@ def run_test_case(kernel, case, device) -> dict[str, Any]:
         out = kernel(a)
     except Exception as exc:
         return {"passed": False, "message": _kernel_error(exc)}
-    mutation = _mutated([a], [copy])
+    mutation = inputs_changed([a], [copy])
     if mutation:
         return {"passed": False, "message": mutation}
     result = check_qr(copy, out)
@@ -66,12 +66,16 @@ def run_test_case(kernel, case, device) -> dict[str, Any]:
 def run_benchmark_case(kernel, case, device, clock, rules) -> dict[str, Any]:
     from tracker.checks import check_outputs
     from tracker.inputs import benchmark_inputs
-    from tracker.timing import run_loop, stats
+    from tracker.timing import inputs_changed, run_loop, stats
 
     inputs = benchmark_inputs(case, device)
     copies = [x.clone() for x in inputs]
     try:
-        first = check_outputs(copies, [kernel(x.clone()) for x in inputs])
+        scratch = [x.clone() for x in inputs]  # the untimed pass works on clones, as the contest does
+        first = check_outputs(copies, [kernel(x) for x in scratch])
+        mutation = inputs_changed(scratch, copies)
+        if mutation:
+            return {"passed": False, "message": mutation}
         if not first.passed:
             return {"passed": False, "message": first.message, **first.residuals}
         timed = run_loop(kernel, inputs, copies, clock, rules)
