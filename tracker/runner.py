@@ -310,8 +310,11 @@ def _complete(record, req, events, status, error, returncode, log_tail) -> None:
         case = _case_of(req, event["case_idx"])
         row = _case_row({**event, "case": case, "passed": False, "message": error})
         record.cases.append({**row, "kind": kind})
+    # Like the contest's score: only a run of the whole suite in which every case passed has a geomean; a
+    # subset (--cases) would not be comparable with full runs.
     means = [c.get("mean_us") for c in record.cases]
-    all_timed = req.mode != "test" and status == "passed" and means and all(m for m in means)
+    whole_suite = len(means) == len(cases_for(get_suite(req.suite), req.mode))
+    all_timed = req.mode != "test" and status == "passed" and whole_suite and all(means)
     record.run.update(
         status=status,
         error=error,
