@@ -29,6 +29,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tracker.processes import process_alive
+from tracker.progress import write_json_atomic
 from tracker.suites import MODES, SUITES, cases_for, get_suite
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -237,16 +239,10 @@ def start_job(
             start_new_session=True,  # survives the page (and a restart of the dashboard)
         )
     job.spec["pid"] = proc.pid
-    _write_json(folder / "job.json", job.spec)
+    write_json_atomic(folder / "job.json", job.spec)
     # Reap the child when it ends (else it lingers as a zombie of the dashboard) and note its exit status.
     threading.Thread(target=_reap, args=(proc, job.exit_file), daemon=True).start()
     return job
-
-
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, default=str))
-    os.replace(tmp, path)
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -279,22 +275,6 @@ def list_jobs(store: str | os.PathLike, limit: int | None = None) -> list[Job]:
     return out
 
 
-def _alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie is not alive
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
 def log_tail(job: Job, max_bytes: int = LOG_TAIL_BYTES) -> str:
     try:
         with open(job.log_file, "rb") as f:
@@ -311,7 +291,7 @@ def status(job: Job) -> dict[str, Any]:
     process ended without finishing the run (bad arguments, killed): the log tail says why.
     """
     progress = _read_json(job.progress_file) or {}
-    alive = _alive(job.spec.get("pid"))
+    alive = process_alive(job.spec.get("pid"))
     exit_text = job.exit_file.read_text().strip() if job.exit_file.exists() else None
     created = job.spec.get("created_at")
     try:

@@ -20,6 +20,8 @@ from typing import Any
 
 import duckdb
 
+from tracker.processes import process_alive
+
 DEFAULT_STORE = "experiments.duckdb"
 LOCK_RETRY_SECONDS = float(os.environ.get("KERNELBEAM_LOCK_RETRY_SECONDS", "20"))
 
@@ -238,21 +240,11 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
     return SCHEMA_VERSION
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def reap_dead_runs(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Mark `running` rows of this host whose recording process is gone as `crashed`."""
     host = socket.gethostname()
     rows = con.execute("SELECT run_id, pid FROM runs WHERE status = 'running' AND host = ?", [host]).fetchall()
-    dead = [run_id for run_id, pid in rows if pid is None or not _pid_alive(pid)]
+    dead = [run_id for run_id, pid in rows if not process_alive(pid)]
     for run_id in dead:
         con.execute(
             "UPDATE runs SET status = 'crashed', finished_at = ?, "
