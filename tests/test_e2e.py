@@ -231,13 +231,8 @@ def test_start_a_cpu_smoke_run_from_the_browser(server, page):
     goto(page, f"{base}/benchmark")
     _select(page, "Kernel file", "geqrf_reference.py")
     page.get_by_test_id("stExpander").get_by_text("Options", exact=True).click()
-    cases = page.get_by_test_id("stMultiSelect").filter(has_text="Only these cases")
-    cases.wait_for()
-    for option in ("0: 8x16 c1 s201 dense", "2: 8x32 c2 s203 mixed", "3: 4x32 c0 s204 rankdef"):
-        _choose(page, cases, option)
-        page.keyboard.press("Escape")
-        settle(page)
-    assert "3: 4x32 c0 s204 rankdef" in cases.inner_text()
+    # No case subset: only a whole-suite run scores a geomean, and the progress chart below needs one.
+    page.get_by_test_id("stMultiSelect").filter(has_text="Only these cases").wait_for()
     page.get_by_role("textbox", name="Family").fill("reference")
     page.get_by_role("textbox", name="Family").press("Enter")
     settle(page)
@@ -250,7 +245,7 @@ def test_start_a_cpu_smoke_run_from_the_browser(server, page):
     page.wait_for_selector("[data-testid='stApp']")
     settle(page)
     assert "geqrf_reference.py" in main.inner_text()
-    page.get_by_text(re.compile(r"case [1-3] of 3")).wait_for()  # live progress, polled by the fragment
+    page.get_by_text(re.compile(r"case [1-4] of 4")).wait_for()  # live progress, polled by the fragment
     shot(page, "benchmark-running")
     page.get_by_text("finished: passed").wait_for(timeout=120_000)
     settle(page)
