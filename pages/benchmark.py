@@ -6,6 +6,7 @@ import streamlit as st
 
 from pages import _common as common
 from tracker import jobs
+from tracker.envinfo import gpu_available
 from tracker.suites import MODES, SUITES, cases_for, get_suite
 
 common.page_setup()
@@ -18,7 +19,7 @@ if problem and "no store" not in problem.lower():
 
 kernels_dir = jobs.default_kernels_dir()
 kernels = jobs.list_kernels(kernels_dir)
-has_gpu = jobs.gpu_available()
+has_gpu = gpu_available()
 if not has_gpu:
     st.info(
         "No GPU here: the run uses the **CPU** (`--device auto`) and the small **smoke** suite; its timings are "

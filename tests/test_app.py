@@ -20,7 +20,7 @@ from conftest import BASE_US, H200, ROOT, T0, make_record
 from streamlit.testing.v1 import AppTest
 
 from tracker import charts as charts_mod
-from tracker import jobs, queries, views
+from tracker import envinfo, jobs, queries, views
 from tracker import store as store_mod
 from tracker.transfer import export_runs
 
@@ -36,7 +36,7 @@ def _isolated(monkeypatch, tmp_path):
     monkeypatch.setenv("KERNELBEAM_SAMPLES_DIR", str(empty))
     monkeypatch.setenv("KERNELBEAM_NO_GPU", "1")
     monkeypatch.delenv("KERNELBEAM_KERNELS_DIR", raising=False)
-    jobs.gpu_available.cache_clear()
+    envinfo.gpu_available.cache_clear()
     import streamlit as st
 
     st.cache_data.clear()

@@ -100,9 +100,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     from tracker.progress import ProgressFile, TerminalBar
     from tracker.runner import RunRequest, run_variant
 
+    suite = args.suite
+    if suite is None:
+        from tracker.envinfo import gpu_available
+
+        suite = "qr_v2" if args.device != "cpu" and gpu_available() else "smoke"
+        if suite == "smoke":
+            print("no GPU: running the CPU smoke suite (--suite qr_v2 to insist)", file=sys.stderr)
     req = RunRequest(
         path=args.path,
-        suite=args.suite,
+        suite=suite,
         mode=args.mode,
         cases=_parse_cases(args.cases),
         seed=args.seed,
@@ -303,7 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="run a kernel variant against a suite and record it",
     )
     p.add_argument("path", help="kernel file defining custom_kernel(data) -> (H, tau)")
-    p.add_argument("--suite", default="qr_v2", choices=sorted(SUITES))
+    p.add_argument("--suite", choices=sorted(SUITES), help="default: qr_v2 with a GPU, smoke without one")
     p.add_argument("--mode", default="benchmark", choices=MODES)
     p.add_argument("--cases", help="only these case numbers, e.g. 3,7")
     p.add_argument(

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+import os
 import platform
+import shutil
 import socket
 import subprocess
+import sys
 from typing import Any
-
-import torch
 
 
 def _driver_version() -> str | None:
@@ -23,8 +25,29 @@ def _driver_version() -> str | None:
     return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
 
 
-def capture_environment(device: torch.device) -> dict[str, Any]:
+@functools.cache
+def gpu_available() -> bool:
+    """Whether a CUDA GPU is usable here (checked once, in a subprocess, so the dashboard never imports torch)."""
+    if os.environ.get("KERNELBEAM_NO_GPU"):
+        return False
+    if shutil.which("nvidia-smi") is None:
+        return False
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.stdout.strip().endswith("True")
+
+
+def capture_environment(device) -> dict[str, Any]:
     """Describe the machine; on a CPU run `gpu` is 'CPU' so CPU timings are never compared with GPU ones."""
+    import torch
+
     try:
         import triton
 

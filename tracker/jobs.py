@@ -14,11 +14,9 @@ all its state is on disk, in `<store>.jobs/<job_id>/`:
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import threading
@@ -84,25 +82,6 @@ def resolve_kernel(path: str | os.PathLike, kernels_dir: str | os.PathLike) -> P
     if not resolved.is_file():
         raise ValueError(f"no kernel file at {text}")
     return resolved
-
-
-@functools.lru_cache(maxsize=1)
-def gpu_available() -> bool:
-    """Whether a CUDA GPU is usable here (checked once, in a subprocess, so the dashboard never imports torch)."""
-    if os.environ.get("KERNELBEAM_NO_GPU"):
-        return False
-    if shutil.which("nvidia-smi") is None:
-        return False
-    try:
-        out = subprocess.run(
-            [sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return out.stdout.strip().endswith("True")
 
 
 @dataclass
