@@ -12,7 +12,6 @@ import plotly.graph_objects as go
 from tracker.stats import ChangePoint, HistoryPoint, RunComparison
 from tracker.views import err_by_label, short
 
-MARK_TEXT = {"-": "faster", "+": "slower", "~": "same", "x": "n/a"}
 MARK_COLOURS = {"faster": "#2ca02c", "slower": "#d62728", "same": "#9e9e9e", "n/a": "#c7c7c7"}
 COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"]
 TIME_AXIS = {"type": "log", "title": {"text": "time (µs, log)"}}

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -380,12 +379,3 @@ def case_history(
             "FROM samples s JOIN hist h USING (run_id) GROUP BY s.run_id, s.case_idx"
         ).df()
     return {"runs": runs, "cases": cases, "samples": samples}
-
-
-def runs_exist(store: str | os.PathLike, run_ids: Sequence[str]) -> list[str]:
-    """Which of these run ids are in the store."""
-    if not run_ids:
-        return []
-    marks = ", ".join("?" * len(run_ids))
-    with connect(store, read_only=True) as con:
-        return [r[0] for r in con.execute(f"SELECT run_id FROM runs WHERE run_id IN ({marks})", list(run_ids))]

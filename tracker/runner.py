@@ -30,7 +30,6 @@ from tracker.suites import cases_for, get_suite, hidden_seed
 LOG_TAIL_CHARS = 4000
 DEFAULT_TIMEOUT_S = 900.0
 INCONCLUSIVE = ("timeout", "crashed", "cancelled")
-STATUSES = ("running", "passed", "failed", *INCONCLUSIVE)
 _PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 
 
