@@ -20,9 +20,13 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from pages import _common as common  # noqa: E402
-from tracker import queries  # noqa: E402
-from tracker.store import DEFAULT_STORE, NotAStoreError, StoreLockedError  # noqa: E402
-from tracker.transfer import seed_from_samples  # noqa: E402
+from tracker.store import (  # noqa: E402
+    DEFAULT_STORE,
+    NotAStoreError,
+    StoreLockedError,
+    queries,  # noqa: E402
+)
+from tracker.store.transfer import seed_from_samples  # noqa: E402
 
 st.set_page_config(page_title="KernelBeam", page_icon=":material/bolt:", layout="wide")
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import streamlit as st
 
-from tracker import analysis, queries
-from tracker.store import NotAStoreError, StoreLockedError
+from tracker.analysis import series as analysis
+from tracker.store import NotAStoreError, StoreLockedError, queries
 
 APP = Path(__file__).resolve().parent.parent / "app.py"
 STORE_KEY = "kb_store"

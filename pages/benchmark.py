@@ -5,9 +5,9 @@ from __future__ import annotations
 import streamlit as st
 
 from pages import _common as common
-from tracker import jobs
-from tracker.envinfo import gpu_available
-from tracker.suites import MODES, SUITES, cases_for, get_suite
+from tracker.capture import jobs
+from tracker.capture.envinfo import gpu_available
+from tracker.workloads.qr_v2.suites import MODES, SUITES, cases_for, get_suite
 
 common.page_setup()
 st.title("Run a benchmark")

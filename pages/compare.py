@@ -7,8 +7,9 @@ from pathlib import Path
 import streamlit as st
 
 from pages import _common as common
-from tracker import charts, diffs, views
-from tracker.gitinfo import diff_commits
+from pages.ui import charts, diffs
+from pages.ui import tables as views
+from tracker.capture.gitinfo import diff_commits
 
 common.page_setup()
 st.title("Compare")

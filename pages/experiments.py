@@ -7,8 +7,9 @@ import datetime as dt
 import streamlit as st
 
 from pages import _common as common
-from tracker import charts, views
-from tracker.queries import VARIANT_SORTS
+from pages.ui import charts
+from pages.ui import tables as views
+from tracker.store.queries import VARIANT_SORTS
 
 ANY = "any"
 

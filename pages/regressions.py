@@ -6,7 +6,9 @@ from __future__ import annotations
 import streamlit as st
 
 from pages import _common as common
-from tracker import analysis, charts, views
+from pages.ui import charts
+from pages.ui import tables as views
+from tracker.analysis import series as analysis
 
 # Change detection is quadratic in the number of runs: the default window keeps the page under a second.
 WINDOWS = {"last 100 runs": 100, "last 200 runs": 200, "last 500 runs": 500, "last 1000 runs": 1000, "all runs": None}

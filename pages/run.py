@@ -5,7 +5,9 @@ from __future__ import annotations
 import streamlit as st
 
 from pages import _common as common
-from tracker import analysis, charts, views
+from pages.ui import charts
+from pages.ui import tables as views
+from tracker.analysis import series as analysis
 from tracker.store import VERDICTS, StoreLockedError, add_verdict
 
 common.page_setup()

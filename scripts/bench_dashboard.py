@@ -26,10 +26,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tracker import queries  # noqa: E402
 from tracker import store as store_mod  # noqa: E402
-from tracker.gitinfo import source_hash  # noqa: E402
-from tracker.suites import QR_V2  # noqa: E402
+from tracker.capture.gitinfo import source_hash  # noqa: E402
+from tracker.store import queries  # noqa: E402
+from tracker.workloads.qr_v2.suites import QR_V2  # noqa: E402
 
 FAMILIES = ["householder", "blocked_wy", "triton_panel", "triton_small", "graphed", "cholqr", "tsqr", "recursive"]
 GPU = "NVIDIA H200"

@@ -15,9 +15,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tracker import queries  # noqa: E402
-from tracker.analysis import case_data, detect_all, history_points  # noqa: E402
-from tracker.stats import compare_runs  # noqa: E402
+from tracker.analysis.series import case_data, detect_all, history_points  # noqa: E402
+from tracker.analysis.stats import compare_runs  # noqa: E402
+from tracker.store import queries  # noqa: E402
 
 
 def main() -> int:

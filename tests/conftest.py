@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from tracker import store as store_mod
-from tracker.gitinfo import source_hash
-from tracker.suites import QR_V2, SMOKE
+from tracker.capture.gitinfo import source_hash
+from tracker.workloads.qr_v2.suites import QR_V2, SMOKE
 
 ROOT = Path(__file__).resolve().parent.parent
 H200 = "NVIDIA H200"

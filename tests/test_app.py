@@ -19,10 +19,12 @@ import pytest
 from conftest import BASE_US, H200, ROOT, T0, make_record
 from streamlit.testing.v1 import AppTest
 
-from tracker import charts as charts_mod
-from tracker import envinfo, jobs, queries, views
+from pages.ui import charts as charts_mod
+from pages.ui import tables as views
 from tracker import store as store_mod
-from tracker.transfer import export_runs
+from tracker.capture import envinfo, jobs
+from tracker.store import queries
+from tracker.store.transfer import export_runs
 
 APP = str(ROOT / "app.py")
 PAGES = ["pages/experiments.py", "pages/run.py", "pages/compare.py", "pages/regressions.py", "pages/benchmark.py"]

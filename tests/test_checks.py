@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tracker import checks
-from tracker.inputs import benchmark_inputs, generate
-from tracker.suites import QR_V2, SMOKE, Case
+from tracker.workloads.qr_v2 import checks
+from tracker.workloads.qr_v2.inputs import benchmark_inputs, generate
+from tracker.workloads.qr_v2.suites import QR_V2, SMOKE, Case
 
 RESIDUALS = {"factor_res", "tril_res", "recon_res", "orth_res"}
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tracker import queries
-from tracker.runner import RunRequest, run_variant
+from tracker.capture.runner import RunRequest, run_variant
+from tracker.store import queries
 
 pytestmark = pytest.mark.timeout(180)
 

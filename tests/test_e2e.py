@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tracker import jobs, queries
+from tracker.capture import jobs, queries
 
 ROOT = Path(__file__).resolve().parent.parent
 SHOTS = ROOT / "artifacts" / "screenshots"
@@ -191,7 +191,7 @@ def test_every_page_and_a_shared_compare_url(server, page):
     shot(page, "regressions")
 
     # follow the compare link of that regression (the table is a canvas: take the link the page was given)
-    from tracker import analysis
+    from tracker.analysis import series as analysis
 
     hist = queries.case_history(path, family="householder", suite="qr_v2", gpu="NVIDIA H200")
     points = analysis.history_points(hist)

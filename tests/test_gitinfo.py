@@ -8,9 +8,9 @@ from pathlib import Path
 import git
 import pytest
 
-from tracker import queries
-from tracker.gitinfo import EMPTY, capture_git, diff_commits, source_hash
-from tracker.runner import RunRequest, run_variant
+from tracker.capture.gitinfo import EMPTY, capture_git, diff_commits, source_hash
+from tracker.capture.runner import RunRequest, run_variant
+from tracker.store import queries
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -11,8 +11,8 @@ import math
 import pytest
 import torch
 
-from tracker import inputs
-from tracker.suites import MODES, QR_V2, SMOKE, SUITES, Case, cases_for, get_suite, hidden_seed
+from tracker.workloads.qr_v2 import inputs
+from tracker.workloads.qr_v2.suites import MODES, QR_V2, SMOKE, SUITES, Case, cases_for, get_suite, hidden_seed
 
 EPS32 = 1.1920929e-07
 F32 = torch.float32

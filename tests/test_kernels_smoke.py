@@ -16,10 +16,10 @@ import sys  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from tracker.checks import check_qr  # noqa: E402
-from tracker.inputs import generate  # noqa: E402
-from tracker.suites import Case  # noqa: E402
-from tracker.worker import load_variant  # noqa: E402
+from tracker.capture.worker import load_variant  # noqa: E402
+from tracker.workloads.qr_v2.checks import check_qr  # noqa: E402
+from tracker.workloads.qr_v2.inputs import generate  # noqa: E402
+from tracker.workloads.qr_v2.suites import Case  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tracker import queries
-from tracker.runner import RunOutcome, RunRequest, run_variant
-from tracker.suites import SMOKE, hidden_seed
+from tracker.capture.runner import RunOutcome, RunRequest, run_variant
+from tracker.store import queries
+from tracker.workloads.qr_v2.suites import SMOKE, hidden_seed
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -190,7 +190,7 @@ def test_bad_requests_are_refused_before_anything_starts(tmp_path):
 
 
 def _loop_inputs():
-    from tracker.inputs import benchmark_inputs
+    from tracker.workloads.qr_v2.inputs import benchmark_inputs
 
     xs = benchmark_inputs(SMOKE.benchmarks[0])
     return xs, [x.clone() for x in xs]
@@ -199,7 +199,7 @@ def _loop_inputs():
 def test_timing_loop_keeps_every_sample_up_to_max_reps():
     import torch
 
-    from tracker.timing import Clock, ModeRules, run_loop
+    from tracker.capture.timing import Clock, ModeRules, run_loop
 
     xs, copies = _loop_inputs()
     seen = []
@@ -215,7 +215,7 @@ def test_timing_loop_stops_on_the_case_budget_after_the_minimum_time():
 
     import torch
 
-    from tracker.timing import Clock, ModeRules, run_loop
+    from tracker.capture.timing import Clock, ModeRules, run_loop
 
     def slow(x):
         time.sleep(0.01)
@@ -234,7 +234,7 @@ def test_timing_loop_stops_on_the_case_budget_after_the_minimum_time():
 def test_timing_loop_rechecks_every_repetition():
     import torch
 
-    from tracker.timing import Clock, ModeRules, run_loop, stats
+    from tracker.capture.timing import Clock, ModeRules, run_loop, stats
 
     calls = []
 
@@ -262,7 +262,9 @@ def test_the_task_shim_provides_the_contest_names():
 
     import torch
 
-    spec = importlib.util.spec_from_file_location("task_shim_under_test", ROOT / "tracker" / "shim" / "task.py")
+    spec = importlib.util.spec_from_file_location(
+        "task_shim_under_test", ROOT / "tracker" / "capture" / "shim" / "task.py"
+    )
     task = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(task)
     assert task.input_t.__bound__ is torch.Tensor

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from tracker.stats import (
+from tracker.analysis.stats import (
     CaseData,
     HistoryPoint,
     compare_case,

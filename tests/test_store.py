@@ -15,11 +15,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tracker import queries
 from tracker import store as store_mod
-from tracker.runner import RunRequest, build_record
-from tracker.suites import SMOKE
-from tracker.transfer import export_runs, import_runs, seed_from_samples
+from tracker.capture.runner import RunRequest, build_record
+from tracker.store import queries
+from tracker.store.transfer import export_runs, import_runs, seed_from_samples
+from tracker.workloads.qr_v2.suites import SMOKE
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -24,13 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from tracker import store as store_mod
-from tracker.gitinfo import capture_git, source_hash
-from tracker.suites import cases_for, get_suite, hidden_seed
+from tracker.capture.gitinfo import capture_git, source_hash
+from tracker.workloads.qr_v2.suites import cases_for, get_suite, hidden_seed
 
 LOG_TAIL_CHARS = 4000
 DEFAULT_TIMEOUT_S = 900.0
 INCONCLUSIVE = ("timeout", "crashed", "cancelled")
-_PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+_PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -229,7 +229,7 @@ def run_variant(
         on_event({"event": "started", "run_id": run_id, "total": total, "elapsed_s": 0.0})
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tracker.worker", str(job_path)],
+            [sys.executable, "-m", "tracker.capture.worker", str(job_path)],
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

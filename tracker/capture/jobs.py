@@ -27,11 +27,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tracker.processes import process_alive
-from tracker.progress import write_json_atomic
-from tracker.suites import MODES, SUITES, cases_for, get_suite
+from tracker.common.files import write_json_atomic
+from tracker.common.processes import process_alive
+from tracker.workloads.qr_v2.suites import MODES, SUITES, cases_for, get_suite
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 _DEFINES_KERNEL = re.compile(r"^(def custom_kernel\b|custom_kernel\s*=|from \S+ import .*\bcustom_kernel\b)", re.M)
 LOG_TAIL_BYTES = 6000
 

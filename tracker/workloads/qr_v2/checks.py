@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from tracker.inputs import EPS32
+from tracker.workloads.qr_v2.inputs import EPS32
 
 FACTOR_TOL = 20.0  # x n x eps32 x ||A||_1
 ORTH_TOL = 100.0  # x n x eps32

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from tracker.checks import CheckResult, check_outputs
-from tracker.suites import L2_FLUSH_BYTES
+from tracker.workloads.qr_v2.checks import CheckResult, check_outputs
+from tracker.workloads.qr_v2.suites import L2_FLUSH_BYTES
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from tracker.stats import ChangePoint, HistoryPoint, RunComparison
-from tracker.views import err_by_label, short
+from pages.ui.tables import err_by_label, short
+from tracker.analysis.stats import ChangePoint, HistoryPoint, RunComparison
 
 MARK_COLOURS = {"faster": "#2ca02c", "slower": "#d62728", "same": "#9e9e9e", "n/a": "#c7c7c7"}
 COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"]

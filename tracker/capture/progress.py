@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-from pathlib import Path
 from typing import Any, TextIO
+
+from tracker.common.files import write_json_atomic
 
 BAR_WIDTH = 24
 
@@ -79,14 +79,6 @@ class TerminalBar:
         if self.tty:
             self.stream.write("\n")
             self.stream.flush()
-
-
-def write_json_atomic(path: str | os.PathLike, data: dict[str, Any]) -> None:
-    """Readers never see a half-written file: write beside it, then rename over it."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, default=str))
-    os.replace(tmp, path)
 
 
 class ProgressFile:

@@ -6,13 +6,13 @@ tracker.analysis, Plotly figures in tracker.charts, source diffs in tracker.diff
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
-from tracker.stats import RunComparison
+from tracker.analysis.series import is_num
+from tracker.analysis.stats import RunComparison
 
 # ------------------------------------------------------------------------------------------------ numbers
 
@@ -27,10 +27,6 @@ def gflops(batch: float | None, n: float | None, mean_us: float | None) -> float
     if not is_num(batch) or not is_num(n) or not is_num(mean_us) or mean_us <= 0:
         return None
     return batch * flops_per_matrix(n) / (mean_us * 1e3)
-
-
-def is_num(x: Any) -> bool:
-    return x is not None and not (isinstance(x, float) and math.isnan(x)) and not pd.isna(x)
 
 
 def fmt_us(x: Any) -> str:

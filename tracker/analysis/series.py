@@ -11,10 +11,14 @@ from typing import Any
 
 import pandas as pd
 
-from tracker.stats import CaseData, ChangePoint, HistoryPoint, RunComparison, compare_runs, detect_changes
-from tracker.views import is_num
+from tracker.analysis.stats import CaseData, ChangePoint, HistoryPoint, RunComparison, compare_runs, detect_changes
 
 # ---------------------------------------------------------------------------------------------------- run
+
+
+def is_num(x: Any) -> bool:
+    """A usable number: not None, not NaN (also pandas' NA)."""
+    return x is not None and not (isinstance(x, float) and math.isnan(x)) and not pd.isna(x)
 
 
 def samples_by_case(cases: pd.DataFrame, samples: pd.DataFrame) -> dict[str, list[float]]:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import torch
 
-from tracker.suites import Case
+from tracker.workloads.qr_v2.suites import Case
 
 EPS32 = float(torch.finfo(torch.float32).eps)
 Profile = Callable[[torch.Tensor, float, torch.Generator], torch.Tensor]

@@ -8,7 +8,8 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
-from tracker import queries
+from tracker.cli.common import UsageError, print_table, resolve
+from tracker.store import queries
 
 
 def _fmt(value: Any, spec: str = ",.1f") -> str:
@@ -16,11 +17,10 @@ def _fmt(value: Any, spec: str = ",.1f") -> str:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from tracker.analysis import case_data
-    from tracker.cli import UsageError, _print_table, _resolve
-    from tracker.stats import compare_runs
+    from tracker.analysis.series import case_data
+    from tracker.analysis.stats import compare_runs
 
-    ids = [_resolve(args.store, r) for r in (args.a, args.b)]
+    ids = [resolve(args.store, r) for r in (args.a, args.b)]
     bundles = [queries.run_bundle(args.store, run_id) for run_id in ids]
     if any(b is None for b in bundles):
         raise UsageError("run vanished from the store while reading it")
@@ -52,7 +52,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         ]
         for c in cmp.cases
     ]
-    _print_table(rows, ["", "case", "A mean_us", "B mean_us", "B/A", "95% CI", "why"])
+    print_table(rows, ["", "case", "A mean_us", "B mean_us", "B/A", "95% CI", "why"])
     ci = f" (95% CI {cmp.geomean_ci[0]:.3f}-{cmp.geomean_ci[1]:.3f})" if cmp.geomean_ci else ""
     print(f"geomean ratio B/A: {_fmt(cmp.geomean_ratio, '.3f')}{ci}; {cmp.reason}")
     print("marks: - faster, + slower, ~ within noise, x not comparable", file=sys.stderr)
@@ -60,8 +60,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_regressions(args: argparse.Namespace) -> int:
-    from tracker.analysis import detect_all, history_points
-    from tracker.cli import UsageError, _print_table
+    from tracker.analysis.series import detect_all, history_points
 
     if bool(args.family) == bool(args.path):
         raise UsageError("give exactly one of --family F or --path P")
@@ -95,11 +94,11 @@ def cmd_regressions(args: argparse.Namespace) -> int:
         ]
         for c in found
     ]
-    _print_table(rows, ["kind", "case", "suite", "gpu", "before_us", "after_us", "factor", "first run after"])
+    print_table(rows, ["kind", "case", "suite", "gpu", "before_us", "after_us", "factor", "first run after"])
     return 0
 
 
-def add_compare_commands(sub, common: argparse.ArgumentParser) -> None:
+def register(sub, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("compare", parents=[common], help="compare two runs case by case")
     p.add_argument("a", help="run id (or unique prefix) of the baseline")
     p.add_argument("b", help="run id (or unique prefix) of the candidate")

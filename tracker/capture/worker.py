@@ -46,9 +46,9 @@ def _kernel_error(exc: BaseException) -> str:
 
 
 def run_test_case(kernel, case, device) -> dict[str, Any]:
-    from tracker.checks import check_qr
-    from tracker.inputs import generate
-    from tracker.timing import inputs_changed
+    from tracker.capture.timing import inputs_changed
+    from tracker.workloads.qr_v2.checks import check_qr
+    from tracker.workloads.qr_v2.inputs import generate
 
     a = generate(case, device=device)
     copy = a.clone()
@@ -64,9 +64,9 @@ def run_test_case(kernel, case, device) -> dict[str, Any]:
 
 
 def run_benchmark_case(kernel, case, device, clock, rules) -> dict[str, Any]:
-    from tracker.checks import check_outputs
-    from tracker.inputs import benchmark_inputs
-    from tracker.timing import inputs_changed, run_loop, stats
+    from tracker.capture.timing import inputs_changed, run_loop, stats
+    from tracker.workloads.qr_v2.checks import check_outputs
+    from tracker.workloads.qr_v2.inputs import benchmark_inputs
 
     inputs = benchmark_inputs(case, device)
     copies = [x.clone() for x in inputs]
@@ -103,8 +103,8 @@ def run_benchmark_case(kernel, case, device, clock, rules) -> dict[str, Any]:
 
 def warm_up(kernel, case, device, clock, rules) -> None:
     """Untimed, unchecked runs of a case for the mode's warm-up budget (compilation, caches, clocks)."""
-    from tracker.inputs import benchmark_inputs
-    from tracker.timing import run_loop
+    from tracker.capture.timing import run_loop
+    from tracker.workloads.qr_v2.inputs import benchmark_inputs
 
     inputs = benchmark_inputs(case, device)
     try:
@@ -126,10 +126,10 @@ def main(job_path: str) -> int:
     if device.type == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")  # Triton variants run in the interpreter on a CPU
 
-    from tracker.envinfo import capture_environment
-    from tracker.profiling import profile_call
-    from tracker.suites import cases_for, get_suite, hidden_seed
-    from tracker.timing import MODE_RULES, Clock
+    from tracker.capture.envinfo import capture_environment
+    from tracker.capture.profiling import profile_call
+    from tracker.capture.timing import MODE_RULES, Clock
+    from tracker.workloads.qr_v2.suites import cases_for, get_suite, hidden_seed
 
     events.emit("env", **capture_environment(device))
     try:
@@ -175,7 +175,7 @@ def main(job_path: str) -> int:
     if job.get("profile"):
         trace_dir = Path(job["trace_dir"])
         for idx, case in zip(indices, cases, strict=True):
-            from tracker.inputs import generate
+            from tracker.workloads.qr_v2.inputs import generate
 
             try:
                 prof = profile_call(kernel, generate(case, device=device), trace_dir / f"case{idx}.json")

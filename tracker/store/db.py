@@ -20,7 +20,8 @@ from typing import Any
 
 import duckdb
 
-from tracker.processes import process_alive
+from tracker.common.processes import process_alive
+from tracker.store.schema import MIGRATIONS, RUN_TABLES, SCHEMA_VERSION, TABLE_COLUMNS, VERDICTS
 
 DEFAULT_STORE = "experiments.duckdb"
 LOCK_RETRY_SECONDS = float(os.environ.get("KERNELBEAM_LOCK_RETRY_SECONDS", "20"))
@@ -32,135 +33,6 @@ class StoreLockedError(RuntimeError):
 
 class NotAStoreError(RuntimeError):
     """The path exists but is not a DuckDB database."""
-
-
-# Ordered migrations: index i brings the schema from version i to version i + 1. Never edit a shipped one.
-MIGRATIONS: list[str] = [
-    """
-    CREATE TABLE variants (
-        sha256 VARCHAR PRIMARY KEY, name VARCHAR NOT NULL, path VARCHAR, source VARCHAR NOT NULL,
-        first_seen TIMESTAMPTZ NOT NULL
-    );
-    CREATE TABLE runs (
-        run_id VARCHAR PRIMARY KEY, variant_sha256 VARCHAR NOT NULL, variant VARCHAR NOT NULL, path VARCHAR,
-        family VARCHAR, parent_run VARCHAR, note VARCHAR,
-        status VARCHAR NOT NULL, suite VARCHAR NOT NULL, mode VARCHAR NOT NULL, seed BIGINT,
-        started_at TIMESTAMPTZ NOT NULL, finished_at TIMESTAMPTZ,
-        host VARCHAR, pid INTEGER, device VARCHAR, gpu VARCHAR, sm_count INTEGER, driver VARCHAR,
-        cuda VARCHAR, torch VARCHAR, triton VARCHAR, python VARCHAR,
-        git_repo VARCHAR, git_commit VARCHAR, git_branch VARCHAR, git_dirty BOOLEAN, git_diff VARCHAR,
-        trigger VARCHAR, error VARCHAR, log_tail VARCHAR, warnings VARCHAR, geomean_us DOUBLE
-    );
-    CREATE TABLE case_results (
-        run_id VARCHAR NOT NULL, case_idx INTEGER NOT NULL, spec VARCHAR NOT NULL, kind VARCHAR NOT NULL,
-        batch INTEGER, n INTEGER, cond DOUBLE, seed BIGINT, case_name VARCHAR, inputs INTEGER,
-        passed BOOLEAN NOT NULL, message VARCHAR,
-        factor_res DOUBLE, tril_res DOUBLE, recon_res DOUBLE, orth_res DOUBLE,
-        runs INTEGER, mean_us DOUBLE, std_us DOUBLE, err_us DOUBLE, best_us DOUBLE, worst_us DOUBLE,
-        PRIMARY KEY (run_id, case_idx)
-    );
-    CREATE TABLE samples (run_id VARCHAR NOT NULL, case_idx INTEGER NOT NULL, rep INTEGER NOT NULL, time_us DOUBLE);
-    CREATE TABLE profile_cases (
-        run_id VARCHAR NOT NULL, case_idx INTEGER NOT NULL, launches INTEGER, host_us DOUBLE, device_us DOUBLE,
-        trace_path VARCHAR
-    );
-    CREATE TABLE profile_kernels (
-        run_id VARCHAR NOT NULL, case_idx INTEGER NOT NULL, kernel VARCHAR, calls INTEGER,
-        device_us DOUBLE, self_us DOUBLE
-    );
-    CREATE TABLE verdicts (
-        run_id VARCHAR NOT NULL, variant_sha256 VARCHAR, verdict VARCHAR NOT NULL, reason VARCHAR,
-        created_at TIMESTAMPTZ NOT NULL
-    );
-    """,
-    # v2: samples are read per run, by far the largest table.
-    "CREATE INDEX samples_run ON samples (run_id); CREATE INDEX case_results_run ON case_results (run_id);",
-]
-SCHEMA_VERSION = len(MIGRATIONS)
-
-# Columns of each table in insertion order; also the whitelist for identifiers used in generated SQL.
-TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
-    "variants": ("sha256", "name", "path", "source", "first_seen"),
-    "runs": [
-        "run_id",
-        "variant_sha256",
-        "variant",
-        "path",
-        "family",
-        "parent_run",
-        "note",
-        "status",
-        "suite",
-        "mode",
-        "seed",
-        "started_at",
-        "finished_at",
-        "host",
-        "pid",
-        "device",
-        "gpu",
-        "sm_count",
-        "driver",
-        "cuda",
-        "torch",
-        "triton",
-        "python",
-        "git_repo",
-        "git_commit",
-        "git_branch",
-        "git_dirty",
-        "git_diff",
-        "trigger",
-        "error",
-        "log_tail",
-        "warnings",
-        "geomean_us",
-    ],
-    "case_results": [
-        "run_id",
-        "case_idx",
-        "spec",
-        "kind",
-        "batch",
-        "n",
-        "cond",
-        "seed",
-        "case_name",
-        "inputs",
-        "passed",
-        "message",
-        "factor_res",
-        "tril_res",
-        "recon_res",
-        "orth_res",
-        "runs",
-        "mean_us",
-        "std_us",
-        "err_us",
-        "best_us",
-        "worst_us",
-    ],
-    "samples": ("run_id", "case_idx", "rep", "time_us"),
-    "profile_cases": (
-        "run_id",
-        "case_idx",
-        "launches",
-        "host_us",
-        "device_us",
-        "trace_path",
-    ),
-    "profile_kernels": (
-        "run_id",
-        "case_idx",
-        "kernel",
-        "calls",
-        "device_us",
-        "self_us",
-    ),
-    "verdicts": ("run_id", "variant_sha256", "verdict", "reason", "created_at"),
-}
-RUN_TABLES = ("case_results", "samples", "profile_cases", "profile_kernels")
-VERDICTS = ("promoted", "rejected", "inconclusive")
 
 
 def now() -> datetime:

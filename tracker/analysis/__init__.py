@@ -1,0 +1,1 @@
+"""Analysis: statistics over recorded runs (comparisons, change points) and the series they need."""

@@ -1,0 +1,1 @@
+"""Capture: run a variant in an isolated worker process, time it as the contest does, record what ran."""

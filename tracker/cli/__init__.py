@@ -1,0 +1,1 @@
+"""The command line, one module per command group (asv style). `python -m tracker --help`."""

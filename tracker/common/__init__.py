@@ -1,0 +1,1 @@
+"""Helpers every layer may use: process checks and atomic files. Imports nothing else of the tracker."""
