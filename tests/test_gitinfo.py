@@ -122,3 +122,14 @@ def test_a_run_outside_any_repository_works_with_empty_git_fields(tmp_path):
     assert run["variant_sha256"] == source_hash(REFERENCE.read_text())
     assert bundle["source"] == REFERENCE.read_text()
     assert len(bundle["cases"]) == 1 and bool(bundle["cases"]["passed"].iloc[0])
+
+
+def test_a_copy_without_history_records_the_declared_commit(tmp_path, monkeypatch):
+    kernel = tmp_path / "k.py"
+    kernel.write_text("def custom_kernel(data):\n    return data\n")
+    monkeypatch.setenv("KERNELBEAM_GIT_COMMIT", "0123456789abcdef0123456789abcdef01234567")
+    info = capture_git(kernel)
+    assert info["git_commit"] == "0123456789abcdef0123456789abcdef01234567"
+    assert info["git_repo"] is None and info["git_dirty"] is None
+    monkeypatch.setenv("KERNELBEAM_GIT_COMMIT", "--output=/tmp/x")  # not an object name: ignored
+    assert capture_git(kernel)["git_commit"] is None

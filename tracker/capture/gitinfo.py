@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -20,16 +22,26 @@ def source_hash(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()
 
 
+def _declared_commit() -> dict[str, Any]:
+    """The commit a copy without history says it was made from ($KERNELBEAM_GIT_COMMIT, e.g. on a GPU machine
+    that received a working tree): recorded as the commit, with the dirty flag unknown."""
+    commit = os.environ.get("KERNELBEAM_GIT_COMMIT", "").strip().lower()
+    if not re.fullmatch(r"[0-9a-f]{7,40}", commit):
+        return dict(EMPTY)
+    return dict(EMPTY, git_commit=commit, git_branch=os.environ.get("KERNELBEAM_GIT_BRANCH") or None)
+
+
 def capture_git(path: str | Path) -> dict[str, Any]:
-    """Git fields for the repository holding `path`; all None outside a repository (or without git)."""
+    """Git fields for the repository holding `path`; outside a repository (or without git) all None, unless
+    $KERNELBEAM_GIT_COMMIT declares the commit the files came from."""
     try:
         import git
     except ImportError:
-        return dict(EMPTY)
+        return _declared_commit()
     try:
         repo = git.Repo(Path(path).resolve().parent, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        return dict(EMPTY)
+        return _declared_commit()
     with repo:
         info = dict(EMPTY, git_repo=repo.working_tree_dir)
         try:
