@@ -26,6 +26,9 @@ def main() -> int:
     parser.add_argument("--family", default="stats-validation")
     parser.add_argument("--base", default="geqrf_reference", help="variant name of the A runs")
     parser.add_argument("--planted", default="planted_regression", help="variant name of the B runs")
+    parser.add_argument(
+        "--planted-note", default="", help="only B runs whose note contains this (e.g. '+2%%'), for several plants"
+    )
     parser.add_argument("--planted-case", required=True, help='label of the slowed case, e.g. "40x176 c1 dense"')
     parser.add_argument("--min-effect", type=float, default=0.02)
     args = parser.parse_args()
@@ -38,7 +41,11 @@ def main() -> int:
     hist = queries.case_history(args.store, family=args.family, suite=suite, gpu=gpu, last=None)
     runs = hist["runs"]
     a_ids = list(runs.loc[runs["variant"] == args.base, "run_id"])
-    b_ids = list(runs.loc[runs["variant"] == args.planted, "run_id"])
+    planted = (runs["variant"] == args.planted) & runs["note"].fillna("").str.contains(args.planted_note, regex=False)
+    b_ids = list(runs.loc[planted, "run_id"])
+    keep = set(a_ids) | set(b_ids)  # the history of this plant alone: baseline runs, then its planted runs
+    hist = {name: frame[frame["run_id"].isin(keep)].reset_index(drop=True) for name, frame in hist.items()}
+    runs = hist["runs"]
     bundles = {r: queries.run_bundle(args.store, r) for r in a_ids + b_ids}
     data = {r: case_data(b) for r, b in bundles.items()}
     print(f"{len(a_ids)} A runs ({args.base}), {len(b_ids)} B runs ({args.planted}), suite {suite}, GPU {gpu}")

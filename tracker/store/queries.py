@@ -364,7 +364,7 @@ def case_history(
     with connect(store, read_only=True) as con:
         con.execute(
             "CREATE TEMP TABLE hist AS SELECT * FROM ("
-            "SELECT run_id, variant, variant_sha256, path, family, status, started_at, geomean_us, git_commit "
+            "SELECT run_id, variant, variant_sha256, path, family, status, started_at, geomean_us, git_commit, note "
             f"FROM runs WHERE {scope} AND suite = ? AND mode IN ({modes}) AND {gpu_clause} "
             f"ORDER BY started_at DESC{limit}) ORDER BY started_at",
             params,
