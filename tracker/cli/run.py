@@ -52,8 +52,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         from tracker.capture.envinfo import gpu_available
 
         suite = "qr_v2" if args.device != "cpu" and gpu_available() else "smoke"
-        if suite == "smoke":
-            print("no GPU: running the CPU smoke suite (--suite qr_v2 to insist)", file=sys.stderr)
     req = RunRequest(
         path=args.path,
         suite=suite,
@@ -76,6 +74,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_store(args.store, write=True)
     if args.parent and Path(args.store).exists() and queries.resolve_run_id(args.store, args.parent) is None:
         raise UsageError(f"--parent {args.parent!r} is not a run in {args.store}")
+    if args.suite is None and suite == "smoke":  # said only once the input is known to be good
+        print("no GPU: running the CPU smoke suite (--suite qr_v2 to insist)", file=sys.stderr)
     bar = TerminalBar() if not args.quiet else None
     pfile = ProgressFile(args.progress_file) if args.progress_file else None
     cancel_file = Path(args.cancel_file) if args.cancel_file else None

@@ -48,7 +48,7 @@ class StoreAccessError(StoreError):
 
 
 # How the operating system says that a file cannot be opened as asked, as DuckDB passes it on.
-_ACCESS_MESSAGES = ("Permission denied", "Read-only file system", "Is a directory")
+_ACCESS_MESSAGES = ("Permission denied", "Read-only file system", "Is a directory", "No such file or directory")
 
 
 def now() -> datetime:
