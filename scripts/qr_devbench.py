@@ -20,7 +20,6 @@ import ast
 import importlib.util
 import json
 import math
-import os
 import sys
 import time
 import types
@@ -307,7 +306,7 @@ def main():
                 first_s = time.time() - t0
                 ok, msg, res = True, "", {}
                 worst = {}
-                for a, o in zip(keep, outs):
+                for a, o in zip(keep, outs, strict=False):
                     ok1, msg1, r1 = check(a, o)
                     for k, v in r1.items():
                         worst[k] = max(worst.get(k, 0.0), v)
@@ -321,16 +320,29 @@ def main():
             nrep = 0
             if ok and not args.no_time and dev.type == "cuda":
                 smp = time_case(fn, inputs, args.reps, args.budget)
-                mutated = any(not torch.equal(x, k) for x, k in zip(inputs, keep))
+                mutated = any(not torch.equal(x, k) for x, k in zip(inputs, keep, strict=False))
                 if mutated:
                     ok, msg = False, "input mutated"
                 mean, best, nrep = sum(smp) / len(smp), min(smp), len(smp)
-            row = dict(case=ci, shape=f"{batch}x{n}", kind=case, ok=ok, msg=msg, mean_us=mean, best_us=best,
-                       reps=nrep, first_s=round(first_s, 2), **{k: round(v, 3) for k, v in res.items()})
+            row = dict(
+                case=ci,
+                shape=f"{batch}x{n}",
+                kind=case,
+                ok=ok,
+                msg=msg,
+                mean_us=mean,
+                best_us=best,
+                reps=nrep,
+                first_s=round(first_s, 2),
+                **{k: round(v, 3) for k, v in res.items()},
+            )
             rows.append(row)
             rs = " ".join(f"{k}={v:.3f}" for k, v in res.items())
-            print(f"  [{ci:2d}] {batch}x{n} {case:9s} {'PASS' if ok else 'FAIL'} mean {mean:10.1f} best {best:10.1f} "
-                  f"us reps {nrep} first {first_s:.1f}s {rs} {msg}", flush=True)
+            print(
+                f"  [{ci:2d}] {batch}x{n} {case:9s} {'PASS' if ok else 'FAIL'} mean {mean:10.1f} best {best:10.1f} "
+                f"us reps {nrep} first {first_s:.1f}s {rs} {msg}",
+                flush=True,
+            )
             if args.profile and ok and dev.type == "cuda":
                 print(profile_case(mod, inputs[0]), flush=True)
             del inputs, keep, outs
