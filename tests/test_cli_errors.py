@@ -108,6 +108,7 @@ def test_an_empty_duckdb_file_is_not_a_store_for_reads(capsys, tmp_path):
         (["--seed", str(2**70)], ("--seed", "out of range")),
         (["--seed", str(-(2**63) - 1)], ("--seed", "out of range")),
         (["--seed", "2**70"], ("--seed", "expected an integer")),
+        (["--seed", str(2**63 - 1)], ("--seed", "out of range", "transform")),
         (["--timeout", "nan"], ("--timeout", "finite")),
         (["--timeout", "inf"], ("--timeout", "finite")),
         (["--timeout", "0"], ("--timeout", "above 0")),
