@@ -2,7 +2,7 @@
 
 Pure numpy/scipy on plain data; times are microseconds. Nothing here touches the store.
 
-Methods (see DESIGN.md, "Comparing and regressions"):
+Methods (see docs/method.md):
 
 * A vs B per case: ``ratio`` is mean_b / mean_a, as ``asv compare`` shows it. The decision uses robust
   statistics so that a few wild samples cannot flip it: a two-sided Mann-Whitney U test on the raw samples,
