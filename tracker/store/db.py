@@ -156,8 +156,13 @@ def check_store(path: str | os.PathLike, *, write: bool = False, need_runs: bool
             raise StoreAccessError(f"cannot write store {path}: read-only file system")
         if not os.access(p, os.W_OK):
             raise StoreAccessError(f"cannot write store {path}: permission denied")
-    with connect(p, read_only=True) as con:
-        tables = _table_names(con)
+    try:
+        with connect(p, read_only=True, retry_seconds=None if not write else 1.0) as con:
+            tables = _table_names(con)
+    except StoreLockedError:
+        if write:  # a writer holds it: the write path waits for it and keeps the run in a side file if need be
+            return
+        raise
     if tables and "schema_version" not in tables:
         raise NotAStoreError(f"{path} is a DuckDB file but not a KernelBeam store (it has other tables)")
     if need_runs and not write and "runs" not in tables:
