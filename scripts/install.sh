@@ -30,7 +30,13 @@ reqs=requirements.txt
 [ "$dev" = 1 ] && reqs="requirements.txt requirements-dev.txt"
 stamp="$VIRTUAL_ENV/.kernelbeam-$( [ "$dev" = 1 ] && echo dev || echo run ).sha256"
 want=$(cat $reqs | sha256sum | cut -d' ' -f1)
-if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+dev_want=$(cat requirements.txt requirements-dev.txt | sha256sum | cut -d' ' -f1)
+if [ "$dev" = 0 ] && [ "$(cat "$VIRTUAL_ENV/.kernelbeam-dev.sha256" 2>/dev/null)" = "$dev_want" ]; then
+  want_met=1 # the dev install is a superset of the runtime one
+else
+  want_met=0
+fi
+if [ "$want_met" = 0 ] && [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "install.sh: installing $reqs into $VIRTUAL_ENV" >&2
   file=requirements.txt
   [ "$dev" = 1 ] && file=requirements-dev.txt
