@@ -75,7 +75,7 @@ class RunRequest:
         if not Path(self.store).resolve().parent.is_dir():
             raise ValueError(f"cannot create store {self.store}: its folder does not exist")
         if not math.isfinite(self.timeout) or self.timeout <= 0:
-            raise ValueError(f"--timeout must be a finite number of seconds above 0, not {self.timeout}")
+            raise ValueError(f"--timeout must be positive and finite (seconds), not {self.timeout}")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ValueError("--device must be auto, cpu or cuda")
 
