@@ -171,6 +171,18 @@ def test_import_refuses_parquet_with_the_wrong_columns(capsys, tmp_path):
     assert not store.exists()
 
 
+@pytest.mark.parametrize(
+    "args",
+    [["export", "--out", ""], ["import", ""], ["list", "--store", ""], ["run", "", "--suite", "smoke"]],
+)
+def test_an_empty_path_is_refused_not_taken_as_the_current_folder(capsys, demo_store, tmp_path, monkeypatch, args):
+    monkeypatch.chdir(tmp_path)
+    if "--store" not in args:
+        args = [*args, "--store", str(demo_store[0])]
+    assert_bad_input(call(capsys, *args), "empty")
+    assert list(tmp_path.iterdir()) == [demo_store[0]]  # nothing was written into the current folder
+
+
 def test_import_of_a_missing_folder(capsys, tmp_path):
     assert_bad_input(call(capsys, "import", str(tmp_path / "nope"), "--store", str(tmp_path / "s.duckdb")), "nope")
 

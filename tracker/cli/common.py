@@ -180,9 +180,16 @@ def print_cases(cases: list[dict[str, Any]]) -> None:
     )
 
 
+def path_arg(text: str) -> str:
+    """argparse type: a non-empty path (an empty one would silently mean the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a path, got an empty string")
+    return text
+
+
 def common_options() -> argparse.ArgumentParser:
     """Options every command takes: --store and --json."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--store", default=DEFAULT_STORE, help="DuckDB store (default: %(default)s)")
+    common.add_argument("--store", type=path_arg, default=DEFAULT_STORE, help="DuckDB store (default: %(default)s)")
     common.add_argument("--json", action="store_true", help="print one JSON document on stdout (times in microseconds)")
     return common

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tracker.cli.common import UsageError, fmt_us, int64, parse_cases, positive_seconds, print_cases
+from tracker.cli.common import UsageError, fmt_us, int64, parse_cases, path_arg, positive_seconds, print_cases
 from tracker.store import check_store, queries
 
 
@@ -124,7 +124,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         parents=[common],
         help="run a kernel variant against a suite and record it",
     )
-    p.add_argument("path", help="kernel file defining custom_kernel(data) -> (H, tau)")
+    p.add_argument("path", type=path_arg, help="kernel file defining custom_kernel(data) -> (H, tau)")
     p.add_argument("--suite", choices=sorted(SUITES), help="default: qr_v2 with a GPU, smoke without one")
     p.add_argument(
         "--mode",

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from tracker.cli.common import UsageError, readable_store, resolve
+from tracker.cli.common import UsageError, path_arg, readable_store, resolve
 from tracker.store import check_store
 
 
@@ -49,9 +49,13 @@ def cmd_import(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("export", parents=[common], help="export runs as Parquet files into a folder")
     p.add_argument("runs", nargs="*", help="run ids (default: all finished runs)")
-    p.add_argument("--out", required=True, help="folder to write the Parquet files into (created if missing)")
+    p.add_argument(
+        "--out", required=True, type=path_arg, help="folder to write the Parquet files into (created if missing)"
+    )
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("import", parents=[common], help="import runs from export folders")
-    p.add_argument("folders", nargs="*", help="export folders; none: only write runs waiting in side files")
+    p.add_argument(
+        "folders", nargs="*", type=path_arg, help="export folders; none: only write runs waiting in side files"
+    )
     p.set_defaults(func=cmd_import)
