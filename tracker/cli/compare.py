@@ -12,7 +12,7 @@ from tracker.cli.common import UsageError, fraction, print_columns, readable_sto
 from tracker.store import queries
 
 COMPARE_HELP = (
-    "Per case: ratio = B mean / A mean (>1: B slower), with the 95%% CI of that ratio. The mark: - faster, "
+    "Per case: ratio = B mean / A mean (>1: B slower), with the 95% CI of that ratio. The mark: - faster, "
     "+ slower, ~ within noise, x not comparable. A case is faster or slower only when the test on the samples "
     "is significant (p < 0.05: Mann-Whitney U on the ranks, Welch's t on the means when there are too few samples) "
     "AND both the medians and the ratio of means move by at least --min-effect in the same direction; so a mark "

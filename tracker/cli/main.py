@@ -30,7 +30,13 @@ class Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     prog = "kernelbeam" if os.path.basename(sys.argv[0]) == "kernelbeam" else "python -m tracker"
-    parser = Parser(prog=prog, description="KernelBeam: track GPU kernel variants.")
+    parser = Parser(
+        prog=prog,
+        description="KernelBeam: track GPU kernel variants.",
+        epilog="Tables show each time column in one unit (ns/us/ms/s); --json always gives microseconds. "
+        "err is the standard error of the mean, std/sqrt(runs). Exit codes: 0 success (run: passed), "
+        "1 the run did not pass or an internal error, 2 bad input. KERNELBEAM_DEBUG=1 shows tracebacks.",
+    )
     common = common_options()
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in COMMAND_GROUPS:
