@@ -14,7 +14,7 @@ from typing import Any
 import streamlit as st
 
 from tracker.analysis import series as analysis
-from tracker.store import NotAStoreError, StoreLockedError, queries
+from tracker.store import NotAStoreError, StoreError, StoreLockedError, queries
 
 APP = Path(__file__).resolve().parent.parent / "app.py"
 STORE_KEY = "kb_store"
@@ -65,6 +65,8 @@ def try_read(name: str, *args: Any, **kwargs: Any) -> tuple[Any, str | None]:
         return None, f"The store **{path}** is busy; reload in a moment."
     except FileNotFoundError:
         return None, f"There is no store at **{path}** yet."
+    except StoreError as exc:  # newer schema, a directory, no permission: the message says which
+        return None, str(exc)
 
 
 def read(name: str, *args: Any, **kwargs: Any) -> Any:
@@ -81,6 +83,9 @@ def read(name: str, *args: Any, **kwargs: Any) -> Any:
     except FileNotFoundError:
         st.info(f"There is no store at **{path}** yet. Start a run on the Benchmark page or with the CLI.")
         st.stop()
+    except StoreError as exc:  # newer schema, a directory, no permission: the message says which
+        st.error(f"{exc}. Choose another store in the sidebar.")
+        st.stop()
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -96,7 +101,7 @@ def compare(a: str, b: str) -> Any:
     path = store()
     try:
         return _cached_compare(path, queries.store_version(path), a, b)
-    except (NotAStoreError, StoreLockedError, FileNotFoundError):
+    except (StoreError, FileNotFoundError):
         read("count_runs")  # shows the message and stops
         raise
 
@@ -116,7 +121,7 @@ def history(**kwargs: Any) -> Any:
     path = store()
     try:
         return _cached_history(path, queries.store_version(path), tuple(sorted(kwargs.items())))
-    except (NotAStoreError, StoreLockedError, FileNotFoundError):
+    except (StoreError, FileNotFoundError):
         read("count_runs")
         raise
 

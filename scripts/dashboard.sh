@@ -3,5 +3,5 @@
 # Extra arguments go to streamlit, e.g. --server.port 8600; after `--` to the app, e.g. -- --store other.duckdb
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install.sh
-exec python3 -m streamlit run app.py --server.address "${KERNELBEAM_ADDRESS:-127.0.0.1}" "$@"
+. scripts/install.sh --run
+exec python -m streamlit run app.py --server.address "${KERNELBEAM_ADDRESS:-127.0.0.1}" "$@"

@@ -1,6 +1,6 @@
 """Standalone dev bench for qr_v2 kernel variants (no `tracker` import).
 
-Implements, from /work/shared/qr_v2_spec.md: input generation (torch.Generator on the device seeded with the
+Implements, from docs/workload-qr_v2.md: input generation (torch.Generator on the device seeded with the
 case seed, randn (batch, n, n), case recipe), the gates (Q = householder_product in float32, residuals in
 float64, factor gate 20*n*eps32*||A||_1 per matrix, orthogonality 100*n*eps32 on the worst), and the
 benchmark timing method (256 MiB L2 flush, CUDA events around a plain loop over `count` inputs, sample =

@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import duckdb
 import pytest
 from conftest import BASE_US, H200, ROOT, T0, make_record
 from streamlit.testing.v1 import AppTest
@@ -485,6 +486,15 @@ def test_resolve_kernel(tmp_path):
 def test_not_a_store_gives_a_clear_error(bad_store, page):
     at = open_page(page)
     assert "not a KernelBeam store" in texts(at.error)
+
+
+@pytest.mark.parametrize("page", PAGES[:2])
+def test_a_store_from_a_newer_tracker_says_so(demo_store, page):
+    path, _ = demo_store
+    with duckdb.connect(str(path)) as con:
+        con.execute("INSERT INTO schema_version VALUES (?, now())", [store_mod.SCHEMA_VERSION + 1])
+    at = open_page(page)
+    assert "newer than this tracker" in texts(at.error) and not at.exception
 
 
 @pytest.mark.parametrize("page", PAGES[:4])

@@ -200,7 +200,7 @@ def test_list_of_a_missing_store_is_empty(tmp_path):
         (["run", REFERENCE, "--suite", "smoke", "--cases", "99"], "case 99 is out of range"),
         (["run", REFERENCE, "--suite", "nope"], "invalid choice: 'nope'"),
         (["run", REFERENCE, "--mode", "fastest"], "invalid choice: 'fastest'"),
-        (["run", REFERENCE, "--suite", "smoke", "--timeout", "0"], "--timeout must be positive"),
+        (["run", REFERENCE, "--suite", "smoke", "--timeout", "0"], "expected a finite number of seconds above 0"),
         (["run", REFERENCE, "--suite", "smoke", "--parent", "zzzz"], "--parent 'zzzz' is not a run"),
         (["run", "README.md", "--suite", "smoke"], "is not a Python file"),
         (["show", "zzzz"], "no run matches 'zzzz'"),

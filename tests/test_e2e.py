@@ -1,4 +1,6 @@
-"""End to end: `streamlit run app.py` on a free port, driven by Playwright in Debian's Chromium.
+"""End to end: `streamlit run app.py` on a free port, driven by Playwright in a real Chromium: Playwright's own
+build when `python -m playwright install chromium` has put it there, else Debian's /usr/bin/chromium
+(scripts/install.sh --dev installs one of them). With neither, these tests are skipped and say why.
 
 Opens every page (the first request is a shared compare URL, which must work on a fresh server), follows a
 compare URL from the regressions of a family, starts a CPU smoke run from the Benchmark page, reloads the page
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -18,19 +21,39 @@ from pathlib import Path
 
 import pytest
 
-from tracker.capture import jobs, queries
+from tracker.capture import jobs
+from tracker.store import queries
 
 ROOT = Path(__file__).resolve().parent.parent
 SHOTS = ROOT / "artifacts" / "screenshots"
-CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run",
 ]  # fmt: skip
 
-playwright_api = pytest.importorskip("playwright.sync_api")
+playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (requirements-dev.txt)")
 expect = playwright_api.expect
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed")
+
+
+def find_chromium() -> str | None:
+    """Playwright's bundled Chromium if it is installed, else the system's; None when there is neither."""
+    try:
+        with playwright_api.sync_playwright() as p:
+            bundled = p.chromium.executable_path
+    except Exception:  # no driver or no browser registry: fall back to the system browser
+        bundled = None
+    for candidate in (bundled, "/usr/bin/chromium", shutil.which("chromium"), shutil.which("chromium-browser")):
+        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+CHROMIUM = find_chromium()
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="no Chromium for the browser tests: run `python -m playwright install chromium` "
+    "(or apt-get install chromium); scripts/install.sh --dev tries both",
+)
 
 
 def _free_port() -> int:

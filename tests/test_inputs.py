@@ -1,7 +1,8 @@
 """Suites and inputs: the qr_v2 tables of the spec, the smoke suite, and each case's recipe and defining property.
 
-`spec_generate` below is an independent transcription of qr_v2_spec.md's input recipe, draw for draw; the tracker's
-generator must match it bit for bit on the CPU (on a GPU the same draws give the contest's inputs).
+`spec_generate` below is an independent transcription of the input recipe in docs/workload-qr_v2.md, draw for
+draw; the tracker's generator must match it bit for bit on the CPU (on a GPU the same draws give the contest's
+inputs).
 """
 
 from __future__ import annotations

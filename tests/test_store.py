@@ -124,7 +124,21 @@ def test_an_old_v1_store_is_migrated_to_the_current_version_keeping_its_runs(tmp
     con.execute("CREATE TABLE schema_version (version INTEGER, applied_at TIMESTAMPTZ)")
     con.execute(store_mod.MIGRATIONS[0])
     con.execute("INSERT INTO schema_version VALUES (1, now())")
-    store_mod.write_run(con, make_run("oldrun000001"))
+    # The run is written by today's code into a current store, then copied over in v1's columns only: later
+    # migrations add columns that a v1 store does not have.
+    src = tmp_path / "src.duckdb"
+    assert store_mod.finish_run(src, make_run("oldrun000001")) is None
+    con.execute(f"ATTACH '{src}' AS src (READ_ONLY)")
+    for table in store_mod.TABLE_COLUMNS:
+        cols = ", ".join(
+            r[0]
+            for r in con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_catalog = 'old' "
+                "AND table_name = ? ORDER BY ordinal_position",
+                [table],
+            ).fetchall()
+        )
+        con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM src.{table}")
     con.close()
     with store_mod.connect(path) as con:
         assert store_mod.schema_version(con) == len(store_mod.MIGRATIONS)

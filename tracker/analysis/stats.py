@@ -2,14 +2,15 @@
 
 Pure numpy/scipy on plain data; times are microseconds. Nothing here touches the store.
 
-Methods (see DESIGN.md, "Comparing and regressions"):
+Methods (see docs/method.md):
 
 * A vs B per case: ``ratio`` is mean_b / mean_a, as ``asv compare`` shows it. The decision uses robust
   statistics so that a few wild samples cannot flip it: a two-sided Mann-Whitney U test on the raw samples,
   the ratio of medians as the effect size. With too few samples for the rank test to reach alpha (the
   contest's stop rule often stops a stable case after 3 repetitions), Welch's t-test on the means and the
   ratio of means decide instead. The CI is that of the ratio of means (Welch, delta method on the log).
-  A case is "faster"/"slower" only if p < alpha and |effect| >= min_effect; otherwise "same".
+  A case is "faster"/"slower" only if p < alpha, |effect| >= min_effect, and the ratio of means (the ratio
+  shown) also moves by >= min_effect the same way; otherwise "same". So a mark never contradicts its ratio.
 * Over runs: geometric mean of the per-case ratios (cases with a ratio on both sides); its CI comes from a
   joint bootstrap of the means of every included case.
 * History: piecewise-constant fit of log(mean) minimising the L1 distance to segment medians plus a penalty
@@ -168,14 +169,18 @@ def compare_case(
     else:
         test, p, effect, what = "t", welch_p, ratio - 1, "mean"
     stat = {"ratio": ratio, "ci_low": lo, "ci_high": hi, "p_value": p}
+    # The mark never contradicts the ratio shown beside it: besides a significant test, the ratio of means
+    # itself must move by at least min_effect, in the same direction as the test's effect (the medians').
+    mean_effect = ratio - 1
+    mean_note = f" (mean {mean_effect:+.1%})" if what == "median" else ""
     if p >= alpha:
-        verdict, why = "same", f"{test} p={p:.2g}, {what} {effect:+.1%}"
-    elif abs(effect) < min_effect:
-        verdict, why = "same", f"{test} p={p:.2g}, {what} {effect:+.1%} < {min_effect:.1%}"
+        verdict, why = "same", f"{test} p={p:.2g}, {what} {effect:+.1%}{mean_note}"
+    elif abs(effect) < min_effect or abs(mean_effect) < min_effect:
+        verdict, why = "same", f"{test} p={p:.2g}, {what} {effect:+.1%}{mean_note} < {min_effect:.1%}"
+    elif (effect > 0) != (mean_effect > 0):
+        verdict, why = "same", f"{test} p={p:.2g}, median {effect:+.1%} and mean {mean_effect:+.1%} disagree"
     else:
-        verdict, why = ("slower" if effect > 0 else "faster"), f"{test} p={p:.2g}, {what} {effect:+.1%}"
-    if what == "median" and abs(ratio - 1 - effect) >= min_effect:
-        why += f" (mean {ratio - 1:+.1%})"  # outliers or several modes: explains a differing ratio
+        verdict, why = ("slower" if effect > 0 else "faster"), f"{test} p={p:.2g}, {what} {effect:+.1%}{mean_note}"
     return result(verdict, why, **stat)
 
 

@@ -22,6 +22,11 @@ class ProgressState:
         self.current: str | None = None
         self.elapsed_s = 0.0
         self.gpu: str | None = None
+        self.reps_done = 0  # within the current case, from the worker's throttled `rep` events
+        self.reps_expected = 0
+        self.case_started_s = 0.0
+        self.case_eta_s: float | None = None
+        self.case_durations: list[float] = []
 
     def update(self, event: dict[str, Any]) -> None:
         kind = event["event"]
@@ -32,10 +37,33 @@ class ProgressState:
             self.gpu = event.get("gpu")
         elif kind == "case_start":
             self.current, self.total = event["spec"], event["total"]
+            self.case_started_s = self.elapsed_s
+            self.reps_done, self.reps_expected, self.case_eta_s = 0, 0, None
+        elif kind == "rep":
+            self.reps_done, self.reps_expected = event["done"], event["expected"]
+            self.case_eta_s = event.get("case_eta_s")
         elif kind == "case_done":
             self.done += 1
             self.failed += not event.get("passed")
             self.current = None
+            self.case_durations.append(self.elapsed_s - self.case_started_s)
+            self.reps_done, self.reps_expected, self.case_eta_s = 0, 0, None
+
+    @property
+    def case_elapsed_s(self) -> float:
+        return self.elapsed_s - self.case_started_s if self.current else 0.0
+
+    @property
+    def run_eta_s(self) -> float | None:
+        """The current case's ETA plus the cases after it at the mean duration so far (None before any data)."""
+        after = self.total - self.done - (1 if self.current else 0)
+        if self.case_durations:
+            per_case = sum(self.case_durations) / len(self.case_durations)
+        elif self.case_eta_s is not None:
+            per_case = self.case_elapsed_s + self.case_eta_s
+        else:
+            return None
+        return max(after, 0) * per_case + (self.case_eta_s or 0.0)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -46,7 +74,34 @@ class ProgressState:
             "current": self.current,
             "elapsed_s": round(self.elapsed_s, 1),
             "gpu": self.gpu,
+            "reps_done": self.reps_done,
+            "reps_expected": self.reps_expected,
+            "case_elapsed_s": round(self.case_elapsed_s, 1),
+            "case_eta_s": None if self.case_eta_s is None else round(self.case_eta_s, 1),
+            "run_eta_s": None if self.run_eta_s is None else round(self.run_eta_s, 1),
         }
+
+
+def fmt_seconds(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    return f"{minutes} min {secs:02d} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def progress_line(state: ProgressState, what: str) -> str:
+    """`[###---] 3/12 <case> rep 57/~200 | case 12.3 s, ETA 8.1 s | run 45.0 s, ETA 2 min 05 s`."""
+    filled = int(BAR_WIDTH * state.done / max(state.total, 1))
+    line = f"[{'#' * filled}{'-' * (BAR_WIDTH - filled)}] {state.done}/{state.total} {what}"
+    if state.current and state.reps_done:
+        line += f" rep {state.reps_done}/~{state.reps_expected}"
+        line += f" | case {fmt_seconds(state.case_elapsed_s)}, ETA {fmt_seconds(state.case_eta_s)}"
+    line += f" | run {fmt_seconds(state.elapsed_s)}"
+    if state.done < state.total and state.run_eta_s is not None:
+        line += f", ETA {fmt_seconds(state.run_eta_s)}"
+    return line
 
 
 class TerminalBar:
@@ -59,16 +114,15 @@ class TerminalBar:
 
     def __call__(self, event: dict[str, Any]) -> None:
         self.state.update(event)
-        if event["event"] not in ("case_start", "case_done") or (not self.tty and event["event"] != "case_done"):
+        kind = event["event"]
+        # On a terminal the line moves within a case (rep events); in a log, one line per finished case.
+        if kind not in ("case_start", "rep", "case_done") or (not self.tty and kind != "case_done"):
             return
-        s = self.state
-        filled = int(BAR_WIDTH * s.done / max(s.total, 1))
-        bar = "#" * filled + "-" * (BAR_WIDTH - filled)
-        if event["event"] == "case_done":
+        if kind == "case_done":
             what = f"{event['spec']} {'pass' if event.get('passed') else 'FAIL'}"
         else:
-            what = s.current or ""
-        line = f"[{bar}] {s.done}/{s.total} {what} ({s.elapsed_s:.1f} s)"
+            what = self.state.current or ""
+        line = progress_line(self.state, what)
         if self.tty:
             self.stream.write("\r\033[K" + line)
         else:

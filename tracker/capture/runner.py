@@ -60,12 +60,22 @@ class RunRequest:
         for i in self.cases or []:
             if not 0 <= i < len(cases):
                 raise ValueError(f"case {i} is out of range: suite {self.suite} has {len(cases)} {self.mode} cases")
+        if self.seed is not None:
+            # Input generators seed torch with the transformed case seed (plus a small offset per input), which
+            # must fit a signed 64-bit integer; the contest's transform grows with the square of the seed.
+            for case in cases:
+                top = hidden_seed(case.seed, self.seed) + 42 * (case.input_count() + 1)
+                if not -(2**63) <= top < 2**63:
+                    raise ValueError(
+                        f"--seed {self.seed} is out of range: the contest's seed transform takes case seeds past "
+                        "64 bits (use a seed below about 4 billion in magnitude)"
+                    )
         if self.cases is not None and len(set(self.cases)) != len(self.cases):
             raise ValueError(f"--cases names a case more than once: {self.cases}")
         if not Path(self.store).resolve().parent.is_dir():
             raise ValueError(f"cannot create store {self.store}: its folder does not exist")
-        if self.timeout <= 0:
-            raise ValueError("--timeout must be positive")
+        if not math.isfinite(self.timeout) or self.timeout <= 0:
+            raise ValueError(f"--timeout must be positive and finite (seconds), not {self.timeout}")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ValueError("--device must be auto, cpu or cuda")
 

@@ -6,6 +6,7 @@ On a CPU the same loop runs with a wall clock (no flush, no events); such timing
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,16 +39,24 @@ class Stats:
     runs: int
     mean: float
     std: float
-    err: float
+    err: float  # standard error of the mean: std / sqrt(runs)
     best: float
     worst: float
+    median: float
 
 
 def stats(samples: list[float]) -> Stats:
     runs = len(samples)
     mean = sum(samples) / runs
     std = math.sqrt(sum((s - mean) ** 2 for s in samples) / (runs - 1)) if runs > 1 else 0.0
-    return Stats(runs, mean, std, std / math.sqrt(runs), min(samples), max(samples))
+    return Stats(runs, mean, std, std / math.sqrt(runs), min(samples), max(samples), statistics.median(samples))
+
+
+def reps_expected(rules: ModeRules, mean_us: float, budget_s: float | None = None) -> int:
+    """How many repetitions the stop rule allows at this mean (an upper bound: a stable case stops earlier)."""
+    budget = rules.case_budget_s if budget_s is None else budget_s
+    by_budget = math.floor(budget / max(mean_us * 1e-6, 1e-12)) + 1
+    return max(3, min(rules.max_reps, by_budget))
 
 
 @dataclass

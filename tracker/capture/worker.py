@@ -10,7 +10,9 @@ import importlib.util
 import json
 import os
 import sys
+import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +65,33 @@ def run_test_case(kernel, case, device) -> dict[str, Any]:
     return {"passed": result.passed, "message": result.message, **result.residuals}
 
 
-def run_benchmark_case(kernel, case, device, clock, rules) -> dict[str, Any]:
+REP_EVENT_INTERVAL_S = 0.25  # progress events within a case: at most ~4 a second
+
+
+def rep_reporter(emit: Callable[..., None], case_idx: int, rules) -> Callable[[int, float], None]:
+    """An on_rep hook for run_loop that emits `rep` events (done, expected, case elapsed, case ETA), throttled."""
+    from tracker.capture.timing import MAX_LOOP_S, reps_expected
+
+    start = time.monotonic()
+    last = [0.0]
+    total_us = [0.0]
+
+    def on_rep(i: int, sample_us: float) -> None:
+        total_us[0] += sample_us
+        now = time.monotonic()
+        if now - last[0] < REP_EVENT_INTERVAL_S:
+            return
+        last[0] = now
+        done = i + 1
+        elapsed = now - start
+        expected = reps_expected(rules, total_us[0] / done)
+        eta = min(max(expected - done, 0) * elapsed / done, max(MAX_LOOP_S - elapsed, 0.0))
+        emit("rep", case_idx=case_idx, done=done, expected=expected, case_elapsed_s=elapsed, case_eta_s=eta)
+
+    return on_rep
+
+
+def run_benchmark_case(kernel, case, device, clock, rules, on_rep=None) -> dict[str, Any]:
     from tracker.capture.timing import inputs_changed, run_loop, stats
     from tracker.workloads.qr_v2.checks import check_outputs
     from tracker.workloads.qr_v2.inputs import benchmark_inputs
@@ -78,7 +106,7 @@ def run_benchmark_case(kernel, case, device, clock, rules) -> dict[str, Any]:
             return {"passed": False, "message": mutation}
         if not first.passed:
             return {"passed": False, "message": first.message, **first.residuals}
-        timed = run_loop(kernel, inputs, copies, clock, rules)
+        timed = run_loop(kernel, inputs, copies, clock, rules, on_rep=on_rep)
     except Exception as exc:
         return {"passed": False, "message": _kernel_error(exc)}
     residuals = (timed.check or first).residuals
@@ -95,6 +123,7 @@ def run_benchmark_case(kernel, case, device, clock, rules) -> dict[str, Any]:
             mean_us=st.mean,
             std_us=st.std,
             err_us=st.err,
+            median_us=st.median,
             best_us=st.best,
             worst_us=st.worst,
         )
@@ -161,7 +190,7 @@ def main(job_path: str) -> int:
         if mode == "test":
             result = run_test_case(kernel, case, device)
         else:
-            result = run_benchmark_case(kernel, case, device, clock, rules)
+            result = run_benchmark_case(kernel, case, device, clock, rules, rep_reporter(events.emit, idx, rules))
         inputs = 1 if mode == "test" else case.input_count()
         events.emit(
             "case_done",

@@ -1,4 +1,5 @@
-"""What every command shares: the usage error, table printing, JSON cleaning, run-id resolution."""
+"""What every command shares: the usage error, argument types, table printing with scaled time units, JSON
+cleaning, run-id resolution."""
 
 from __future__ import annotations
 
@@ -6,17 +7,101 @@ import argparse
 import math
 from typing import Any
 
-from tracker.store import DEFAULT_STORE, queries
+from tracker.store import DEFAULT_STORE, check_store, queries
 
 
 class UsageError(Exception):
     pass
 
 
+INT64_MAX = 2**63 - 1
+# Time units for tables, as pytest-benchmark and hyperfine scale them: (name, microseconds per unit).
+TIME_UNITS = (("ns", 1e-3), ("us", 1.0), ("ms", 1e3), ("s", 1e6))
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and not math.isfinite(value))
+
+
 def fmt_us(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    """A time in microseconds in the unit that reads best for it alone (e.g. `4.53 ms`)."""
+    if _missing(value):
         return "-"
-    return f"{value:,.1f}"
+    unit = time_unit([value])
+    return f"{_fmt_scaled(value / dict(TIME_UNITS)[unit])} {unit}"
+
+
+def time_unit(values: list[Any]) -> str:
+    """One unit for a column: the largest in which the column's smallest non-zero value is at least 1."""
+    present = [abs(v) for v in values if not _missing(v) and v != 0]
+    if not present:
+        return "us"
+    smallest = min(present)
+    unit = TIME_UNITS[0][0]
+    for name, scale in TIME_UNITS:
+        if smallest >= scale:
+            unit = name
+    return unit
+
+
+def _fmt_scaled(x: float) -> str:
+    decimals = 1 if abs(x) >= 100 else 2 if abs(x) >= 10 else 3
+    return f"{x:,.{decimals}f}"
+
+
+def time_column(header: str, values: list[Any]) -> tuple[str, list[str]]:
+    """A table column of times given in microseconds: header with the unit, e.g. `mean (ms)`, and the cells."""
+    unit = time_unit(values)
+    scale = dict(TIME_UNITS)[unit]
+    return f"{header} ({unit})", ["-" if _missing(v) else _fmt_scaled(v / scale) for v in values]
+
+
+def print_columns(columns: list[tuple[str, list[Any]]]) -> None:
+    """Print a table given as (header, cells) columns."""
+    headers = [h for h, _ in columns]
+    rows = [list(r) for r in zip(*(cells for _, cells in columns), strict=True)]
+    print_table(rows, headers)
+
+
+def int64(text: str) -> int:
+    """argparse type: an integer that fits the store's BIGINT columns."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if not -INT64_MAX - 1 <= value <= INT64_MAX:
+        raise argparse.ArgumentTypeError(f"{text} is out of range (a 64-bit signed integer)")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer of at least 1."""
+    value = int64(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """argparse type: a finite number of seconds above zero."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds above 0, got {text}")
+    return value
+
+
+def fraction(text: str) -> float:
+    """argparse type: a finite number in [0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (math.isfinite(value) and 0 <= value < 1):
+        raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1 (e.g. 0.02), got {text}")
+    return value
 
 
 def print_table(rows: list[list[str]], headers: list[str]) -> None:
@@ -42,42 +127,69 @@ def clean(value: Any) -> Any:
     return value
 
 
+def readable_store(store: str) -> None:
+    """Refuse a store that a read cannot use: missing, not DuckDB, not ours, or written by a newer tracker."""
+    check_store(store)
+
+
 def resolve(store: str, run: str) -> str:
-    run_id = queries.resolve_run_id(store, run)
-    if run_id is None:
+    """A run id from a full id or a unique prefix; a prefix matching several runs lists them."""
+    readable_store(store)
+    if not run:
+        raise UsageError("empty run id")
+    matches = queries.match_run_ids(store, run, limit=6)
+    if not matches:
         raise UsageError(f"no run matches {run!r} in {store} (give a run id or a unique prefix)")
-    return run_id
+    if len(matches) > 1 and run not in matches:
+        more = ", ..." if len(matches) > 5 else ""
+        raise UsageError(f"run prefix {run!r} is ambiguous: it matches {', '.join(matches[:5])}{more}")
+    return run if run in matches else matches[0]
 
 
 def parse_cases(text: str | None) -> list[int] | None:
-    if not text:
+    if text is None:
         return None
+    parts = [x.strip() for x in text.split(",")]
+    if not any(parts):
+        raise UsageError(f"--cases names no case: {text!r} (give case numbers like 3,7, or leave it out for all)")
     try:
-        return [int(x) for x in text.split(",") if x.strip()]
+        return [int(x) for x in parts if x]
     except ValueError:
         raise UsageError(f"--cases takes case numbers separated by commas, like 3,7; got {text!r}") from None
 
 
 def print_cases(cases: list[dict[str, Any]]) -> None:
-    rows = [
+    """Per-case table: times scaled per column; err is the standard error of the mean (std / sqrt(runs))."""
+
+    def times(key: str, header: str) -> tuple[str, list[str]]:
+        return time_column(header, [clean(c.get(key)) for c in cases])
+
+    print_columns(
         [
-            c["case_idx"],
-            c["spec"],
-            "pass" if c["passed"] else "FAIL",
-            fmt_us(c.get("mean_us")),
-            fmt_us(c.get("err_us")),
-            fmt_us(c.get("best_us")),
-            clean(c.get("runs")) or "-",
-            (c.get("message") or "")[:90],
+            ("#", [c["case_idx"] for c in cases]),
+            ("case", [c["spec"] for c in cases]),
+            ("ok", ["pass" if c["passed"] else "FAIL" for c in cases]),
+            times("mean_us", "mean"),
+            times("err_us", "err"),
+            times("median_us", "median"),
+            times("std_us", "std"),
+            times("best_us", "best"),
+            ("runs", [clean(c.get("runs")) or "-" for c in cases]),
+            ("message", [(c.get("message") or "")[:90] for c in cases]),
         ]
-        for c in cases
-    ]
-    print_table(rows, ["#", "case", "ok", "mean_us", "err_us", "best_us", "runs", "message"])
+    )
+
+
+def path_arg(text: str) -> str:
+    """argparse type: a non-empty path (an empty one would silently mean the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a path, got an empty string")
+    return text
 
 
 def common_options() -> argparse.ArgumentParser:
     """Options every command takes: --store and --json."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--store", default=DEFAULT_STORE, help="DuckDB store (default: %(default)s)")
-    common.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    common.add_argument("--store", type=path_arg, default=DEFAULT_STORE, help="DuckDB store (default: %(default)s)")
+    common.add_argument("--json", action="store_true", help="print one JSON document on stdout (times in microseconds)")
     return common

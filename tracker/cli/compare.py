@@ -8,8 +8,16 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
-from tracker.cli.common import UsageError, print_table, resolve
+from tracker.cli.common import UsageError, fraction, print_columns, readable_store, resolve, time_column
 from tracker.store import queries
+
+COMPARE_HELP = (
+    "Per case: ratio = B mean / A mean (>1: B slower), with the 95% CI of that ratio. The mark: - faster, "
+    "+ slower, ~ within noise, x not comparable. A case is faster or slower only when the test on the samples "
+    "is significant (p < 0.05: Mann-Whitney U on the ranks, Welch's t on the means when there are too few samples) "
+    "AND both the medians and the ratio of means move by at least --min-effect in the same direction; so a mark "
+    "never contradicts the ratio printed beside it."
+)
 
 
 def _fmt(value: Any, spec: str = ",.1f") -> str:
@@ -40,19 +48,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
         f"A {ids[0]} {a['run']['variant']} ({a['run'].get('gpu')})  vs  B {ids[1]} {b['run']['variant']} "
         f"({b['run'].get('gpu')})"
     )
-    rows = [
+    cs = cmp.cases
+    print_columns(
         [
-            c.mark,
-            c.case,
-            _fmt(c.mean_a),
-            _fmt(c.mean_b),
-            _fmt(c.ratio, ".3f"),
-            f"{c.ci_low:.3f}-{c.ci_high:.3f}" if c.ci_low is not None else "-",
-            c.reason,
+            ("", [c.mark for c in cs]),
+            ("case", [c.case for c in cs]),
+            time_column("A mean", [c.mean_a for c in cs]),
+            time_column("B mean", [c.mean_b for c in cs]),
+            ("B/A", [_fmt(c.ratio, ".3f") for c in cs]),
+            ("95% CI", [f"{c.ci_low:.3f}-{c.ci_high:.3f}" if c.ci_low is not None else "-" for c in cs]),
+            ("why", [c.reason for c in cs]),
         ]
-        for c in cmp.cases
-    ]
-    print_table(rows, ["", "case", "A mean_us", "B mean_us", "B/A", "95% CI", "why"])
+    )
     ci = f" (95% CI {cmp.geomean_ci[0]:.3f}-{cmp.geomean_ci[1]:.3f})" if cmp.geomean_ci else ""
     print(f"geomean ratio B/A: {_fmt(cmp.geomean_ratio, '.3f')}{ci}; {cmp.reason}")
     print("marks: - faster, + slower, ~ within noise, x not comparable", file=sys.stderr)
@@ -64,10 +71,15 @@ def cmd_regressions(args: argparse.Namespace) -> int:
 
     if bool(args.family) == bool(args.path):
         raise UsageError("give exactly one of --family F or --path P")
+    readable_store(args.store)
     scope = {"family": args.family, "path": args.path}
+    _check_scope(args.store, args.family, args.path)
     contexts = queries.history_contexts(args.store, **scope)
     if args.suite:
+        suites = sorted(set(contexts["suite"]))
         contexts = contexts[contexts["suite"] == args.suite]
+        if contexts.empty:
+            raise UsageError(f"no timed runs in suite {args.suite} there; suites: {', '.join(suites) or 'none'}")
     found: list[dict[str, Any]] = []
     for suite, gpu in zip(contexts["suite"], contexts["gpu"], strict=True):
         hist = queries.case_history(args.store, **scope, suite=suite, gpu=gpu, last=None)
@@ -81,33 +93,45 @@ def cmd_regressions(args: argparse.Namespace) -> int:
     if not found:
         print("no change points found")
         return 0
-    rows = [
+    print_columns(
         [
-            c["kind"],
-            c["case"],
-            c["suite"],
-            c["gpu"],
-            _fmt(c["before"]),
-            _fmt(c["after"]),
-            _fmt(c["factor"], ".3f"),
-            c["run_id"],
+            ("kind", [c["kind"] for c in found]),
+            ("case", [c["case"] for c in found]),
+            ("suite", [c["suite"] for c in found]),
+            ("gpu", [c["gpu"] for c in found]),
+            time_column("before", [c["before"] for c in found]),
+            time_column("after", [c["after"] for c in found]),
+            ("factor", [_fmt(c["factor"], ".3f") for c in found]),
+            ("first run after", [c["run_id"] for c in found]),
         ]
-        for c in found
-    ]
-    print_table(rows, ["kind", "case", "suite", "gpu", "before_us", "after_us", "factor", "first run after"])
+    )
     return 0
 
 
+def _check_scope(store: str, family: str | None, path: str | None) -> None:
+    """An unknown family or kernel path is bad input, not 'no change points'."""
+    what, value = ("family", family) if family is not None else ("path", path)
+    known = queries.history_scopes(store)[what][what].tolist()
+    if value not in known:
+        shown = ", ".join(map(str, known[:20])) + (", ..." if len(known) > 20 else "")
+        raise UsageError(f"no runs in {what} {value!r} in {store}; {what} values: {shown or 'none'}")
+
+
 def register(sub, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("compare", parents=[common], help="compare two runs case by case")
+    p = sub.add_parser("compare", parents=[common], help="compare two runs case by case", description=COMPARE_HELP)
     p.add_argument("a", help="run id (or unique prefix) of the baseline")
     p.add_argument("b", help="run id (or unique prefix) of the candidate")
-    p.add_argument("--min-effect", type=float, default=0.02, help="smallest change that counts (default 0.02)")
+    p.add_argument(
+        "--min-effect",
+        type=fraction,
+        default=0.02,
+        help="smallest relative change that counts as faster/slower (default %(default)s = 2%%)",
+    )
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("regressions", parents=[common], help="change points per case along a family or file")
-    p.add_argument("--family")
+    p.add_argument("--family", help="variant family, as given to `run --family`")
     p.add_argument("--path", help="kernel file path as recorded")
-    p.add_argument("--suite", help="only this suite")
+    p.add_argument("--suite", help="only this suite (default: every suite with timed runs)")
     p.add_argument("--all", action="store_true", help="also list improvements")
     p.set_defaults(func=cmd_regressions)

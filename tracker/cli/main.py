@@ -1,7 +1,8 @@
-"""Command line: `python -m tracker run|list|show|compare|regressions|verdict|export|import`.
+"""Command line: `python -m tracker run|list|show|compare|regressions|verdict|export|import` (or `kernelbeam ...`).
 
-Every command that an agent uses has `--json`: one JSON document on stdout, progress and messages on stderr.
-Exit codes: 0 success (for `run`: the run passed), 1 the run did not pass, 2 bad input.
+Every command has `--json`: one JSON document on stdout, progress and messages on stderr.
+Exit codes: 0 success (for `run`: the run passed), 1 the run did not pass (or an internal error), 2 bad input.
+Bad input always ends in one line `error: ...` on stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -9,18 +10,35 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import NoReturn
 
 from tracker.cli import compare, run, runs, transfer
 from tracker.cli.common import UsageError, common_options
-from tracker.store import NotAStoreError, StoreLockedError
+from tracker.store import StoreError
 
 COMMAND_GROUPS = (run, runs, transfer, compare)
+DEBUG_ENV = "KERNELBEAM_DEBUG"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with a one-line `error: ...` (and exit 2) instead of the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {message} (see `{self.prog} --help`)", file=sys.stderr)
+        raise SystemExit(2)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m tracker", description="KernelBeam: track GPU kernel variants.")
+    prog = "kernelbeam" if os.path.basename(sys.argv[0]) == "kernelbeam" else "python -m tracker"
+    parser = Parser(
+        prog=prog,
+        description="KernelBeam: track GPU kernel variants.",
+        epilog="Tables show each time column in one unit (ns/us/ms/s); --json always gives microseconds. "
+        "err is the standard error of the mean, std/sqrt(runs). Exit codes: 0 success (run: passed), "
+        "1 the run did not pass or an internal error, 2 bad input. KERNELBEAM_DEBUG=1 shows tracebacks.",
+    )
     common = common_options()
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in COMMAND_GROUPS:
         group.register(sub, common)
     return parser
@@ -34,14 +52,19 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` and the like
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except (
-        UsageError,
-        ValueError,
-        KeyError,
-        FileNotFoundError,
-        NotAStoreError,
-        StoreLockedError,
-    ) as exc:
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except (UsageError, ValueError, KeyError, FileNotFoundError, NotADirectoryError, StoreError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"error: {message}", file=sys.stderr)
         return 2
+    except Exception as exc:  # a bug of ours: one line, the traceback only on request
+        if os.environ.get(DEBUG_ENV):
+            raise
+        text = " ".join(str(exc).split())[:300]
+        print(
+            f"error: internal error: {type(exc).__name__}: {text} (rerun with {DEBUG_ENV}=1 for the traceback)",
+            file=sys.stderr,
+        )
+        return 1

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tracker.cli.common import UsageError, fmt_us, parse_cases, print_cases
-from tracker.store import queries
+from tracker.cli.common import UsageError, fmt_us, int64, parse_cases, path_arg, positive_seconds, print_cases
+from tracker.store import check_store, queries
 
 
 def run_summary(outcome) -> dict[str, Any]:
@@ -32,6 +32,8 @@ def run_summary(outcome) -> dict[str, Any]:
                 "message": c.get("message") or "",
                 "mean_us": c.get("mean_us"),
                 "err_us": c.get("err_us"),
+                "median_us": c.get("median_us"),
+                "std_us": c.get("std_us"),
                 "best_us": c.get("best_us"),
                 "worst_us": c.get("worst_us"),
                 "runs": c.get("runs"),
@@ -50,8 +52,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         from tracker.capture.envinfo import gpu_available
 
         suite = "qr_v2" if args.device != "cpu" and gpu_available() else "smoke"
-        if suite == "smoke":
-            print("no GPU: running the CPU smoke suite (--suite qr_v2 to insist)", file=sys.stderr)
     req = RunRequest(
         path=args.path,
         suite=suite,
@@ -71,8 +71,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         req.validate()
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    check_store(args.store, write=True)
     if args.parent and Path(args.store).exists() and queries.resolve_run_id(args.store, args.parent) is None:
         raise UsageError(f"--parent {args.parent!r} is not a run in {args.store}")
+    if args.suite is None and suite == "smoke":  # said only once the input is known to be good
+        print("no GPU: running the CPU smoke suite (--suite qr_v2 to insist)", file=sys.stderr)
     bar = TerminalBar() if not args.quiet else None
     pfile = ProgressFile(args.progress_file) if args.progress_file else None
     cancel_file = Path(args.cancel_file) if args.cancel_file else None
@@ -105,7 +108,7 @@ def _print_run(summary: dict[str, Any]) -> None:
     print_cases(summary["cases"])
     print(
         f"run {summary['run_id']}: {summary['status']} on {summary['gpu'] or '?'}, suite {summary['suite']}, "
-        f"mode {summary['mode']}, geomean {fmt_us(summary['geomean_us'])} us"
+        f"mode {summary['mode']}, geomean {fmt_us(summary['geomean_us'])}"
     )
     for key in ("error", "warnings"):
         if summary.get(key):
@@ -121,20 +124,25 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         parents=[common],
         help="run a kernel variant against a suite and record it",
     )
-    p.add_argument("path", help="kernel file defining custom_kernel(data) -> (H, tau)")
+    p.add_argument("path", type=path_arg, help="kernel file defining custom_kernel(data) -> (H, tau)")
     p.add_argument("--suite", choices=sorted(SUITES), help="default: qr_v2 with a GPU, smoke without one")
-    p.add_argument("--mode", default="benchmark", choices=MODES)
+    p.add_argument(
+        "--mode",
+        default="benchmark",
+        choices=MODES,
+        help="test: correctness only; benchmark: contest timing; leaderboard: longer timing (default %(default)s)",
+    )
     p.add_argument("--cases", help="only these case numbers, e.g. 3,7")
     p.add_argument(
         "--seed",
-        type=int,
+        type=int64,
         help="hidden seed: transforms every case seed as the contest does",
     )
     p.add_argument(
         "--timeout",
-        type=float,
+        type=positive_seconds,
         default=DEFAULT_TIMEOUT_S,
-        help="seconds for the whole run",
+        help="seconds for the whole run; past it the run is stopped and recorded as timeout (default %(default)s)",
     )
     p.add_argument("--family", help="variant family (e.g. the line of work this belongs to)")
     p.add_argument("--parent", help="run id this variant was derived from")
@@ -144,7 +152,12 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         action="store_true",
         help="also profile one call per case with torch.profiler",
     )
-    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument(
+        "--device",
+        default="auto",
+        choices=("auto", "cpu", "cuda"),
+        help="where the kernel runs: auto takes the GPU when there is one (default %(default)s)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--progress-file", help=argparse.SUPPRESS)
     p.add_argument("--cancel-file", help=argparse.SUPPRESS)

@@ -6,11 +6,22 @@ import argparse
 import json
 from pathlib import Path
 
-from tracker.cli.common import clean, fmt_us, print_cases, print_table, resolve
-from tracker.store import VERDICTS, queries
+from tracker.cli.common import (
+    clean,
+    fmt_us,
+    positive_int,
+    print_cases,
+    print_columns,
+    readable_store,
+    resolve,
+    time_column,
+)
+from tracker.store import VERDICTS, check_store, queries
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    if Path(args.store).exists():
+        readable_store(args.store)
     df = queries.list_runs(args.store, limit=args.limit) if Path(args.store).exists() else None
     cols = [
         "run_id",
@@ -31,22 +42,17 @@ def cmd_list(args: argparse.Namespace) -> int:
     if not records:
         print(f"no runs in {args.store}")
         return 0
-    rows = [
+    print_columns(
         [
-            r["run_id"],
-            r["variant"],
-            r["status"],
-            r["suite"],
-            r["mode"],
-            r["gpu"] or "-",
-            fmt_us(r["geomean_us"]),
-            (r["started_at"] or "")[:19],
+            ("run", [r["run_id"] for r in records]),
+            ("variant", [r["variant"] for r in records]),
+            ("status", [r["status"] for r in records]),
+            ("suite", [r["suite"] for r in records]),
+            ("mode", [r["mode"] for r in records]),
+            ("gpu", [r["gpu"] or "-" for r in records]),
+            time_column("geomean", [r["geomean_us"] for r in records]),
+            ("started", [(r["started_at"] or "")[:19] for r in records]),
         ]
-        for r in records
-    ]
-    print_table(
-        rows,
-        ["run", "variant", "status", "suite", "mode", "gpu", "geomean_us", "started"],
     )
     return 0
 
@@ -85,7 +91,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         if run.get(key) is not None:
             print(f"{key:11} {run[key]}")
     print_cases(cases)
-    print(f"geomean {fmt_us(run.get('geomean_us'))} us")
+    print(f"geomean {fmt_us(run.get('geomean_us'))}")
     return 0
 
 
@@ -93,6 +99,7 @@ def cmd_verdict(args: argparse.Namespace) -> int:
     from tracker.store import add_verdict
 
     run_id = resolve(args.store, args.run)
+    check_store(args.store, write=True)
     add_verdict(args.store, run_id, args.verdict, args.reason or "")
     print(json.dumps({"run_id": run_id, "verdict": args.verdict}) if args.json else f"{run_id}: {args.verdict}")
     return 0
@@ -100,15 +107,15 @@ def cmd_verdict(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("list", parents=[common], help="list runs, newest first")
-    p.add_argument("--limit", type=int)
+    p.add_argument("--limit", type=positive_int, help="show at most this many runs (default: all)")
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("show", parents=[common], help="show one run with its cases")
-    p.add_argument("run")
+    p.add_argument("run", help="run id or a unique prefix of one")
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("verdict", parents=[common], help="record a verdict on a run")
-    p.add_argument("run")
-    p.add_argument("verdict", choices=VERDICTS)
-    p.add_argument("--reason")
+    p.add_argument("run", help="run id or a unique prefix of one")
+    p.add_argument("verdict", choices=VERDICTS, help="what was decided about the variant")
+    p.add_argument("--reason", help="why, in a sentence")
     p.set_defaults(func=cmd_verdict)

@@ -27,12 +27,28 @@ DEFAULT_STORE = "experiments.duckdb"
 LOCK_RETRY_SECONDS = float(os.environ.get("KERNELBEAM_LOCK_RETRY_SECONDS", "20"))
 
 
-class StoreLockedError(RuntimeError):
+class StoreError(RuntimeError):
+    """A problem with the store file that the user can fix (the CLI reports it as bad input)."""
+
+
+class StoreLockedError(StoreError):
     """The store stayed locked by another process past the retry limit."""
 
 
-class NotAStoreError(RuntimeError):
-    """The path exists but is not a DuckDB database."""
+class NotAStoreError(StoreError):
+    """The path exists but is not a DuckDB database, or not one of ours."""
+
+
+class SchemaTooNewError(StoreError):
+    """The store was written by a newer tracker: its schema version is above ours."""
+
+
+class StoreAccessError(StoreError):
+    """The store cannot be opened or written: a directory, permissions, a read-only file system."""
+
+
+# How the operating system says that a file cannot be opened as asked, as DuckDB passes it on.
+_ACCESS_MESSAGES = ("Permission denied", "Read-only file system", "Is a directory", "No such file or directory")
 
 
 def now() -> datetime:
@@ -70,6 +86,11 @@ def connect(
             con = duckdb.connect(str(path), read_only=read_only)
             break
         except duckdb.Error as exc:
+            access = next((m for m in _ACCESS_MESSAGES if m in str(exc)), None)
+            if access:
+                raise StoreAccessError(
+                    f"cannot open store {path}{'' if read_only else ' for writing'}: {access.lower()}"
+                ) from exc
             if not _is_lock_error(exc):
                 raise NotAStoreError(f"{path} is not a DuckDB store: {exc}") from exc
             if time.monotonic() >= deadline:
@@ -77,7 +98,9 @@ def connect(
         time.sleep(delay * (0.5 + random.random()))
         delay = min(delay * 2, 1.0)
     try:
-        if not read_only:
+        if read_only:
+            _refuse_newer(con, path)
+        else:
             migrate(con)
             reap_dead_runs(con)
         yield con
@@ -94,12 +117,70 @@ def schema_version(con: duckdb.DuckDBPyConnection) -> int:
     return con.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()[0]
 
 
+def _refuse_newer(con: duckdb.DuckDBPyConnection, path: str | os.PathLike | None = None) -> None:
+    current = schema_version(con)
+    if current > SCHEMA_VERSION:
+        where = f"{path} has " if path is not None else ""
+        raise SchemaTooNewError(
+            f"store {where}schema v{current}, newer than this tracker's v{SCHEMA_VERSION}: upgrade KernelBeam"
+        )
+
+
+def _table_names(con: duckdb.DuckDBPyConnection) -> set[str]:
+    rows = con.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()
+    return {r[0] for r in rows}
+
+
+def check_store(path: str | os.PathLike, *, write: bool = False, need_runs: bool = True) -> None:
+    """Say what is wrong with a store before a command uses it (StoreError or FileNotFoundError), else nothing.
+
+    Reads need an existing KernelBeam store; writes accept a missing file in a writable folder. A DuckDB file
+    with other tables and no schema_version is someone else's database: never migrated into.
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise StoreAccessError(f"store {path} is a directory, not a file")
+    if not p.exists():
+        if not write:
+            raise FileNotFoundError(f"no store at {path}")
+        folder = p.parent
+        if not folder.is_dir():
+            raise FileNotFoundError(f"cannot create a store at {path}: folder {folder} does not exist")
+        if _read_only_fs(folder):
+            raise StoreAccessError(f"cannot create a store at {path}: read-only file system")
+        if not os.access(folder, os.W_OK):
+            raise StoreAccessError(f"cannot create a store at {path}: permission denied on folder {folder}")
+        return
+    if write:
+        if _read_only_fs(p):
+            raise StoreAccessError(f"cannot write store {path}: read-only file system")
+        if not os.access(p, os.W_OK):
+            raise StoreAccessError(f"cannot write store {path}: permission denied")
+    try:
+        with connect(p, read_only=True, retry_seconds=None if not write else 1.0) as con:
+            tables = _table_names(con)
+    except StoreLockedError:
+        if write:  # a writer holds it: the write path waits for it and keeps the run in a side file if need be
+            return
+        raise
+    if tables and "schema_version" not in tables:
+        raise NotAStoreError(f"{path} is a DuckDB file but not a KernelBeam store (it has other tables)")
+    if need_runs and not write and "runs" not in tables:
+        raise NotAStoreError(f"{path} is a DuckDB file but not a KernelBeam store (no runs table)")
+
+
+def _read_only_fs(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 def migrate(con: duckdb.DuckDBPyConnection) -> int:
     """Apply the migrations this store lacks, each in its own transaction. Returns the new version."""
     con.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER, applied_at TIMESTAMPTZ)")
+    _refuse_newer(con)
     current = schema_version(con)
-    if current > SCHEMA_VERSION:
-        raise RuntimeError(f"store schema v{current} is newer than this tracker (v{SCHEMA_VERSION}); upgrade")
     for version in range(current, SCHEMA_VERSION):
         con.execute("BEGIN TRANSACTION")
         try:

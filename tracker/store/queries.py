@@ -66,6 +66,16 @@ def resolve_run_id(store: str | os.PathLike, prefix: str) -> str | None:
     return rows[0][0] if len(rows) == 1 else None
 
 
+def match_run_ids(store: str | os.PathLike, prefix: str, *, limit: int = 10) -> list[str]:
+    """The run ids starting with `prefix` (at most `limit`, newest first): one for a unique prefix."""
+    with connect(store, read_only=True) as con:
+        rows = con.execute(
+            "SELECT run_id FROM runs WHERE starts_with(run_id, ?) ORDER BY started_at DESC LIMIT ?",
+            [prefix, int(limit)],
+        ).fetchall()
+    return [r[0] for r in rows]
+
+
 # ------------------------------------------------------------------------------------------- dashboard
 
 

@@ -43,6 +43,11 @@ MIGRATIONS: list[str] = [
     """,
     # v2: samples are read per run, by far the largest table.
     "CREATE INDEX samples_run ON samples (run_id); CREATE INDEX case_results_run ON case_results (run_id);",
+    # v3: the median of a case's samples, beside mean and std (older runs: computed from their samples).
+    "ALTER TABLE case_results ADD COLUMN median_us DOUBLE; "
+    "UPDATE case_results SET median_us = m.median_us FROM "
+    "(SELECT run_id, case_idx, median(time_us) AS median_us FROM samples GROUP BY run_id, case_idx) m "
+    "WHERE case_results.run_id = m.run_id AND case_results.case_idx = m.case_idx;",
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -107,6 +112,7 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
         "err_us",
         "best_us",
         "worst_us",
+        "median_us",
     ],
     "samples": ("run_id", "case_idx", "rep", "time_us"),
     "profile_cases": (

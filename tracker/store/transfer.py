@@ -5,9 +5,22 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import duckdb
+
 from tracker.store import RUN_TABLES, TABLE_COLUMNS, connect
 
 EXPORT_TABLES = ("runs", "variants", *RUN_TABLES, "verdicts")
+# Columns an export file must have (the NOT NULL ones); any other column of ours it lacks (an export from an
+# older tracker) is imported as NULL, and columns we do not know are ignored.
+REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
+    "variants": ("sha256", "name", "source", "first_seen"),
+    "runs": ("run_id", "variant_sha256", "variant", "status", "suite", "mode", "started_at"),
+    "case_results": ("run_id", "case_idx", "spec", "kind", "passed"),
+    "samples": ("run_id", "case_idx", "rep", "time_us"),
+    "profile_cases": ("run_id", "case_idx"),
+    "profile_kernels": ("run_id", "case_idx"),
+    "verdicts": ("run_id", "verdict", "created_at"),
+}
 
 
 def export_runs(
@@ -37,11 +50,38 @@ def export_runs(
     return count
 
 
+def check_export(folder: str | os.PathLike) -> dict[str, list[str]]:
+    """Raise ValueError (FileNotFoundError for a missing folder) unless every table file of an export folder is
+    readable Parquet with the columns we need; nothing is read into a store. Returns, per table file present,
+    the columns of ours it has."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"no export folder at {folder}")
+    if not (folder / "runs.parquet").is_file():
+        raise FileNotFoundError(f"{folder} holds no runs.parquet export")
+    found: dict[str, list[str]] = {}
+    with duckdb.connect() as con:
+        for table in EXPORT_TABLES:
+            path = folder / f"{table}.parquet"
+            if not path.is_file():
+                continue
+            try:
+                have = {row[0] for row in con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [str(path)]).fetchall()}
+                con.execute("SELECT count(*) FROM read_parquet(?)", [str(path)]).fetchone()
+            except duckdb.Error as exc:
+                first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise ValueError(f"{path} is not a readable Parquet file: {first}") from None
+            missing = [c for c in REQUIRED_COLUMNS[table] if c not in have]
+            if missing:
+                raise ValueError(f"{path} is not a KernelBeam {table} export: it lacks columns {', '.join(missing)}")
+            found[table] = [c for c in TABLE_COLUMNS[table] if c in have]
+    return found
+
+
 def import_runs(store: str | os.PathLike, folder: str | os.PathLike) -> int:
     """Add the runs of an export folder that the store does not have yet, in one transaction."""
     folder = Path(folder)
-    if not (folder / "runs.parquet").is_file():
-        raise FileNotFoundError(f"{folder} holds no runs.parquet export")
+    present = check_export(folder)
     with connect(store) as con:
         con.execute("BEGIN TRANSACTION")
         try:
@@ -54,9 +94,9 @@ def import_runs(store: str | os.PathLike, folder: str | os.PathLike) -> int:
             added = con.execute("SELECT count(*) FROM new_runs").fetchone()[0]
             for table in EXPORT_TABLES:
                 path = folder / f"{table}.parquet"
-                if not path.is_file():
+                if table not in present:
                     continue
-                cols = ", ".join(TABLE_COLUMNS[table])
+                cols = ", ".join(present[table])
                 where = (
                     "sha256 NOT IN (SELECT sha256 FROM variants)"
                     if table == "variants"
@@ -66,8 +106,19 @@ def import_runs(store: str | os.PathLike, folder: str | os.PathLike) -> int:
                     f"INSERT INTO {table} ({cols}) SELECT {cols} FROM read_parquet(?) WHERE {where}",
                     [str(path)],
                 )
+            if "median_us" not in present.get("case_results", ["median_us"]):  # export from before v3
+                con.execute(
+                    "UPDATE case_results SET median_us = m.median_us FROM (SELECT run_id, case_idx, "
+                    "median(time_us) AS median_us FROM samples WHERE run_id IN (SELECT run_id FROM new_runs) "
+                    "GROUP BY run_id, case_idx) m "
+                    "WHERE case_results.run_id = m.run_id AND case_results.case_idx = m.case_idx"
+                )
             con.execute("DROP TABLE new_runs")
             con.execute("COMMIT")
+        except duckdb.Error as exc:  # data that passed the column check but not the store's constraints
+            con.execute("ROLLBACK")
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ValueError(f"cannot import {folder}: {first}") from None
         except Exception:
             con.execute("ROLLBACK")
             raise

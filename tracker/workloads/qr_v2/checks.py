@@ -1,4 +1,4 @@
-"""Correctness gates of qr_v2 (qr_v2_spec.md): structure, factor gate per matrix, orthogonality of the worst.
+"""Correctness gates of qr_v2 (docs/workload-qr_v2.md): structure, factor gate per matrix, orthogonality of the worst.
 
 Besides pass/fail, every check returns the scaled residuals, so the store shows how much accuracy slack a
 variant uses.

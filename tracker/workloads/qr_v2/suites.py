@@ -1,6 +1,6 @@
 """Suites as data: a suite is a list of correctness tests and a list of ranked benchmarks.
 
-The qr_v2 cases are the contest's (qr_v2_spec.md); `smoke` covers every case type with small shapes so it runs
+The qr_v2 cases are the contest's (docs/workload-qr_v2.md); `smoke` covers every case type with small shapes so it runs
 in seconds on a CPU. A suite names its input generator and checker so other workloads can be added as data.
 """
 
