@@ -60,7 +60,7 @@ def _imports(path: Path, module: str) -> list[tuple[int, str]]:
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             if node.level:  # relative import: resolve against this module's package
-                base = module.split(".")[: -node.level] if not path.name == "__init__.py" else module.split(".")
+                base = module.split(".")[: -node.level] if path.name != "__init__.py" else module.split(".")
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
