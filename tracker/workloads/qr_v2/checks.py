@@ -126,7 +126,7 @@ def _check_outputs(inputs: list[torch.Tensor], outputs: list[object], blocked: b
                 matrix_idx=where,
             )
     if len(inputs) == 1:
-        return _gates(inputs[0], outputs[0][0], outputs[0][1], lambda k: f"matrix {k}", 1, blocked)
+        return _gates(inputs[0], outputs[0][0], outputs[0][1], lambda k: f"matrix {k}", inputs[0].shape[0], blocked)
     batch = inputs[0].shape[0]
     return _gates(
         torch.cat(inputs),
