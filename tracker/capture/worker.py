@@ -14,6 +14,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from tracker.capture.evidence import FIRST_PASS, PENDING_KEY, failed_check
+from tracker.capture.evidence import save as save_evidence
+
 SHIM_DIR = Path(__file__).resolve().parent / "shim"
 
 
@@ -60,7 +63,10 @@ def run_test_case(kernel, case, device) -> dict[str, Any]:
     if mutation:
         return {"passed": False, "message": mutation}
     result = check_qr(copy, out)
-    return {"passed": result.passed, "message": result.message, **result.residuals}
+    row = {"passed": result.passed, "message": result.message, **result.residuals}
+    if not result.passed:
+        row[PENDING_KEY] = failed_check([copy], [out], result, FIRST_PASS)
+    return row
 
 
 def run_benchmark_case(kernel, case, device, clock, rules) -> dict[str, Any]:
@@ -72,12 +78,15 @@ def run_benchmark_case(kernel, case, device, clock, rules) -> dict[str, Any]:
     copies = [x.clone() for x in inputs]
     try:
         scratch = [x.clone() for x in inputs]  # the untimed pass works on clones, as the contest does
-        first = check_outputs(copies, [kernel(x) for x in scratch])
+        outs = [kernel(x) for x in scratch]
+        first = check_outputs(copies, outs)
         mutation = inputs_changed(scratch, copies)
         if mutation:
             return {"passed": False, "message": mutation}
         if not first.passed:
-            return {"passed": False, "message": first.message, **first.residuals}
+            evidence = failed_check(copies, outs, first, FIRST_PASS)
+            return {"passed": False, "message": first.message, **first.residuals, PENDING_KEY: evidence}
+        del outs
         timed = run_loop(kernel, inputs, copies, clock, rules)
     except Exception as exc:
         return {"passed": False, "message": _kernel_error(exc)}
@@ -88,6 +97,8 @@ def run_benchmark_case(kernel, case, device, clock, rules) -> dict[str, Any]:
         **residuals,
     }
     result["samples"] = timed.samples
+    if timed.failed_rep is not None:
+        result[PENDING_KEY] = failed_check(copies, timed.failed_outputs, timed.check, timed.failed_rep)
     if timed.samples:
         st = stats(timed.samples)
         result.update(
@@ -163,6 +174,7 @@ def main(job_path: str) -> int:
         else:
             result = run_benchmark_case(kernel, case, device, clock, rules)
         inputs = 1 if mode == "test" else case.input_count()
+        save_evidence(job.get("evidence_dir"), idx, result)
         events.emit(
             "case_done",
             case_idx=idx,

@@ -6,6 +6,7 @@ operation opens, works and closes. Writers and readers retry on the lock error w
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -137,15 +138,28 @@ class RunRecord:
     samples: list[tuple[int, int, float]] = field(default_factory=list)  # (case_idx, rep, time_us)
     profile_cases: list[dict[str, Any]] = field(default_factory=list)
     profile_kernels: list[dict[str, Any]] = field(default_factory=list)
+    evidence: list[dict[str, Any]] = field(default_factory=list)  # failed checks: arrays as .npz bytes
 
     def to_json(self) -> str:
-        return json.dumps(self.__dict__, default=str)
+        data = {**self.__dict__, "evidence": [_b64(e) for e in self.evidence]}
+        return json.dumps(data, default=str)
 
     @classmethod
     def from_json(cls, text: str) -> RunRecord:
         data = json.loads(text)
         data["samples"] = [tuple(s) for s in data["samples"]]
+        data["evidence"] = [_unb64(e) for e in data.get("evidence", [])]
         return cls(**data)
+
+
+def _b64(row: dict[str, Any]) -> dict[str, Any]:
+    arrays = row.get("arrays")
+    return {**row, "arrays": base64.b64encode(arrays).decode() if arrays is not None else None}
+
+
+def _unb64(row: dict[str, Any]) -> dict[str, Any]:
+    arrays = row.get("arrays")
+    return {**row, "arrays": base64.b64decode(arrays) if arrays is not None else None}
 
 
 def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[dict[str, Any]]) -> None:
@@ -218,6 +232,7 @@ def write_run(con: duckdb.DuckDBPyConnection, record: RunRecord) -> None:
             "profile_kernels",
             [{**p, "run_id": run_id} for p in record.profile_kernels],
         )
+        _insert(con, "evidence", [{**e, "run_id": run_id} for e in record.evidence])
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")

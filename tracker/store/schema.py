@@ -43,6 +43,15 @@ MIGRATIONS: list[str] = [
     """,
     # v2: samples are read per run, by far the largest table.
     "CREATE INDEX samples_run ON samples (run_id); CREATE INDEX case_results_run ON case_results (run_id);",
+    # v3: the evidence of a failed check: the worst matrix's input, H and tau (a compressed .npz) and residuals.
+    """
+    CREATE TABLE evidence (
+        run_id VARCHAR NOT NULL, case_idx INTEGER NOT NULL, repetition INTEGER, input_idx INTEGER,
+        matrix_idx INTEGER, n INTEGER, message VARCHAR,
+        factor_res DOUBLE, tril_res DOUBLE, recon_res DOUBLE, orth_res DOUBLE,
+        arrays BLOB, arrays_bytes BIGINT
+    );
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -126,6 +135,21 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
         "self_us",
     ),
     "verdicts": ("run_id", "variant_sha256", "verdict", "reason", "created_at"),
+    "evidence": (
+        "run_id",
+        "case_idx",
+        "repetition",
+        "input_idx",
+        "matrix_idx",
+        "n",
+        "message",
+        "factor_res",
+        "tril_res",
+        "recon_res",
+        "orth_res",
+        "arrays",
+        "arrays_bytes",
+    ),
 }
-RUN_TABLES = ("case_results", "samples", "profile_cases", "profile_kernels")
+RUN_TABLES = ("case_results", "samples", "profile_cases", "profile_kernels", "evidence")
 VERDICTS = ("promoted", "rejected", "inconclusive")
