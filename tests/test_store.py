@@ -25,7 +25,7 @@ pytestmark = pytest.mark.timeout(120)
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "kernels" / "geqrf_reference.py"
-TABLES = ("runs", "variants", "case_results", "samples", "profile_cases", "profile_kernels", "verdicts")
+TABLES = ("runs", "variants", "case_results", "samples", "profile_cases", "profile_kernels", "verdicts", "evidence")
 
 
 def make_run(
@@ -357,7 +357,7 @@ def test_export_import_round_trip_through_parquet(tmp_path):
     expected["runs"] -= 1  # the running one stayed home
     assert counts(b) == expected == {
         "runs": 3, "variants": 2, "case_results": 6, "samples": 26, "profile_cases": 2, "profile_kernels": 2,
-        "verdicts": 1,
+        "verdicts": 1, "evidence": 0,
     }  # fmt: skip
     assert import_runs(b, folder) == 0  # importing twice adds nothing
     assert counts(b) == expected

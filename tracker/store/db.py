@@ -217,8 +217,10 @@ def write_run(con: duckdb.DuckDBPyConnection, record: RunRecord) -> None:
     try:
         _upsert_variant(con, record.variant)
         con.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
+        present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         for table in RUN_TABLES:
-            con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
+            if table in present:  # a store written before a table was added (migrations add it on open)
+                con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
         _insert(con, "runs", [record.run])
         _insert(con, "case_results", [{**c, "run_id": run_id} for c in record.cases])
         _insert_samples(con, run_id, record.samples)
