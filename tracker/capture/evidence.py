@@ -16,6 +16,7 @@ import numpy as np
 
 FIRST_PASS = -1  # repetition of the untimed first pass (and of test mode's single call)
 MAX_ELEMENTS = 3 * 4096 * 4096  # a, h and tau of one n = 4096 matrix fit; larger ones keep no arrays
+MAX_RUN_BYTES = 256 << 20  # arrays kept per run; later failed cases keep their metadata only
 RESIDUAL_KEYS = ("factor_res", "tril_res", "recon_res", "orth_res")
 PENDING_KEY = "_evidence"  # where the worker's case functions leave (inputs, outputs, check, repetition)
 
@@ -77,7 +78,8 @@ def save(folder: str | None, case_idx: int, result: dict[str, Any]) -> None:
 
 def collect(folder: str | Path, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Runner side: the evidence rows named by the case events, read from the worker's folder."""
-    rows = []
+    rows: list[dict[str, Any]] = []
+    kept = 0
     for event in events:
         name = event.get("evidence") if event.get("event") == "case_done" else None
         if not isinstance(name, str):
@@ -90,6 +92,9 @@ def collect(folder: str | Path, events: list[dict[str, Any]]) -> list[dict[str, 
             continue
         meta = data.pop("meta", None) or {}
         shape = data["a"].shape if "a" in data else None
+        if kept + len(blob) > MAX_RUN_BYTES:
+            blob = pack({}, meta)  # over the run's budget: where and how it failed, without the matrices
+        kept += len(blob)
         rows.append(
             {
                 "case_idx": event["case_idx"],
