@@ -62,6 +62,7 @@ def _structure(a: torch.Tensor, output: object) -> tuple[str, int | None]:
             return f"{name} has dtype {t.dtype}, expected torch.float32", None
         if t.device != a.device:
             return f"{name} is on {t.device}, expected {a.device}", None
+    for name, t in (("H", h), ("tau", tau)):  # only once both are well formed, so a blamed matrix can be kept
         bad = ~torch.isfinite(t)
         if bool(bad.any()):
             count = int(bad.sum())
