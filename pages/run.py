@@ -86,6 +86,20 @@ with tabs[0]:
             height=common.rows_height(len(cases)),
         )
         st.caption("GFLOP/s counts 4/3 n³ + 2n² + 14n/3 flops per matrix, times the batch. Residuals are scaled.")
+    evidence = common.read("run_evidence", run_id)
+    if not evidence.empty:
+        st.markdown("**Evidence of failed checks** (the worst matrix; judge it again with `python -m tracker recheck`)")
+        st.dataframe(views.evidence_table(evidence), hide_index=True, key="evidence")
+        for row in evidence.itertuples():
+            blob = common.read("evidence_arrays", run_id, int(row.case_idx)) if row.arrays_bytes else None
+            if blob:
+                st.download_button(
+                    f"Download case {row.case_idx}: input, H, tau (.npz)",
+                    blob,
+                    file_name=f"{run_id}-case{row.case_idx}-evidence.npz",
+                    mime="application/octet-stream",
+                    key=f"evidence_{row.case_idx}",
+                )
 
 with tabs[1]:
     per_case = analysis.samples_by_case(cases, bundle["samples"])

@@ -1,5 +1,5 @@
 """The qr_v2 correctness gates: torch.geqrf passes every smoke case; each kind of wrong output is rejected with a
-message that says what is wrong; the blocked compact-WY Q equals torch.linalg.householder_product."""
+message that says what is wrong; the blocked compact-WY Q (float64) equals torch.linalg.householder_product."""
 
 from __future__ import annotations
 
@@ -172,8 +172,10 @@ def test_blocked_wy_q_equals_householder_product(n):
     tau[1, -1] = 0.0
     expected = torch.linalg.householder_product(h, tau)
     blocked = checks.householder_q(h, tau, blocked=True)
-    assert blocked.shape == expected.shape and blocked.dtype == torch.float32
-    assert torch.allclose(blocked, expected, atol=1e-5, rtol=0), float((blocked - expected).abs().max())
+    assert blocked.shape == expected.shape and blocked.dtype == torch.float64  # the GPU path computes in float64
+    assert torch.allclose(blocked.float(), expected, atol=1e-5, rtol=0), float((blocked - expected).abs().max())
+    exact = torch.linalg.householder_product(h.double(), tau.double())
+    assert torch.allclose(blocked, exact, atol=1e-12, rtol=0), float((blocked - exact).abs().max())
     assert torch.equal(checks.householder_q(h, tau, blocked=False), expected)
     assert torch.equal(checks.householder_q(h, tau), expected)  # on the CPU the library call is used
 
@@ -181,4 +183,4 @@ def test_blocked_wy_q_equals_householder_product(n):
 def test_blocked_wy_q_with_all_tau_zero_is_the_identity():
     h = torch.randn(2, 40, 40)
     q = checks.householder_q(h, torch.zeros(2, 40), blocked=True)
-    assert torch.equal(q, torch.eye(40).expand(2, 40, 40))
+    assert torch.equal(q, torch.eye(40, dtype=torch.float64).expand(2, 40, 40))

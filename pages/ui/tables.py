@@ -112,6 +112,26 @@ def run_case_table(cases: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def evidence_table(evidence: pd.DataFrame) -> pd.DataFrame:
+    """The kept evidence of failed checks, one row per case: where it failed and that matrix's residuals."""
+    rep = evidence["repetition"].map(lambda r: "first (untimed)" if r == -1 else f"{int(r)}" if is_num(r) else "-")
+    return pd.DataFrame(
+        {
+            "case": evidence["case_idx"],
+            "repetition": rep,
+            "input": evidence["input_idx"],
+            "matrix": evidence["matrix_idx"],
+            "n": evidence["n"],
+            "factor res": evidence["factor_res"],
+            "orth res": evidence["orth_res"],
+            "tril res": evidence["tril_res"],
+            "recon res": evidence["recon_res"],
+            "message": evidence["message"],
+            "kept (bytes)": evidence["arrays_bytes"],
+        }
+    )
+
+
 def profile_tables(profile_cases: pd.DataFrame, profile_kernels: pd.DataFrame, top: int = 15) -> dict[str, Any]:
     """Top kernels over all profiled cases, and launches / host time per case."""
     kernels = pd.DataFrame(columns=["kernel", "calls", "device (µs)", "self (µs)"])

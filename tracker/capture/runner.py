@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker import store as store_mod
+from tracker.capture.evidence import collect as collect_evidence
 from tracker.capture.gitinfo import capture_git, source_hash
 from tracker.workloads.qr_v2.suites import cases_for, get_suite, hidden_seed
 
@@ -226,6 +227,7 @@ def run_variant(
         "trace_dir": str(Path(f"{req.store}.traces").resolve() / run_id),
         "events_path": str(events_path),
         "device": req.device,
+        "evidence_dir": str(workdir),
     }
     job_path.write_text(json.dumps(job))
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -275,6 +277,7 @@ def run_variant(
         events.extend(new)
 
     log_tail = _tail(log_path)
+    record.evidence = collect_evidence(workdir, events)
     shutil.rmtree(workdir, ignore_errors=True)
     _complete(record, req, events, status, error, proc.returncode, log_tail)
     pending = store_mod.finish_run(req.store, record)

@@ -65,6 +65,8 @@ class TimingResult:
     message: str = ""
     samples: list[float] = field(default_factory=list)  # microseconds per call
     check: CheckResult | None = None
+    failed_rep: int | None = None  # the repetition whose recheck failed, and its outputs (the evidence)
+    failed_outputs: list | None = None
 
 
 class Clock:
@@ -132,7 +134,7 @@ def run_loop(
                 return TimingResult(False, mutation, samples)
             last_check = check_outputs(copies, outputs)
             if not last_check.passed:
-                return TimingResult(False, f"repetition {i}: {last_check.message}", samples, last_check)
+                return TimingResult(False, f"repetition {i}: {last_check.message}", samples, last_check, i, outputs)
         del outputs
         samples.append(seconds / len(inputs) * 1e6)
         if on_rep is not None:

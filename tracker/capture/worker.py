@@ -16,6 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tracker.capture.evidence import FIRST_PASS, PENDING_KEY, failed_check
+from tracker.capture.evidence import save as save_evidence
+
 SHIM_DIR = Path(__file__).resolve().parent / "shim"
 
 
@@ -62,7 +65,10 @@ def run_test_case(kernel, case, device) -> dict[str, Any]:
     if mutation:
         return {"passed": False, "message": mutation}
     result = check_qr(copy, out)
-    return {"passed": result.passed, "message": result.message, **result.residuals}
+    row = {"passed": result.passed, "message": result.message, **result.residuals}
+    if not result.passed:
+        row[PENDING_KEY] = failed_check([copy], [out], result, FIRST_PASS)
+    return row
 
 
 REP_EVENT_INTERVAL_S = 0.25  # progress events within a case: at most ~4 a second
@@ -100,12 +106,15 @@ def run_benchmark_case(kernel, case, device, clock, rules, on_rep=None) -> dict[
     copies = [x.clone() for x in inputs]
     try:
         scratch = [x.clone() for x in inputs]  # the untimed pass works on clones, as the contest does
-        first = check_outputs(copies, [kernel(x) for x in scratch])
+        outs = [kernel(x) for x in scratch]
+        first = check_outputs(copies, outs)
         mutation = inputs_changed(scratch, copies)
         if mutation:
             return {"passed": False, "message": mutation}
         if not first.passed:
-            return {"passed": False, "message": first.message, **first.residuals}
+            evidence = failed_check(copies, outs, first, FIRST_PASS)
+            return {"passed": False, "message": first.message, **first.residuals, PENDING_KEY: evidence}
+        del outs
         timed = run_loop(kernel, inputs, copies, clock, rules, on_rep=on_rep)
     except Exception as exc:
         return {"passed": False, "message": _kernel_error(exc)}
@@ -116,6 +125,8 @@ def run_benchmark_case(kernel, case, device, clock, rules, on_rep=None) -> dict[
         **residuals,
     }
     result["samples"] = timed.samples
+    if timed.failed_rep is not None:
+        result[PENDING_KEY] = failed_check(copies, timed.failed_outputs, timed.check, timed.failed_rep)
     if timed.samples:
         st = stats(timed.samples)
         result.update(
@@ -192,6 +203,7 @@ def main(job_path: str) -> int:
         else:
             result = run_benchmark_case(kernel, case, device, clock, rules, rep_reporter(events.emit, idx, rules))
         inputs = 1 if mode == "test" else case.input_count()
+        save_evidence(job.get("evidence_dir"), idx, result)
         events.emit(
             "case_done",
             case_idx=idx,

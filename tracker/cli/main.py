@@ -1,4 +1,4 @@
-"""Command line: `python -m tracker run|list|show|compare|regressions|verdict|export|import` (or `kernelbeam ...`).
+"""Command line: `python -m tracker COMMAND` (or `kernelbeam COMMAND`); `--help` lists the commands.
 
 Every command has `--json`: one JSON document on stdout, progress and messages on stderr.
 Exit codes: 0 success (for `run`: the run passed), 1 the run did not pass (or an internal error), 2 bad input.
@@ -12,11 +12,11 @@ import os
 import sys
 from typing import NoReturn
 
-from tracker.cli import compare, run, runs, transfer
+from tracker.cli import compare, recheck, run, runs, transfer
 from tracker.cli.common import UsageError, common_options
 from tracker.store import StoreError
 
-COMMAND_GROUPS = (run, runs, transfer, compare)
+COMMAND_GROUPS = (run, runs, transfer, compare, recheck)
 DEBUG_ENV = "KERNELBEAM_DEBUG"
 
 

@@ -63,8 +63,11 @@ def cmd_show(args: argparse.Namespace) -> int:
     cases = [
         {k: clean(v) for k, v in row.items()} for row in queries.case_results(args.store, run_id).to_dict("records")
     ]
+    evidence = [
+        {k: clean(v) for k, v in row.items()} for row in queries.run_evidence(args.store, run_id).to_dict("records")
+    ]
     if args.json:
-        print(json.dumps({**run, "cases": cases}))
+        print(json.dumps({**run, "cases": cases, "evidence": evidence}))
         return 0
     for key in (
         "run_id",
@@ -92,7 +95,17 @@ def cmd_show(args: argparse.Namespace) -> int:
             print(f"{key:11} {run[key]}")
     print_cases(cases)
     print(f"geomean {fmt_us(run.get('geomean_us'))}")
+    for e in evidence:  # what a failed check kept (python -m tracker recheck judges it again)
+        rep = "first pass" if e["repetition"] == -1 else f"repetition {e['repetition']}"
+        print(
+            f"evidence case {e['case_idx']}: {rep}, input {e['input_idx']}, matrix {e['matrix_idx']}, "
+            f"factor_res {fmt_res(e['factor_res'])}, orth_res {fmt_res(e['orth_res'])}, {e['arrays_bytes'] or 0} bytes"
+        )
     return 0
+
+
+def fmt_res(value) -> str:
+    return "-" if value is None else f"{value:.4g}"
 
 
 def cmd_verdict(args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ operation opens, works and closes. Writers and readers retry on the lock error w
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -218,15 +219,28 @@ class RunRecord:
     samples: list[tuple[int, int, float]] = field(default_factory=list)  # (case_idx, rep, time_us)
     profile_cases: list[dict[str, Any]] = field(default_factory=list)
     profile_kernels: list[dict[str, Any]] = field(default_factory=list)
+    evidence: list[dict[str, Any]] = field(default_factory=list)  # failed checks: arrays as .npz bytes
 
     def to_json(self) -> str:
-        return json.dumps(self.__dict__, default=str)
+        data = {**self.__dict__, "evidence": [_b64(e) for e in self.evidence]}
+        return json.dumps(data, default=str)
 
     @classmethod
     def from_json(cls, text: str) -> RunRecord:
         data = json.loads(text)
         data["samples"] = [tuple(s) for s in data["samples"]]
+        data["evidence"] = [_unb64(e) for e in data.get("evidence", [])]
         return cls(**data)
+
+
+def _b64(row: dict[str, Any]) -> dict[str, Any]:
+    arrays = row.get("arrays")
+    return {**row, "arrays": base64.b64encode(arrays).decode() if arrays is not None else None}
+
+
+def _unb64(row: dict[str, Any]) -> dict[str, Any]:
+    arrays = row.get("arrays")
+    return {**row, "arrays": base64.b64decode(arrays) if arrays is not None else None}
 
 
 def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[dict[str, Any]]) -> None:
@@ -284,8 +298,10 @@ def write_run(con: duckdb.DuckDBPyConnection, record: RunRecord) -> None:
     try:
         _upsert_variant(con, record.variant)
         con.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
+        present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         for table in RUN_TABLES:
-            con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
+            if table in present:  # a store written before a table was added (migrations add it on open)
+                con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
         _insert(con, "runs", [record.run])
         _insert(con, "case_results", [{**c, "run_id": run_id} for c in record.cases])
         _insert_samples(con, run_id, record.samples)
@@ -299,6 +315,7 @@ def write_run(con: duckdb.DuckDBPyConnection, record: RunRecord) -> None:
             "profile_kernels",
             [{**p, "run_id": run_id} for p in record.profile_kernels],
         )
+        _insert(con, "evidence", [{**e, "run_id": run_id} for e in record.evidence])
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")

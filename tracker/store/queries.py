@@ -389,3 +389,39 @@ def case_history(
             "FROM samples s JOIN hist h USING (run_id) GROUP BY s.run_id, s.case_idx"
         ).df()
     return {"runs": runs, "cases": cases, "samples": samples}
+
+
+EVIDENCE_COLUMNS = (
+    "case_idx, repetition, input_idx, matrix_idx, n, message, factor_res, tril_res, recon_res, orth_res, arrays_bytes"
+)
+
+
+def _has_table(con, name: str) -> bool:
+    return bool(
+        con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]).fetchone()[0]
+    )
+
+
+def run_evidence(store: str | os.PathLike, run_id: str, *, case_idx: int | None = None) -> pd.DataFrame:
+    """The evidence kept for a run's failed checks, one row per case, without the arrays (a store written
+    before evidence existed has none)."""
+    with connect(store, read_only=True) as con:
+        if not _has_table(con, "evidence"):
+            return pd.DataFrame(columns=[c.strip() for c in EVIDENCE_COLUMNS.split(",")])
+        sql = f"SELECT {EVIDENCE_COLUMNS} FROM evidence WHERE run_id = ?"
+        params: list[Any] = [run_id]
+        if case_idx is not None:
+            sql += " AND case_idx = ?"
+            params.append(int(case_idx))
+        return con.execute(sql + " ORDER BY case_idx", params).df()
+
+
+def evidence_arrays(store: str | os.PathLike, run_id: str, case_idx: int) -> bytes | None:
+    """The .npz bytes (input `a`, `h`, `tau` of the failing matrix) kept for one case, or None."""
+    with connect(store, read_only=True) as con:
+        if not _has_table(con, "evidence"):
+            return None
+        row = con.execute(
+            "SELECT arrays FROM evidence WHERE run_id = ? AND case_idx = ?", [run_id, int(case_idx)]
+        ).fetchone()
+    return bytes(row[0]) if row and row[0] is not None else None

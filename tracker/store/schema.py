@@ -48,6 +48,15 @@ MIGRATIONS: list[str] = [
     "UPDATE case_results SET median_us = m.median_us FROM "
     "(SELECT run_id, case_idx, median(time_us) AS median_us FROM samples GROUP BY run_id, case_idx) m "
     "WHERE case_results.run_id = m.run_id AND case_results.case_idx = m.case_idx;",
+    # v4: the evidence of a failed check: the worst matrix's input, H and tau (a compressed .npz) and residuals.
+    """
+    CREATE TABLE evidence (
+        run_id VARCHAR NOT NULL, case_idx INTEGER NOT NULL, repetition INTEGER, input_idx INTEGER,
+        matrix_idx INTEGER, n INTEGER, message VARCHAR,
+        factor_res DOUBLE, tril_res DOUBLE, recon_res DOUBLE, orth_res DOUBLE,
+        arrays BLOB, arrays_bytes BIGINT
+    );
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -132,6 +141,21 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
         "self_us",
     ),
     "verdicts": ("run_id", "variant_sha256", "verdict", "reason", "created_at"),
+    "evidence": (
+        "run_id",
+        "case_idx",
+        "repetition",
+        "input_idx",
+        "matrix_idx",
+        "n",
+        "message",
+        "factor_res",
+        "tril_res",
+        "recon_res",
+        "orth_res",
+        "arrays",
+        "arrays_bytes",
+    ),
 }
-RUN_TABLES = ("case_results", "samples", "profile_cases", "profile_kernels")
+RUN_TABLES = ("case_results", "samples", "profile_cases", "profile_kernels", "evidence")
 VERDICTS = ("promoted", "rejected", "inconclusive")

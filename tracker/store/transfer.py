@@ -19,6 +19,7 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
     "samples": ("run_id", "case_idx", "rep", "time_us"),
     "profile_cases": ("run_id", "case_idx"),
     "profile_kernels": ("run_id", "case_idx"),
+    "evidence": ("run_id", "case_idx"),
     "verdicts": ("run_id", "verdict", "created_at"),
 }
 

@@ -1,0 +1,111 @@
+"""Evidence of a failed check: the input, H and tau of the failing (worst) matrix, its residuals, and which
+repetition failed, so a failure can be judged again later (`python -m tracker recheck`).
+
+The worker writes one compressed .npz per failed case into its working folder and names it in the case's
+event (the event stream stays small); the runner reads the files before it removes the folder.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+FIRST_PASS = -1  # repetition of the untimed first pass (and of test mode's single call)
+MAX_ELEMENTS = 3 * 4096 * 4096  # a, h and tau of one n = 4096 matrix fit; larger ones keep no arrays
+MAX_RUN_BYTES = 256 << 20  # arrays kept per run; later failed cases keep their metadata only
+RESIDUAL_KEYS = ("factor_res", "tril_res", "recon_res", "orth_res")
+PENDING_KEY = "_evidence"  # where the worker's case functions leave (inputs, outputs, check, repetition)
+
+
+def pack(arrays: dict[str, np.ndarray], meta: dict[str, Any] | None = None) -> bytes:
+    buf = io.BytesIO()
+    extra = {"meta": np.array(json.dumps(meta))} if meta is not None else {}
+    np.savez_compressed(buf, **arrays, **extra)
+    return buf.getvalue()
+
+
+def unpack(blob: bytes) -> dict[str, Any]:
+    """Arrays of an evidence .npz; `meta` (if present) comes back as a dict."""
+    with np.load(io.BytesIO(blob), allow_pickle=False) as npz:
+        out: dict[str, Any] = {k: npz[k] for k in npz.files}
+    if "meta" in out:
+        out["meta"] = json.loads(str(out["meta"]))
+    return out
+
+
+def failed_check(inputs: list, outputs: list, check: Any, repetition: int) -> tuple:
+    """What the worker keeps of a failed check until the case's event is written."""
+    return (inputs, outputs, check, repetition)
+
+
+def _arrays(inputs: list, outputs: list, check: Any) -> dict[str, np.ndarray]:
+    i, m = check.input_idx, check.matrix_idx
+    if i is None or m is None:
+        return {}
+    a = inputs[i][m]
+    h, tau = outputs[i][0][m], outputs[i][1][m]
+    if 2 * a.numel() + tau.numel() > MAX_ELEMENTS:
+        return {}
+    return {name: t.detach().to("cpu").numpy() for name, t in (("a", a), ("h", h), ("tau", tau))}
+
+
+def save(folder: str | None, case_idx: int, result: dict[str, Any]) -> None:
+    """Worker side: turn a pending failed check in `result` into an .npz in `folder`, named in the result."""
+    pending = result.pop(PENDING_KEY, None)
+    if pending is None or folder is None:
+        return
+    inputs, outputs, check, repetition = pending
+    meta = {
+        "case_idx": case_idx,
+        "repetition": repetition,
+        "input_idx": check.input_idx,
+        "matrix_idx": check.matrix_idx,
+        "message": check.message,
+        **{k: check.worst_residuals.get(k) for k in RESIDUAL_KEYS},
+    }
+    name = f"evidence-{int(case_idx)}.npz"
+    try:
+        (Path(folder) / name).write_bytes(pack(_arrays(inputs, outputs, check), meta))
+    except Exception as exc:  # evidence is a bonus; the verdict stands without it
+        result["evidence_error"] = f"{type(exc).__name__}: {exc}"
+        return
+    result["evidence"] = name
+
+
+def collect(folder: str | Path, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Runner side: the evidence rows named by the case events, read from the worker's folder."""
+    rows: list[dict[str, Any]] = []
+    kept = 0
+    for event in events:
+        name = event.get("evidence") if event.get("event") == "case_done" else None
+        if not isinstance(name, str):
+            continue
+        path = Path(folder) / Path(name).name  # never outside the worker's folder
+        try:
+            blob = path.read_bytes()
+            data = unpack(blob)
+        except Exception:  # a missing or unreadable file: the case keeps its verdict and message
+            continue
+        meta = data.pop("meta", None) or {}
+        shape = data["a"].shape if "a" in data else None
+        if kept + len(blob) > MAX_RUN_BYTES:
+            blob = pack({}, meta)  # over the run's budget: where and how it failed, without the matrices
+        kept += len(blob)
+        rows.append(
+            {
+                "case_idx": event["case_idx"],
+                "repetition": meta.get("repetition"),
+                "input_idx": meta.get("input_idx"),
+                "matrix_idx": meta.get("matrix_idx"),
+                "n": shape[-1] if shape else None,
+                "message": meta.get("message"),
+                **{k: meta.get(k) for k in RESIDUAL_KEYS},
+                "arrays": blob,
+                "arrays_bytes": len(blob),
+            }
+        )
+    return rows
