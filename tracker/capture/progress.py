@@ -22,12 +22,20 @@ class ProgressState:
         self.current: str | None = None
         self.elapsed_s = 0.0
         self.gpu: str | None = None
+        self.phase = "starting"  # starting, waiting (for the device), compiling, running
+        self.waiting_for: str | None = None
 
     def update(self, event: dict[str, Any]) -> None:
         kind = event["event"]
         self.elapsed_s = event.get("elapsed_s", self.elapsed_s)
         if kind == "started":
             self.run_id, self.total = event["run_id"], event["total"]
+        elif kind == "waiting":
+            self.phase, self.waiting_for = "waiting", waiting_text(event)
+        elif kind == "import_start":
+            self.phase, self.waiting_for = "compiling", None
+        elif kind == "compiled":
+            self.phase = "running"
         elif kind == "env":
             self.gpu = event.get("gpu")
         elif kind == "case_start":
@@ -46,7 +54,15 @@ class ProgressState:
             "current": self.current,
             "elapsed_s": round(self.elapsed_s, 1),
             "gpu": self.gpu,
+            "phase": self.phase,
+            "waiting_for": self.waiting_for,
         }
+
+
+def waiting_text(event: dict[str, Any]) -> str:
+    holder = event.get("holder") or {}
+    who = f" (held by pid {holder.get('pid')}, run {holder.get('run_id')})" if holder else ""
+    return f"waiting for device {event.get('device')}{who}"
 
 
 class TerminalBar:
@@ -56,9 +72,15 @@ class TerminalBar:
         self.state = ProgressState()
         self.stream = stream
         self.tty = stream.isatty()
+        self._said: str | None = None
 
     def __call__(self, event: dict[str, Any]) -> None:
         self.state.update(event)
+        if event["event"] in ("waiting", "import_start", "compiled"):
+            if self.tty or event["event"] != "waiting" or self._said != self.state.waiting_for:
+                self._said = self.state.waiting_for
+                self._phase_line(event)
+            return
         if event["event"] not in ("case_start", "case_done") or (not self.tty and event["event"] != "case_done"):
             return
         s = self.state
@@ -73,6 +95,13 @@ class TerminalBar:
             self.stream.write("\r\033[K" + line)
         else:
             self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def _phase_line(self, event: dict[str, Any]) -> None:
+        s = self.state
+        text = {"waiting": s.waiting_for, "import_start": "compiling (import and first call)", "compiled": "compiled"}
+        line = f"{text[event['event']]} ({s.elapsed_s:.1f} s)"
+        self.stream.write(("\r\033[K" + line) if self.tty else line + "\n")
         self.stream.flush()
 
     def close(self) -> None:

@@ -43,6 +43,10 @@ MIGRATIONS: list[str] = [
     """,
     # v2: samples are read per run, by far the largest table.
     "CREATE INDEX samples_run ON samples (run_id); CREATE INDEX case_results_run ON case_results (run_id);",
+    # v3 (trust): compile time apart from kernel time, what shared the device, static-scan flags (JSON lists).
+    "ALTER TABLE runs ADD COLUMN compile_s DOUBLE; ALTER TABLE runs ADD COLUMN device_load_start VARCHAR; "
+    "ALTER TABLE runs ADD COLUMN device_load_end VARCHAR; ALTER TABLE runs ADD COLUMN shared_device BOOLEAN; "
+    "ALTER TABLE runs ADD COLUMN flags VARCHAR;",
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -83,6 +87,11 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
         "log_tail",
         "warnings",
         "geomean_us",
+        "compile_s",
+        "device_load_start",
+        "device_load_end",
+        "shared_device",
+        "flags",
     ],
     "case_results": [
         "run_id",
