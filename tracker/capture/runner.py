@@ -282,9 +282,7 @@ def run_variant(
         return RunOutcome(record, store_mod.finish_run(req.store, record), [])
     try:
         record.run["device_load_start"] = devicelock.device_load(key)
-        status, error, returncode, log_tail, compile_s, forged = _drive_worker(
-            req, record, events, emit, should_cancel
-        )
+        status, error, returncode, log_tail, compile_s, forged = _drive_worker(req, record, events, emit, should_cancel)
         record.run["device_load_end"] = devicelock.device_load(key)
     finally:
         lock.release()
@@ -382,7 +380,8 @@ def _drive_worker(req, record, events, emit, should_cancel):
                     seen |= descendants(proc.pid)
                     last_scan = now
                 if timed_deadline is None and now > compile_deadline:
-                    status, error = "failed", f"compiling took longer than {req.compile_timeout:g} s (--compile-timeout)"
+                    error = f"compiling took longer than {req.compile_timeout:g} s (--compile-timeout)"
+                    status = "failed"
                     break
                 if timed_deadline is not None and now > timed_deadline:
                     status, error = "timeout", f"the run exceeded its timeout of {req.timeout:g} s"

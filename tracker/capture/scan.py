@@ -20,6 +20,7 @@ FLAGS: dict[str, tuple[str, str]] = {
     "identity-cache": ("hack", "keys something on the identity of its inputs (a cache of outputs?)"),
     "side-stream": ("hack", "creates a CUDA stream without waiting for it before returning"),
     "process-spawn": ("info", "starts processes or threads"),
+    "forged-events": ("hack", "wrote lines into the worker's event channel"),  # set by the runner, not the scan
 }
 _TIMERS = {
     "torch.cuda.Event",
@@ -47,7 +48,8 @@ _INTROSPECTION = {
     "sys.setprofile",
 }
 _SPAWN_PREFIXES = ("subprocess.", "multiprocessing.", "concurrent.futures.")
-_SPAWN = {"os.fork", "os.forkpty", "os.system", "os.popen", "os.posix_spawn", "os.spawnv", "os.setsid", "threading.Thread"}
+_SPAWN = {"os.fork", "os.forkpty", "os.system", "os.popen", "os.posix_spawn", "os.spawnv", "os.setsid"}
+_SPAWN |= {"threading.Thread"}
 _STREAMS = {"torch.cuda.Stream", "torch.cuda.stream", "torch.Stream", "torch.cuda.ExternalStream"}
 _WAITS = {"synchronize", "wait_stream", "wait_event", "wait"}
 

@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from tracker.capture.scan import describe
 from tracker.cli.common import clean, fmt_us, print_cases, print_table, resolve
 from tracker.store import VERDICTS, queries
 
@@ -57,6 +58,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     cases = [
         {k: clean(v) for k, v in row.items()} for row in queries.case_results(args.store, run_id).to_dict("records")
     ]
+    run["flags"] = json.loads(run.get("flags") or "[]")
     if args.json:
         print(json.dumps({**run, "cases": cases}))
         return 0
@@ -81,9 +83,13 @@ def cmd_show(args: argparse.Namespace) -> int:
         "note",
         "error",
         "warnings",
+        "compile_s",
+        "shared_device",
     ):
         if run.get(key) is not None:
             print(f"{key:11} {run[key]}")
+    if run["flags"]:
+        print(f"{'flags':11} {describe(run['flags'])}")
     print_cases(cases)
     print(f"geomean {fmt_us(run.get('geomean_us'))} us")
     return 0

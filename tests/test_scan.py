@@ -1,0 +1,102 @@
+"""Results cannot be forged from inside the kernel's process by the obvious routes, and known reward hacks in a
+variant's source are flagged, stored with the run and shown beside its verdict (one hostile kernel per flag)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tracker.capture.scan import FLAGS, scan_source
+from tracker.store import queries
+
+pytestmark = pytest.mark.timeout(180)
+
+ROOT = Path(__file__).resolve().parent.parent
+VARIANTS = Path(__file__).resolve().parent / "variants"
+HOSTILE = {
+    "hack_tracker_import.py": "tracker-internals",
+    "hack_sys_modules.py": "sys-modules",
+    "hack_introspection.py": "introspection",
+    "hack_timer_patch.py": "timer-patch",
+    "hack_identity_cache.py": "identity-cache",
+    "hack_side_stream.py": "side-stream",
+    "spawns_children.py": "process-spawn",
+}
+
+
+def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tracker", *args], cwd=ROOT, capture_output=True, text=True, timeout=150, env=env
+    )
+
+
+@pytest.mark.parametrize("variant,code", sorted(HOSTILE.items()))
+def test_each_hostile_kernel_gets_its_flag(variant, code):
+    flags = scan_source((VARIANTS / variant).read_text())
+    assert code in {f.code for f in flags}, flags
+    assert all(f.line > 0 and f.message for f in flags)
+
+
+def test_every_flag_code_has_a_hostile_kernel():
+    assert set(HOSTILE.values()) == {c for c in FLAGS if c != "forged-events"}
+
+
+def test_our_kernels_and_plain_variants_raise_no_hack_flag():
+    for path in [*sorted((ROOT / "kernels").glob("*.py")), VARIANTS / "contest_print.py", VARIANTS / "raises.py"]:
+        flags = [f for f in scan_source(path.read_text()) if f.severity == "hack"]
+        assert flags == [], (path.name, flags)
+
+
+def test_the_scan_reads_code_not_text():
+    source = '''
+"""We never call time.perf_counter = 0 or data_ptr() here; torch.cuda.Stream is mentioned in a docstring."""
+import torch  # sys.modules and gc.get_objects are only words in a comment
+x = "import tracker"
+def custom_kernel(data):
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        out = torch.geqrf(data)
+    torch.cuda.current_stream().wait_stream(s)
+    return out
+'''
+    assert scan_source(source) == []
+    patched = "import time\nfrom time import perf_counter\nimport torch.cuda as tc\ntime.time = None\ntc.Event = 1\n"
+    assert [(f.code, f.line) for f in scan_source(patched)] == [("timer-patch", 4), ("timer-patch", 5)]
+    assert [f.code for f in scan_source("d = {}\ndef k(x):\n    return d.setdefault(id(x), x)\n")] == ["identity-cache"]
+
+
+def test_flags_are_stored_with_the_run_and_shown_by_run_and_show(tmp_path):
+    store = tmp_path / "s.duckdb"
+    variant = VARIANTS / "hack_timer_patch.py"
+    proc = cli("run", str(variant), "--suite", "smoke", "--mode", "test", "--cases", "0", "--store", str(store))
+    assert "flag: timer-patch (line 7)" in proc.stdout, proc.stdout + proc.stderr
+    run_id = queries.list_runs(store)["run_id"][0]
+    stored = json.loads(queries.get_run(store, run_id)["flags"])
+    assert [(f["code"], f["line"]) for f in stored] == [("timer-patch", 7), ("timer-patch", 8), ("timer-patch", 9)]
+    shown = json.loads(cli("show", run_id, "--store", str(store), "--json").stdout)
+    assert [f["code"] for f in shown["flags"]] == ["timer-patch"] * 3
+    text = cli("show", run_id, "--store", str(store)).stdout
+    assert "flags" in text and "timer-patch@7" in text
+
+
+def test_a_kernel_that_writes_passed_events_cannot_forge_a_pass(tmp_path):
+    """The old attack (append `passed` events to the events file named in the job file or environment) and the
+    new one (write them into every open fd, signed with a guessed key) both fail; the run is judged on what the
+    kernel really returned, and the rejected lines are reported."""
+    store = tmp_path / "s.duckdb"
+    proc = cli("run", str(VARIANTS / "forges_events.py"), "--suite", "smoke", "--cases", "0", "--store", str(store),
+               "--json", "--quiet")  # fmt: skip
+    summary = json.loads(proc.stdout)
+    assert proc.returncode == 1
+    assert summary["status"] == "failed" and summary["geomean_us"] is None and summary["gpu"] == "CPU"
+    (case,) = summary["cases"]
+    assert not case["passed"] and "factor gate failed" in case["message"] and case["mean_us"] is None
+    forged = [f for f in summary["flags"] if f["code"] == "forged-events"]
+    assert forged and "failed authentication" in forged[0]["message"]
+    row = queries.get_run(store, summary["run_id"])
+    assert row["status"] == "failed" and "KB-FORGER tried" in row["log_tail"]
+    assert queries.case_results(store, summary["run_id"])["passed"].tolist() == [False]
