@@ -100,3 +100,30 @@ def test_a_kernel_that_writes_passed_events_cannot_forge_a_pass(tmp_path):
     row = queries.get_run(store, summary["run_id"])
     assert row["status"] == "failed" and "KB-FORGER tried" in row["log_tail"]
     assert queries.case_results(store, summary["run_id"])["passed"].tolist() == [False]
+
+
+def test_flags_show_beside_the_verdict_on_the_run_page_and_in_the_experiments_table(demo_store):
+    from streamlit.testing.v1 import AppTest
+
+    from tests.conftest import T0, make_record
+    from tracker import store as store_mod
+    from tracker.capture.scan import flags_as_dicts
+
+    path, _ = demo_store
+    source = (VARIANTS / "hack_identity_cache.py").read_text()
+    rec = make_record("flagged0aaaa", variant="hack_identity_cache", source=source, path="kernels/hack.py",
+                      family="hacks", started=T0.replace(day=3), means=[20.0] * 12, seed=3)  # fmt: skip
+    rec.run["flags"] = json.dumps(flags_as_dicts(scan_source(source)))
+    assert store_mod.finish_run(path, rec) is None
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.run()
+    at.switch_page("pages/run.py")
+    at.query_params["id"] = "flagged0aaaa"
+    at.run()
+    assert not at.exception
+    assert any("Flag **identity-cache** (line 9)" in w.value for w in at.warning), [w.value for w in at.warning]
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    table = next(df.value for df in at.dataframe if "flags" in df.value.columns)
+    row = table[table["variant"] == "hack_identity_cache"].iloc[0]
+    assert row["flags"] == "⚠ identity-cache"
+    assert set(table[table["variant"] != "hack_identity_cache"]["flags"]) <= {"", None}

@@ -1,4 +1,4 @@
-"""Command line: `python -m tracker run|list|show|compare|regressions|verdict|export|import`.
+"""Command line: `python -m tracker run|list|show|compare|regressions|verdict|export|import|queue`.
 
 Every command that an agent uses has `--json`: one JSON document on stdout, progress and messages on stderr.
 Exit codes: 0 success (for `run`: the run passed), 1 the run did not pass, 2 bad input.
@@ -10,11 +10,11 @@ import argparse
 import os
 import sys
 
-from tracker.cli import compare, run, runs, transfer
+from tracker.cli import compare, queue, run, runs, transfer
 from tracker.cli.common import UsageError, common_options
 from tracker.store import NotAStoreError, StoreLockedError
 
-COMMAND_GROUPS = (run, runs, transfer, compare)
+COMMAND_GROUPS = (run, runs, transfer, compare, queue)
 
 
 def build_parser() -> argparse.ArgumentParser:

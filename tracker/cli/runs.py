@@ -6,8 +6,10 @@ import argparse
 import json
 from pathlib import Path
 
+from tracker.capture.devicelock import queue
 from tracker.capture.scan import describe
 from tracker.cli.common import clean, fmt_us, print_cases, print_table, resolve
+from tracker.cli.queue import queue_lines
 from tracker.store import VERDICTS, queries
 
 
@@ -29,6 +31,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(records))
         return 0
+    for line in queue_lines(queue()):  # who holds a device, who waits: `queue --json` for agents
+        print(line)
     if not records:
         print(f"no runs in {args.store}")
         return 0

@@ -206,7 +206,8 @@ def variant_table(
                 arg_max(status, started_at) AS latest_status,
                 arg_max(geomean_us, started_at) AS latest_geomean_us,
                 min(started_at) AS first_run_at,
-                max(started_at) AS last_run_at
+                max(started_at) AS last_run_at,
+                arg_max(flags, started_at) AS latest_flags
             FROM r GROUP BY variant_sha256, suite, gpu
         ),
         v AS (
@@ -379,3 +380,16 @@ def case_history(
             "FROM samples s JOIN hist h USING (run_id) GROUP BY s.run_id, s.case_idx"
         ).df()
     return {"runs": runs, "cases": cases, "samples": samples}
+
+
+def shared_device_runs(store: str | os.PathLike, run_ids: list[str] | tuple[str, ...]) -> list[str]:
+    """Which of these runs did not have their device to themselves (other GPU processes, or a host load above
+    its core count, at start or end): their timings may be contended."""
+    if not run_ids:
+        return []
+    with connect(store, read_only=True) as con:
+        rows = con.execute(
+            "SELECT run_id FROM runs WHERE shared_device AND list_contains(?, run_id) ORDER BY started_at",
+            [list(run_ids)],
+        ).fetchall()
+    return [r[0] for r in rows]
