@@ -118,13 +118,17 @@ def test_a_new_store_has_the_current_schema_version(store):
         assert con.execute("SELECT count(*) FROM schema_version").fetchone()[0] == len(store_mod.MIGRATIONS)
 
 
-def test_an_old_v1_store_is_migrated_to_the_current_version_keeping_its_runs(tmp_path):
+def test_an_old_v1_store_is_migrated_to_the_current_version_keeping_its_runs(tmp_path, monkeypatch):
     path = tmp_path / "old.duckdb"
     con = duckdb.connect(str(path))
     con.execute("CREATE TABLE schema_version (version INTEGER, applied_at TIMESTAMPTZ)")
     con.execute(store_mod.MIGRATIONS[0])
     con.execute("INSERT INTO schema_version VALUES (1, now())")
-    store_mod.write_run(con, make_run("oldrun000001"))
+    v1_columns = [r[0] for r in con.execute("SELECT column_name FROM information_schema.columns "
+                                            "WHERE table_name = 'runs' ORDER BY ordinal_position").fetchall()]  # fmt: skip
+    with monkeypatch.context() as m:  # written as a v1 tracker wrote it: only the columns v1 had
+        m.setitem(store_mod.TABLE_COLUMNS, "runs", v1_columns)
+        store_mod.write_run(con, make_run("oldrun000001"))
     con.close()
     with store_mod.connect(path) as con:
         assert store_mod.schema_version(con) == len(store_mod.MIGRATIONS)
