@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tracker.capture.progress import ProgressState
 from tracker.capture.runner import RunRequest, run_variant
 from tracker.common.processes import descendants
 from tracker.store import queries
@@ -157,10 +158,21 @@ def test_compilation_has_its_own_budget_and_the_timeout_covers_the_timed_work(tm
     monkeypatch.setenv("KB_IMPORT_SLEEP", "5")
     store = str(tmp_path / "s.duckdb")
     slow = str(VARIANTS / "slow_import.py")
-    # a 3 s timeout is not spent on a 5 s import
-    outcome = run_variant(RunRequest(path=slow, suite="smoke", mode="test", cases=[0], store=store, timeout=3))
+    # a 3 s timeout is not spent on a 5 s import, and progress says "compiling" meanwhile
+    state, phases = ProgressState(), []
+
+    def follow(event):
+        state.update(event)
+        if not phases or phases[-1] != state.phase:
+            phases.append(state.phase)
+
+    outcome = run_variant(
+        RunRequest(path=slow, suite="smoke", mode="test", cases=[0], store=store, timeout=3), on_event=follow
+    )
     assert outcome.status == "passed", outcome.record.run["error"]
     assert outcome.record.run["compile_s"] >= 5
+    assert phases == ["starting", "compiling", "running"]
+    assert queries.get_run(store, outcome.run_id)["compile_s"] >= 5
     # a compile budget shorter than the import: failed (not a timeout), with the log tail
     outcome = run_variant(
         RunRequest(path=slow, suite="smoke", mode="test", cases=[0], store=store, timeout=60, compile_timeout=2)

@@ -124,8 +124,8 @@ def test_an_old_v1_store_is_migrated_to_the_current_version_keeping_its_runs(tmp
     con.execute("CREATE TABLE schema_version (version INTEGER, applied_at TIMESTAMPTZ)")
     con.execute(store_mod.MIGRATIONS[0])
     con.execute("INSERT INTO schema_version VALUES (1, now())")
-    v1_columns = [r[0] for r in con.execute("SELECT column_name FROM information_schema.columns "
-                                            "WHERE table_name = 'runs' ORDER BY ordinal_position").fetchall()]  # fmt: skip
+    sql = "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs' ORDER BY ordinal_position"
+    v1_columns = [r[0] for r in con.execute(sql).fetchall()]
     with monkeypatch.context() as m:  # written as a v1 tracker wrote it: only the columns v1 had
         m.setitem(store_mod.TABLE_COLUMNS, "runs", v1_columns)
         store_mod.write_run(con, make_run("oldrun000001"))
