@@ -134,3 +134,16 @@ def test_compare_and_regressions_warn_about_a_shared_device(demo_store):
     assert any("B ran on a shared device" in w.value for w in at.warning), [w.value for w in at.warning]
     at = open_page("pages/regressions.py", family="householder")
     assert any("ran on a shared device" in w.value and "shared0aaaaa" in w.value for w in at.warning)
+
+
+def test_the_benchmark_page_shows_the_device_queue(empty_store, lock_env):
+    lock = devicelock.DeviceLock("gpu9", "holder0run00")
+    lock.acquire()
+    try:
+        at = open_page("pages/benchmark.py")
+        assert any("Device **gpu9**" in i.value and "holder0run00" in i.value for i in at.info), [
+            i.value for i in at.info
+        ]
+    finally:
+        lock.release()
+    assert devicelock.queue() == []
