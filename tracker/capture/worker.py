@@ -55,6 +55,7 @@ class Events:
         self._seq = 0
         self._lock = threading.Lock()
         self.sent: list[dict[str, Any]] = []
+        self.on_broken: Any = None  # called when the runner's end of the pipe is gone
 
     def emit(self, event: str, **data: Any) -> None:
         with self._lock:
@@ -63,8 +64,12 @@ class Events:
             self._seq += 1
             self.sent.append(json.loads(line))
             payload = (sign(self._key, line) + " " + line + "\n").encode()
-            while payload:  # a blocking pipe: a full one waits for the runner to read
-                payload = payload[os.write(self._fd, payload) :]
+            try:
+                while payload:  # a blocking pipe: a full one waits for the runner to read
+                    payload = payload[os.write(self._fd, payload) :]
+            except BrokenPipeError:
+                if self.on_broken is not None:
+                    self.on_broken()
 
 
 def load_variant(path: str):
@@ -205,8 +210,8 @@ def _die_with_parent(job: dict[str, Any], events: Events) -> None:
     done = threading.Lock()
 
     def orphaned(*_: Any) -> None:
-        if os.getppid() == parent:  # a SIGTERM from someone else while the tracker lives: just stop
-            _exit(143)
+        if os.getppid() == parent:  # a SIGTERM while the tracker lives (it follows with SIGKILL if it means it)
+            return
         if not done.acquire(blocking=False):  # the other path (signal or thread) is already saving
             return
         try:
@@ -218,6 +223,7 @@ def _die_with_parent(job: dict[str, Any], events: Events) -> None:
                 os._exit(137)
 
     signal.signal(signal.SIGTERM, orphaned)
+    events.on_broken = orphaned
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     except (OSError, AttributeError):
