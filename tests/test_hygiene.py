@@ -192,3 +192,14 @@ def test_temporary_folders_are_removed_after_timeout_and_crash(tmp_path, private
     assert (timed_out.status, crashed.status) == ("timeout", "crashed")
     assert _workdirs(private_tmp) == []
     assert os.listdir(private_tmp) == []
+
+
+@pytest.mark.parametrize("mode", ["test", "benchmark"])
+def test_a_first_call_whose_build_fails_is_a_compile_failure(tmp_path, private_tmp, mode):
+    req = RunRequest(path=str(VARIANTS / "build_fails.py"), suite="smoke", mode=mode, cases=[0, 1],
+                     store=str(tmp_path / "s.duckdb"), timeout=60)  # fmt: skip
+    outcome = run_variant(req)
+    run = queries.get_run(req.store, outcome.run_id)
+    assert run["status"] == "failed"
+    assert run["error"].startswith("compile failed: custom_kernel raised RuntimeError: Error building extension")
+    assert "Error building extension" in run["log_tail"]

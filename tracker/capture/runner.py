@@ -13,6 +13,7 @@ import hmac
 import json
 import math
 import os
+import re
 import secrets
 import selectors
 import shutil
@@ -41,6 +42,10 @@ LOG_TAIL_CHARS = 4000
 DEFAULT_TIMEOUT_S = 900.0
 DEFAULT_COMPILE_TIMEOUT_S = 900.0  # import and first calls: Triton JIT, load_inline builds
 INCONCLUSIVE = ("timeout", "crashed", "cancelled")
+# What a failed build looks like from the first call: load_inline's RuntimeError, Triton's CompilationError, ninja.
+_COMPILE_ERROR = re.compile(
+    r"custom_kernel raised (\w*Compil\w*Error|RuntimeError: Error building extension|CalledProcessError)"
+)
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -451,6 +456,9 @@ def complete_record(record, req, events, status, error, returncode, log_tail) ->
             failed = [c["spec"] for c in record.cases if not c["passed"]]
             status = "failed" if failed or not record.cases else "passed"
             error = f"{len(failed)} case(s) failed: {', '.join(failed)}" if failed else None
+            first = (record.cases[0].get("message") or "") if record.cases else ""
+            if failed and _COMPILE_ERROR.search(first):  # the first call failed to build: not the kernel's result
+                error = f"compile failed: {first[:600]}; {error}"
         else:
             status, error = "crashed", _exit_text(returncode)
     for event in unfinished:  # the case the worker was in when it hung, crashed or was stopped
