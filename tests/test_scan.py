@@ -4,6 +4,7 @@ variant's source are flagged, stored with the run and shown beside its verdict (
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -88,8 +89,12 @@ def test_a_kernel_that_writes_passed_events_cannot_forge_a_pass(tmp_path):
     new one (write them into every open fd, signed with a guessed key) both fail; the run is judged on what the
     kernel really returned, and the rejected lines are reported."""
     store = tmp_path / "s.duckdb"
+    private = tmp_path / "tmp"  # the forger writes into every kernelbeam-* folder it finds: only ours, not others'
+    private.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    env.update(TMPDIR=str(private), KERNELBEAM_LOCK_DIR=str(tmp_path / "locks"))
     proc = cli("run", str(VARIANTS / "forges_events.py"), "--suite", "smoke", "--cases", "0", "--store", str(store),
-               "--json", "--quiet")  # fmt: skip
+               "--json", "--quiet", env=env)  # fmt: skip
     summary = json.loads(proc.stdout)
     assert proc.returncode == 1
     assert summary["status"] == "failed" and summary["geomean_us"] is None and summary["gpu"] == "CPU"
@@ -100,6 +105,7 @@ def test_a_kernel_that_writes_passed_events_cannot_forge_a_pass(tmp_path):
     row = queries.get_run(store, summary["run_id"])
     assert row["status"] == "failed" and "KB-FORGER tried" in row["log_tail"]
     assert queries.case_results(store, summary["run_id"])["passed"].tolist() == [False]
+    assert list(private.iterdir()) == []
 
 
 def test_flags_show_beside_the_verdict_on_the_run_page_and_in_the_experiments_table(demo_store):

@@ -42,7 +42,7 @@ for folder in glob.glob(os.path.join(tempfile.gettempdir(), "kernelbeam-*")):  #
             except (OSError, ValueError):
                 pass
         found.append(path)
-for path in filter(None, found):
+for path in (p for p in found if p and os.path.isfile(p)):  # only files that exist: it forges, it does not litter
     try:
         with open(path, "ab") as f:
             f.write(lines(0))
