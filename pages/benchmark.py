@@ -88,7 +88,11 @@ def _render_job(job: jobs.Job) -> None:
     if state in ("starting", "running", "cancelling"):
         current = f" — now: {s['current']}" if s["current"] else ""
         st.markdown(f"{head} · **{state}** · elapsed {elapsed}")
-        if total:
+        if s.get("phase") == "waiting" and s.get("waiting_for"):
+            text = s["waiting_for"]
+        elif s.get("phase") == "compiling":
+            text = "compiling (import and first call; its own budget, --compile-timeout)…"
+        elif total:
             text = f"case {min(done + 1, total)} of {total}{current}" + (
                 f" · {s['failed']} failed" if s["failed"] else ""
             )
@@ -121,6 +125,15 @@ def live() -> None:
 
 
 st.subheader("Jobs")
+for _entry in jobs.device_queue():  # one run per device: who holds it and who waits, across CLI and dashboard
+    _holder = _entry["holder"]
+    _waits = ", ".join(f"`{w['run_id']}` (pid {w['pid']})" for w in _entry["waiting"]) or "none"
+    st.info(
+        f"Device **{_entry['device']}**: "
+        + (f"run `{_holder['run_id']}` (pid {_holder['pid']})" if _holder else "free")
+        + f" · waiting: {_waits}",
+        icon=":material/queue:",
+    )
 if active:
     live()
 elif not all_jobs:

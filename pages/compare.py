@@ -71,6 +71,13 @@ if (run_a.get("gpu") or "?") != (run_b.get("gpu") or "?"):
         f"Different GPUs: A ran on **{run_a.get('gpu') or 'unknown'}**, B on **{run_b.get('gpu') or 'unknown'}**. "
         "Timings of different GPU models are not compared; only the sources are."
     )
+_shared = common.read("shared_device_runs", (run_a["run_id"], run_b["run_id"]))
+if _shared:
+    _sides = " and ".join(side for side, r in (("A", run_a), ("B", run_b)) if r["run_id"] in _shared)
+    st.warning(
+        f"{_sides} ran on a shared device (other GPU processes or host load above its cores): differences may be "
+        "contention, not the code."
+    )
 if (run_a["suite"], run_a["mode"]) != (run_b["suite"], run_b["mode"]):
     st.info(
         f"Different suites or modes ({run_a['suite']}/{run_a['mode']} vs {run_b['suite']}/{run_b['mode']}): "

@@ -81,6 +81,12 @@ if runs.empty or not points:
     st.info("No cases recorded along this history.")
     st.stop()
 
+_shared = common.read("shared_device_runs", tuple(runs["run_id"]))
+if _shared:
+    st.warning(
+        f"{len(_shared)} run(s) of this history ran on a shared device (other GPU processes or host load): a change "
+        f"point at one of them may be contention. Runs: {', '.join(_shared[:10])}"
+    )
 kinds = ("regression", "improvement") if show_improvements else ("regression",)
 table = analysis.regression_table(changes, points, runs, kinds=kinds)
 n_reg = sum(cp.kind == "regression" for cps in changes.values() for cp in cps)

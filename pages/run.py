@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import streamlit as st
 
 from pages import _common as common
@@ -50,6 +52,12 @@ if isinstance(run.get("error"), str) and run["error"]:
     st.error(run["error"])
 if isinstance(run.get("warnings"), str) and run["warnings"]:
     st.warning(run["warnings"])
+_flags = json.loads(run["flags"]) if isinstance(run.get("flags"), str) else []
+for _flag in _flags:  # static-scan flags beside the verdict: reasons to look before trusting it
+    _show = st.warning if _flag.get("severity", "hack") == "hack" else st.info
+    _show(f"Flag **{_flag['code']}** (line {_flag['line']}): {_flag['message']}", icon=":material/flag:")
+if run.get("shared_device") is True:
+    st.warning("This run shared its device with other work (GPU processes or host load): timings may be contended.")
 
 m = st.columns(4)
 m[0].metric("Geomean", f"{views.fmt_us(run.get('geomean_us'))} µs")

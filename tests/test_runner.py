@@ -165,7 +165,7 @@ def test_the_word_stream_is_recorded_as_a_warning_and_the_run_still_passes(tmp_p
 def test_a_variant_that_cannot_be_imported_fails_with_the_import_message(tmp_path, variant, words):
     outcome, run_row = run(tmp_path, variant)
     assert outcome.status == "failed"
-    assert run_row["error"].startswith("importing the variant failed")
+    assert run_row["error"].startswith("compile failed: importing the variant failed")
     assert words in run_row["error"]
     assert outcome.record.cases == []
     if variant == "import_error.py":

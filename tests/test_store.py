@@ -118,7 +118,7 @@ def test_a_new_store_has_the_current_schema_version(store):
         assert con.execute("SELECT count(*) FROM schema_version").fetchone()[0] == len(store_mod.MIGRATIONS)
 
 
-def test_an_old_v1_store_is_migrated_to_the_current_version_keeping_its_runs(tmp_path):
+def test_an_old_v1_store_is_migrated_to_the_current_version_keeping_its_runs(tmp_path, monkeypatch):
     path = tmp_path / "old.duckdb"
     con = duckdb.connect(str(path))
     con.execute("CREATE TABLE schema_version (version INTEGER, applied_at TIMESTAMPTZ)")

@@ -6,6 +6,7 @@ tracker.analysis, Plotly figures in tracker.charts, source diffs in tracker.diff
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -56,6 +57,18 @@ def short(run_id: Any) -> str:
 # -------------------------------------------------------------------------------------------- experiments
 
 
+def flag_icon(flags_json: Any) -> str:
+    """'⚠ timer-patch, identity-cache' for the static-scan flags of a run (hack ones), 'ℹ' for informational only."""
+    try:
+        flags = json.loads(flags_json) if isinstance(flags_json, str) else []
+    except ValueError:
+        flags = []
+    hacks = sorted({f["code"] for f in flags if f.get("severity", "hack") == "hack"})
+    if hacks:
+        return "⚠ " + ", ".join(hacks)
+    return "ℹ" if flags else ""
+
+
 def experiments_table(df: pd.DataFrame) -> pd.DataFrame:
     """The Experiments grid: one row per variant and context, with link columns to the runs."""
     out = pd.DataFrame(
@@ -74,6 +87,7 @@ def experiments_table(df: pd.DataFrame) -> pd.DataFrame:
             "passed": df["passed"],
             "last run": df["last_run_at"],
             "verdict": df["verdict"],
+            "flags": [flag_icon(f) for f in df.get("latest_flags", pd.Series([None] * len(df)))],
             "note": [
                 n if isinstance(n, str) else (r if isinstance(r, str) else None)
                 for n, r in zip(df["note"], df["verdict_reason"], strict=True)

@@ -36,6 +36,13 @@ _DEFINES_KERNEL = re.compile(r"^(def custom_kernel\b|custom_kernel\s*=|from \S+ 
 LOG_TAIL_BYTES = 6000
 
 
+def device_queue() -> list[dict[str, Any]]:
+    """Who holds each device and who waits for it (tracker.capture.devicelock), for the Benchmark page."""
+    from tracker.capture.devicelock import queue
+
+    return queue()
+
+
 def jobs_dir(store: str | os.PathLike) -> Path:
     return Path(f"{Path(store).resolve()}.jobs")
 
@@ -287,6 +294,8 @@ def status(job: Job) -> dict[str, Any]:
         "done": progress.get("done") or 0,
         "failed": progress.get("failed") or 0,
         "current": progress.get("current"),
+        "phase": progress.get("phase"),
+        "waiting_for": progress.get("waiting_for"),
         "gpu": progress.get("gpu"),
         "run_id": progress.get("run_id"),
         "status": progress.get("status"),

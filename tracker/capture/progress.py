@@ -27,12 +27,20 @@ class ProgressState:
         self.case_started_s = 0.0
         self.case_eta_s: float | None = None
         self.case_durations: list[float] = []
+        self.phase = "starting"  # starting, waiting (for the device), compiling, running
+        self.waiting_for: str | None = None
 
     def update(self, event: dict[str, Any]) -> None:
         kind = event["event"]
         self.elapsed_s = event.get("elapsed_s", self.elapsed_s)
         if kind == "started":
             self.run_id, self.total = event["run_id"], event["total"]
+        elif kind == "waiting":
+            self.phase, self.waiting_for = "waiting", waiting_text(event)
+        elif kind == "import_start":
+            self.phase, self.waiting_for = "compiling", None
+        elif kind == "compiled":
+            self.phase = "running"
         elif kind == "env":
             self.gpu = event.get("gpu")
         elif kind == "case_start":
@@ -79,6 +87,8 @@ class ProgressState:
             "case_elapsed_s": round(self.case_elapsed_s, 1),
             "case_eta_s": None if self.case_eta_s is None else round(self.case_eta_s, 1),
             "run_eta_s": None if self.run_eta_s is None else round(self.run_eta_s, 1),
+            "phase": self.phase,
+            "waiting_for": self.waiting_for,
         }
 
 
@@ -104,6 +114,12 @@ def progress_line(state: ProgressState, what: str) -> str:
     return line
 
 
+def waiting_text(event: dict[str, Any]) -> str:
+    holder = event.get("holder") or {}
+    who = f" (held by pid {holder.get('pid')}, run {holder.get('run_id')})" if holder else ""
+    return f"waiting for device {event.get('device')}{who}"
+
+
 class TerminalBar:
     """A one-line bar on stderr (redrawn in place on a terminal, a line per case otherwise)."""
 
@@ -111,9 +127,15 @@ class TerminalBar:
         self.state = ProgressState()
         self.stream = stream
         self.tty = stream.isatty()
+        self._said: str | None = None
 
     def __call__(self, event: dict[str, Any]) -> None:
         self.state.update(event)
+        if event["event"] in ("waiting", "import_start", "compiled"):
+            if self.tty or event["event"] != "waiting" or self._said != self.state.waiting_for:
+                self._said = self.state.waiting_for
+                self._phase_line(event)
+            return
         kind = event["event"]
         # On a terminal the line moves within a case (rep events); in a log, one line per finished case.
         if kind not in ("case_start", "rep", "case_done") or (not self.tty and kind != "case_done"):
@@ -127,6 +149,13 @@ class TerminalBar:
             self.stream.write("\r\033[K" + line)
         else:
             self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def _phase_line(self, event: dict[str, Any]) -> None:
+        s = self.state
+        text = {"waiting": s.waiting_for, "import_start": "compiling (import and first call)", "compiled": "compiled"}
+        line = f"{text[event['event']]} ({s.elapsed_s:.1f} s)"
+        self.stream.write(("\r\033[K" + line) if self.tty else line + "\n")
         self.stream.flush()
 
     def close(self) -> None:

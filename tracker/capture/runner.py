@@ -1,36 +1,52 @@
 """The runner: records a run of one variant by driving a spawned worker process and writing the result.
 
-The worker runs the untrusted kernel; the runner only watches it (events file, timeout, exit status), so a
-kernel that raises, hangs or kills its process is recorded with its error and output tail, and the caller
-carries on. The store sees two short writes: the `running` row at the start and the whole run at the end.
+The worker runs the untrusted kernel; the runner only watches it (signed events on a pipe, the compile budget,
+the timeout, exit status), so a kernel that raises, hangs or kills its process is recorded with its error and
+output tail, and the caller carries on. The store sees two short writes: the `running` row at the start and the
+whole run at the end. One run at a time per device (tracker.capture.devicelock); every process the kernel
+started is ended with the run.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import math
 import os
+import re
+import secrets
+import selectors
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tracker import store as store_mod
+from tracker.capture import devicelock
 from tracker.capture.evidence import collect as collect_evidence
 from tracker.capture.gitinfo import capture_git, source_hash
+from tracker.capture.scan import flags_as_dicts, scan_source
+from tracker.capture.worker import sign
+from tracker.common.processes import descendants, end_processes
 from tracker.workloads.qr_v2.suites import cases_for, get_suite, hidden_seed
 
 LOG_TAIL_CHARS = 4000
 DEFAULT_TIMEOUT_S = 900.0
+DEFAULT_COMPILE_TIMEOUT_S = 900.0  # import and first calls: Triton JIT, load_inline builds
 INCONCLUSIVE = ("timeout", "crashed", "cancelled")
+# What a failed build looks like from the first call: load_inline's RuntimeError, Triton's CompilationError, ninja.
+_COMPILE_ERROR = re.compile(
+    r"custom_kernel raised (\w*Compil\w*Error|RuntimeError: Error building extension|CalledProcessError)"
+)
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -42,6 +58,7 @@ class RunRequest:
     cases: list[int] | None = None
     seed: int | None = None
     timeout: float = DEFAULT_TIMEOUT_S
+    compile_timeout: float = DEFAULT_COMPILE_TIMEOUT_S
     family: str | None = None
     parent: str | None = None
     note: str | None = None
@@ -75,8 +92,9 @@ class RunRequest:
             raise ValueError(f"--cases names a case more than once: {self.cases}")
         if not Path(self.store).resolve().parent.is_dir():
             raise ValueError(f"cannot create store {self.store}: its folder does not exist")
-        if not math.isfinite(self.timeout) or self.timeout <= 0:
-            raise ValueError(f"--timeout must be positive and finite (seconds), not {self.timeout}")
+        for name, value in (("--timeout", self.timeout), ("--compile-timeout", self.compile_timeout)):
+            if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+                raise ValueError(f"{name} must be positive and finite (seconds), not {value}")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ValueError("--device must be auto, cpu or cuda")
 
@@ -108,14 +126,51 @@ def _geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
-def _read_new_events(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
-    if not path.exists():
-        return [], offset
-    with open(path) as f:
-        f.seek(offset)
-        chunk = f.read()
-    complete = chunk[: chunk.rfind("\n") + 1]  # a line still being written is read next time
-    return [json.loads(line) for line in complete.splitlines() if line.strip()], offset + len(complete)
+class _Channel:
+    """The read end of the worker's event pipe: non-blocking reads, whole lines only, and only lines that carry
+    a valid HMAC and the next sequence number are accepted; the others are counted as forged."""
+
+    def __init__(self, fd: int, key: bytes) -> None:
+        os.set_blocking(fd, False)
+        self.fd, self.key = fd, key
+        self.buf = b""
+        self.seq = 0
+        self.forged = 0
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(fd, selectors.EVENT_READ)
+
+    def wait(self, timeout: float) -> None:
+        self.selector.select(timeout)
+
+    def read(self) -> list[dict[str, Any]]:
+        while True:
+            try:
+                chunk = os.read(self.fd, 1 << 16)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            self.buf += chunk
+        *lines, self.buf = self.buf.split(b"\n")  # a line still being written is read next time
+        out = []
+        for raw in lines:
+            mac, _, line = raw.partition(b" ")
+            try:
+                text = line.decode()
+                event = json.loads(text)
+                good = hmac.compare_digest(mac.decode(), sign(self.key, text)) and event.get("seq") == self.seq
+            except (UnicodeDecodeError, ValueError, AttributeError):
+                good = False
+            if good:
+                self.seq += 1
+                out.append(event)
+            elif raw.strip():
+                self.forged += 1
+        return out
+
+    def close(self) -> None:
+        self.selector.close()
+        os.close(self.fd)
 
 
 def _tail(path: Path) -> str:
@@ -129,9 +184,13 @@ def _tail(path: Path) -> str:
 def _kill(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
+    except (ProcessLookupError, PermissionError):
         pass
     proc.wait()
+
+
+class _Stopped(Exception):
+    """The tracker itself got SIGTERM: the run is recorded as cancelled and its worker stopped."""
 
 
 def _exit_text(code: int) -> str:
@@ -166,6 +225,7 @@ def build_record(req: RunRequest, run_id: str, started_at, source: str) -> store
         path = path.resolve().relative_to(Path(git["git_repo"]).resolve())
     sha = source_hash(source)
     banned = "stream" in source.lower()
+    flags = flags_as_dicts(scan_source(source))
     warnings = "the word 'stream' appears in the source (banned in contest files)" if banned else None
     run = {
         "run_id": run_id,
@@ -184,6 +244,7 @@ def build_record(req: RunRequest, run_id: str, started_at, source: str) -> store
         "pid": os.getpid(),
         "trigger": req.trigger,
         "warnings": warnings,
+        "flags": json.dumps(flags),
         **git,
     }
     variant = {
@@ -210,13 +271,66 @@ def run_variant(
         store_mod.start_run(req.store, record)
     except store_mod.StoreLockedError:
         pass  # the complete run is still written (or saved to a side file) at the end
+    start = time.monotonic()
 
+    def emit(event: dict[str, Any]) -> None:
+        if on_event is not None:
+            on_event({**event, "elapsed_s": time.monotonic() - start})
+
+    total = len(req.cases or cases_for(get_suite(req.suite), req.mode))
+    emit({"event": "started", "run_id": run_id, "total": total})
+    events: list[dict[str, Any]] = []
+    returncode = None
+    log_tail = ""
+    key = devicelock.device_key(req.device, req.device == "cuda" or (req.device == "auto" and _gpu_available()))
+    lock = devicelock.DeviceLock(key, run_id)
+    last_wait = [0.0]
+
+    def waiting(holder: dict[str, Any] | None) -> None:
+        if time.monotonic() - last_wait[0] >= 1.0:  # a progress line a second, not one per poll
+            last_wait[0] = time.monotonic()
+            emit({"event": "waiting", "device": key, "holder": holder})
+
+    try:
+        lock.acquire(on_wait=waiting, should_cancel=should_cancel)
+    except (InterruptedError, KeyboardInterrupt):
+        complete_record(record, req, [], "cancelled", "the run was cancelled while waiting for the device", None, "")
+        return RunOutcome(record, store_mod.finish_run(req.store, record), [])
+    try:
+        record.run["device_load_start"] = devicelock.device_load(key)
+        status, error, returncode, log_tail, compile_s, forged = _drive_worker(req, record, events, emit, should_cancel)
+        record.run["device_load_end"] = devicelock.device_load(key)
+    finally:
+        lock.release()
+    loads = (record.run["device_load_start"], record.run["device_load_end"])
+    record.run["shared_device"] = any(load["shared"] for load in loads)
+    record.run["device_load_start"], record.run["device_load_end"] = (json.dumps(x) for x in loads)
+    record.run["compile_s"] = compile_s
+    complete_record(record, req, events, status, error, returncode, log_tail)
+    if forged:
+        flags = json.loads(record.run["flags"]) + [
+            {"code": "forged-events", "line": 0, "severity": "hack", "message": f"{forged} event line(s) on the "
+             "worker's channel failed authentication and were ignored"}
+        ]  # fmt: skip
+        record.run["flags"] = json.dumps(flags)
+    pending = store_mod.finish_run(req.store, record)
+    return RunOutcome(record, pending, events)
+
+
+def _gpu_available() -> bool:
+    from tracker.capture.envinfo import gpu_available
+
+    return gpu_available()
+
+
+def _drive_worker(req, record, events, emit, should_cancel):
+    """Start the worker, feed it the job, follow its events under the compile budget and then the timeout, and
+    end every process it started. Returns (status, error, returncode, log_tail, compile_s, forged lines)."""
     workdir = Path(tempfile.mkdtemp(prefix="kernelbeam-"))
-    events_path, log_path, job_path = (
-        workdir / "events.jsonl",
-        workdir / "worker.log",
-        workdir / "job.json",
-    )
+    log_path = workdir / "worker.log"
+    key = secrets.token_bytes(32)
+    token = f"KERNELBEAM_RUN_TOKEN={secrets.token_hex(8)}"
+    read_fd, write_fd = os.pipe()
     job = {
         "variant_path": str(Path(req.path).resolve()),
         "suite": req.suite,
@@ -224,67 +338,106 @@ def run_variant(
         "cases": req.cases,
         "seed": req.seed,
         "profile": req.profile,
-        "trace_dir": str(Path(f"{req.store}.traces").resolve() / run_id),
-        "events_path": str(events_path),
+        "trace_dir": str(Path(f"{req.store}.traces").resolve() / record.run["run_id"]),
         "device": req.device,
         "evidence_dir": str(workdir),
+        "channel_fd": write_fd,
+        "key": key.hex(),
+        "runner_pid": os.getpid(),
+        "workdir": str(workdir),
+        "request": {**asdict(req), "store": str(Path(req.store).resolve())},
+        "record": {"run": record.run, "variant": record.variant},
     }
-    job_path.write_text(json.dumps(job))
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PACKAGE_ROOT), env.get("PYTHONPATH")) if p)
-
-    events: list[dict[str, Any]] = []
+    name, value = token.split("=", 1)
+    env[name] = value  # every process the kernel starts inherits it: how setsid'd children are found and ended
     status = error = None
-    start = time.monotonic()
-    if on_event is not None:
-        total = len(req.cases or cases_for(get_suite(req.suite), req.mode))
-        on_event({"event": "started", "run_id": run_id, "total": total, "elapsed_s": 0.0})
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tracker.capture.worker", str(job_path)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,  # so a timeout kills the kernel's own children too
-        )
-        offset = 0
+    compile_s = None
+    channel = _Channel(read_fd, key)
+    old_term = None
+    try:
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "tracker.capture.worker"],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.PIPE,
+                env=env,
+                pass_fds=(write_fd,),
+                start_new_session=True,  # its own process group and session: ended as a whole
+            )
+        os.close(write_fd)
+        write_fd = None
+        seen: set[tuple[int, int]] = set()
         try:
+            if threading.current_thread() is threading.main_thread():
+                old_term = signal.signal(signal.SIGTERM, _on_sigterm)
+            try:
+                proc.stdin.write(json.dumps(job, default=str).encode())
+                proc.stdin.close()
+            except BrokenPipeError:
+                pass
+            start = time.monotonic()
+            compile_deadline, timed_deadline = start + req.compile_timeout, None
+            last_scan = 0.0
             while True:
                 finished = proc.poll() is not None
-                new, offset = _read_new_events(events_path, offset)
-                for event in new:
+                for event in channel.read():
                     event["elapsed_s"] = time.monotonic() - start
+                    if event["event"] == "compiled" and timed_deadline is None:
+                        compile_s = event["elapsed_s"]
+                        timed_deadline = time.monotonic() + req.timeout
                     events.append(event)
-                    if on_event is not None:
-                        on_event(event)
+                    emit(event)
                 if finished:
                     break
-                if time.monotonic() - start > req.timeout:
-                    _kill(proc)
-                    status, error = (
-                        "timeout",
-                        f"the run exceeded its timeout of {req.timeout:g} s",
-                    )
+                now = time.monotonic()
+                if now - last_scan > 0.5:  # remember the kernel's children before they can detach
+                    seen |= descendants(proc.pid)
+                    last_scan = now
+                if timed_deadline is None and now > compile_deadline:
+                    error = f"compiling took longer than {req.compile_timeout:g} s (--compile-timeout)"
+                    status = "failed"
+                    break
+                if timed_deadline is not None and now > timed_deadline:
+                    status, error = "timeout", f"the run exceeded its timeout of {req.timeout:g} s"
                     break
                 if should_cancel is not None and should_cancel():
                     raise Cancelled
-                time.sleep(0.1)
+                channel.wait(0.1)
         except (Cancelled, KeyboardInterrupt):
-            _kill(proc)
             status, error = "cancelled", "the run was cancelled"
-        new, offset = _read_new_events(events_path, offset)
-        events.extend(new)
+        except _Stopped:
+            status, error = "cancelled", "the tracker was stopped by SIGTERM"
+        finally:
+            if old_term is not None:
+                signal.signal(signal.SIGTERM, old_term)
+            try:
+                os.killpg(proc.pid, signal.SIGTERM if status == "cancelled" else signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            _kill(proc)
+            end_processes(proc.pid, seen, token)
+        for event in channel.read():
+            event["elapsed_s"] = time.monotonic() - start
+            events.append(event)
+        returncode = proc.returncode
+        log_tail = _tail(log_path)
+        record.evidence = collect_evidence(workdir, events)  # read before the folder goes
+    finally:
+        if write_fd is not None:
+            os.close(write_fd)
+        channel.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+    return status, error, returncode, log_tail, compile_s, channel.forged
 
-    log_tail = _tail(log_path)
-    record.evidence = collect_evidence(workdir, events)
-    shutil.rmtree(workdir, ignore_errors=True)
-    _complete(record, req, events, status, error, proc.returncode, log_tail)
-    pending = store_mod.finish_run(req.store, record)
-    return RunOutcome(record, pending, events)
+
+def _on_sigterm(signum, frame) -> None:
+    raise _Stopped
 
 
-def _complete(record, req, events, status, error, returncode, log_tail) -> None:
+def complete_record(record, req, events, status, error, returncode, log_tail) -> None:
     """Fill the record from the worker's events and how it ended."""
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for event in events:
@@ -316,6 +469,9 @@ def _complete(record, req, events, status, error, returncode, log_tail) -> None:
             failed = [c["spec"] for c in record.cases if not c["passed"]]
             status = "failed" if failed or not record.cases else "passed"
             error = f"{len(failed)} case(s) failed: {', '.join(failed)}" if failed else None
+            first = (record.cases[0].get("message") or "") if record.cases else ""
+            if failed and _COMPILE_ERROR.search(first):  # the first call failed to build: not the kernel's result
+                error = f"compile failed: {first[:600]}; {error}"
         else:
             status, error = "crashed", _exit_text(returncode)
     for event in unfinished:  # the case the worker was in when it hung, crashed or was stopped

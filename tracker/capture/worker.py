@@ -1,15 +1,35 @@
 """The worker process: imports one variant once, then generates, checks and times every case of the run.
 
-Started by the runner as `python -m tracker.worker JOB.json`. It reports through an append-only JSON-lines
-events file (one line per finished case), so whatever it finished survives if it later hangs or crashes.
+Started by the runner as `python -m tracker.capture.worker`. The job arrives on stdin (never in a file, an
+argument or the environment), and events go back through a pipe that the runner passed as an inherited fd.
+Before the kernel is imported the worker moves that fd to a random private number and forgets where it came
+from, and every event carries an HMAC (SHA-256) under a key that also came on stdin, so a kernel that writes
+lines into the pipe cannot make the runner accept them.
+
+Known limit: the kernel runs in this process. A determined kernel can still find the pipe (scan /proc/self/fd)
+and the key (walk this process's memory, e.g. gc.get_objects()), and so forge events; the static scan
+(tracker.capture.scan) flags the usual ways of doing that, and only a separate process for checking and timing
+would close it.
+
+If the tracker goes away (kill -9, SIGTERM), the worker dies too (PR_SET_PDEATHSIG, and a thread watching
+getppid() where that is missing) after saving what it finished as a pending `crashed` run beside the store,
+which the next run or `import` writes in. Once it has emitted `done` it ends with os._exit, so threads the
+kernel left behind cannot keep it alive.
 """
 
 from __future__ import annotations
 
+import ctypes
+import fcntl
+import hashlib
+import hmac
 import importlib.util
 import json
 import os
+import random
+import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -20,15 +40,40 @@ from tracker.capture.evidence import FIRST_PASS, PENDING_KEY, failed_check
 from tracker.capture.evidence import save as save_evidence
 
 SHIM_DIR = Path(__file__).resolve().parent / "shim"
+PR_SET_PDEATHSIG = 1
+ORPHAN_ERROR = "the tracker process went away"
+
+
+def sign(key: bytes, line: str) -> str:
+    return hmac.new(key, line.encode(), hashlib.sha256).hexdigest()
 
 
 class Events:
-    def __init__(self, path: str):
-        self._file = open(path, "a", buffering=1)  # noqa: SIM115 - lives as long as the process
+    """Signed, numbered JSON lines on a private pipe fd; a copy of each is kept for the orphan case."""
+
+    def __init__(self, fd: int, key: bytes):
+        # A random high fd number: nothing in argv, the environment or a file says which fd is the channel.
+        self._fd = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, random.randrange(300, 900))
+        os.close(fd)
+        self._key = key
+        self._seq = 0
+        self._lock = threading.Lock()
+        self.sent: list[dict[str, Any]] = []
+        self.on_broken: Any = None  # called when the runner's end of the pipe is gone
 
     def emit(self, event: str, **data: Any) -> None:
-        self._file.write(json.dumps({"event": event, **data}, default=str) + "\n")
-        self._file.flush()
+        with self._lock:
+            body = {"event": event, "seq": self._seq, **data}
+            line = json.dumps(body, default=str)
+            self._seq += 1
+            self.sent.append(json.loads(line))
+            payload = (sign(self._key, line) + " " + line + "\n").encode()
+            try:
+                while payload:  # a blocking pipe: a full one waits for the runner to read
+                    payload = payload[os.write(self._fd, payload) :]
+            except BrokenPipeError:
+                if self.on_broken is not None:
+                    self.on_broken()
 
 
 def load_variant(path: str):
@@ -153,9 +198,93 @@ def warm_up(kernel, case, device, clock, rules) -> None:
         traceback.print_exc()
 
 
-def main(job_path: str) -> int:
-    job = json.loads(Path(job_path).read_text())
-    events = Events(job["events_path"])
+def _read_job() -> dict[str, Any]:
+    """The job from stdin, which is then pointed at /dev/null so nothing of it stays readable."""
+    data = sys.stdin.buffer.read()
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    return json.loads(data)
+
+
+def _exit(code: int) -> None:
+    """Flush and leave at once: threads the kernel started must not keep a finished worker alive."""
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except Exception:
+            pass
+    os._exit(code)
+
+
+def _save_orphan(job: dict[str, Any], events: Events) -> None:
+    """The tracker is gone: keep what was finished as a pending `crashed` run beside the store."""
+    try:
+        from tracker import store as store_mod
+        from tracker.capture.runner import RunRequest, complete_record
+
+        req = RunRequest(**job["request"])
+        record = store_mod.RunRecord(run=dict(job["record"]["run"]), variant=dict(job["record"]["variant"]))
+        try:
+            log_tail = Path("/proc/self/fd/1").resolve().read_bytes()[-4000:].decode(errors="replace")
+        except OSError:
+            log_tail = ""
+        complete_record(record, req, list(events.sent), "crashed", ORPHAN_ERROR, None, log_tail)
+        folder = store_mod.pending_dir(req.store)
+        folder.mkdir(parents=True, exist_ok=True)
+        side = folder / f"{record.run['run_id']}.json"
+        tmp = side.with_name(side.name + ".tmp")
+        tmp.write_text(record.to_json())
+        os.replace(tmp, side)
+    finally:
+        import shutil
+
+        shutil.rmtree(job["workdir"], ignore_errors=True)
+
+
+def _die_with_parent(job: dict[str, Any], events: Events) -> None:
+    """PR_SET_PDEATHSIG (Linux) turns the parent's death into SIGTERM here; a thread polling getppid() covers
+    the rest (another OS, or a parent thread other than the one that started us)."""
+    parent = job["runner_pid"]
+    done = threading.Lock()
+
+    def orphaned(*_: Any) -> None:
+        if os.getppid() == parent:  # a SIGTERM while the tracker lives (it follows with SIGKILL if it means it)
+            return
+        if not done.acquire(blocking=False):  # the other path (signal or thread) is already saving
+            return
+        try:
+            _save_orphan(job, events)
+        finally:
+            try:
+                os.killpg(os.getpgid(0), signal.SIGKILL)  # the kernel's children too, and this process
+            finally:
+                os._exit(137)
+
+    signal.signal(signal.SIGTERM, orphaned)
+    events.on_broken = orphaned
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+    def watch() -> None:
+        while True:
+            if os.getppid() != parent:
+                orphaned()
+            time.sleep(0.5)
+
+    threading.Thread(target=watch, daemon=True, name="kb-parent-watch").start()
+    if os.getppid() != parent:  # the parent died before the death signal was set
+        orphaned()
+
+
+def main() -> int:
+    job = _read_job()
+    key = bytes.fromhex(job.pop("key"))
+    events = Events(job.pop("channel_fd"), key)
+    del key
+    _die_with_parent(job, events)
     import torch
 
     want = job.get("device", "auto")
@@ -172,15 +301,17 @@ def main(job_path: str) -> int:
     from tracker.workloads.qr_v2.suites import cases_for, get_suite, hidden_seed
 
     events.emit("env", **capture_environment(device))
+    events.emit("import_start")
     try:
         kernel = load_variant(job["variant_path"])
     except BaseException as exc:
         traceback.print_exc()
         events.emit(
             "error",
-            message=f"importing the variant failed: {type(exc).__name__}: {exc}",
+            message=f"compile failed: importing the variant failed: {type(exc).__name__}: {exc}",
         )
         return 3
+    events.emit("import_done")
 
     mode = job["mode"]
     suite = get_suite(job["suite"])
@@ -195,6 +326,10 @@ def main(job_path: str) -> int:
         for i, case in enumerate(cases):
             if i == 0 or rules.warm_every_case:
                 warm_up(kernel, case, device, clock, rules)
+            if i == 0:  # first calls (Triton JIT, load_inline) are over: the run's timeout starts now
+                events.emit("compiled")
+    elif not cases:
+        events.emit("compiled")
 
     for pos, (idx, case) in enumerate(zip(indices, cases, strict=True)):
         events.emit("case_start", case_idx=idx, position=pos, total=len(cases), spec=case.spec)
@@ -204,6 +339,8 @@ def main(job_path: str) -> int:
             result = run_benchmark_case(kernel, case, device, clock, rules, rep_reporter(events.emit, idx, rules))
         inputs = 1 if mode == "test" else case.input_count()
         save_evidence(job.get("evidence_dir"), idx, result)
+        if mode == "test" and pos == 0:
+            events.emit("compiled")
         events.emit(
             "case_done",
             case_idx=idx,
@@ -231,4 +368,9 @@ def main(job_path: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    code = 1
+    try:
+        code = main()
+    except BaseException:
+        traceback.print_exc()
+    _exit(code)

@@ -23,6 +23,9 @@ def run_summary(outcome) -> dict[str, Any]:
         "geomean_us": run.get("geomean_us"),
         "error": run.get("error"),
         "warnings": run.get("warnings"),
+        "flags": json.loads(run.get("flags") or "[]"),
+        "compile_s": run.get("compile_s"),
+        "shared_device": run.get("shared_device"),
         "side_file": str(outcome.pending.path) if outcome.pending else None,
         "cases": [
             {
@@ -59,6 +62,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         cases=parse_cases(args.cases),
         seed=args.seed,
         timeout=args.timeout,
+        compile_timeout=args.compile_timeout,
         family=args.family,
         parent=args.parent,
         note=args.note,
@@ -113,10 +117,14 @@ def _print_run(summary: dict[str, Any]) -> None:
     for key in ("error", "warnings"):
         if summary.get(key):
             print(f"{key}: {summary[key]}")
+    for flag in summary.get("flags") or []:
+        print(f"flag: {flag['code']} (line {flag['line']}): {flag['message']}")
+    if summary.get("shared_device"):
+        print("warning: the device was shared with other work during this run (timings may be contended)")
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    from tracker.capture.runner import DEFAULT_TIMEOUT_S
+    from tracker.capture.runner import DEFAULT_COMPILE_TIMEOUT_S, DEFAULT_TIMEOUT_S
     from tracker.workloads.qr_v2.suites import MODES, SUITES
 
     p = sub.add_parser(
@@ -142,7 +150,14 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "--timeout",
         type=positive_seconds,
         default=DEFAULT_TIMEOUT_S,
-        help="seconds for the whole run; past it the run is stopped and recorded as timeout (default %(default)s)",
+        help="seconds for the timed work, after import and the first call; past it the run is recorded as "
+        "timeout (default: %(default)s)",
+    )
+    p.add_argument(
+        "--compile-timeout",
+        type=positive_seconds,
+        default=DEFAULT_COMPILE_TIMEOUT_S,
+        help="seconds for import and the first call: Triton JIT, load_inline builds (default: %(default)s)",
     )
     p.add_argument("--family", help="variant family (e.g. the line of work this belongs to)")
     p.add_argument("--parent", help="run id this variant was derived from")

@@ -6,6 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from tracker.capture.devicelock import queue
+from tracker.capture.scan import describe
 from tracker.cli.common import (
     clean,
     fmt_us,
@@ -16,6 +18,7 @@ from tracker.cli.common import (
     resolve,
     time_column,
 )
+from tracker.cli.queue import queue_lines
 from tracker.store import VERDICTS, check_store, queries
 
 
@@ -39,6 +42,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(records))
         return 0
+    for line in queue_lines(queue()):  # who holds a device, who waits: `queue --json` for agents
+        print(line)
     if not records:
         print(f"no runs in {args.store}")
         return 0
@@ -66,6 +71,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     evidence = [
         {k: clean(v) for k, v in row.items()} for row in queries.run_evidence(args.store, run_id).to_dict("records")
     ]
+    run["flags"] = json.loads(run.get("flags") or "[]")
     if args.json:
         print(json.dumps({**run, "cases": cases, "evidence": evidence}))
         return 0
@@ -90,9 +96,13 @@ def cmd_show(args: argparse.Namespace) -> int:
         "note",
         "error",
         "warnings",
+        "compile_s",
+        "shared_device",
     ):
         if run.get(key) is not None:
             print(f"{key:11} {run[key]}")
+    if run["flags"]:
+        print(f"{'flags':11} {describe(run['flags'])}")
     print_cases(cases)
     print(f"geomean {fmt_us(run.get('geomean_us'))}")
     for e in evidence:  # what a failed check kept (python -m tracker recheck judges it again)

@@ -216,7 +216,8 @@ def variant_table(
                 arg_max(status, started_at) AS latest_status,
                 arg_max(geomean_us, started_at) AS latest_geomean_us,
                 min(started_at) AS first_run_at,
-                max(started_at) AS last_run_at
+                max(started_at) AS last_run_at,
+                arg_max(flags, started_at) AS latest_flags
             FROM r GROUP BY variant_sha256, suite, gpu
         ),
         v AS (
@@ -425,3 +426,16 @@ def evidence_arrays(store: str | os.PathLike, run_id: str, case_idx: int) -> byt
             "SELECT arrays FROM evidence WHERE run_id = ? AND case_idx = ?", [run_id, int(case_idx)]
         ).fetchone()
     return bytes(row[0]) if row and row[0] is not None else None
+
+
+def shared_device_runs(store: str | os.PathLike, run_ids: list[str] | tuple[str, ...]) -> list[str]:
+    """Which of these runs did not have their device to themselves (other GPU processes, or a host load above
+    its core count, at start or end): their timings may be contended."""
+    if not run_ids:
+        return []
+    with connect(store, read_only=True) as con:
+        rows = con.execute(
+            "SELECT run_id FROM runs WHERE shared_device AND list_contains(?, run_id) ORDER BY started_at",
+            [list(run_ids)],
+        ).fetchall()
+    return [r[0] for r in rows]

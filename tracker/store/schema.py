@@ -57,6 +57,10 @@ MIGRATIONS: list[str] = [
         arrays BLOB, arrays_bytes BIGINT
     );
     """,
+    # v5 (trust): compile time apart from kernel time, what shared the device, static-scan flags (JSON lists).
+    "ALTER TABLE runs ADD COLUMN compile_s DOUBLE; ALTER TABLE runs ADD COLUMN device_load_start VARCHAR; "
+    "ALTER TABLE runs ADD COLUMN device_load_end VARCHAR; ALTER TABLE runs ADD COLUMN shared_device BOOLEAN; "
+    "ALTER TABLE runs ADD COLUMN flags VARCHAR;",
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -97,6 +101,11 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
         "log_tail",
         "warnings",
         "geomean_us",
+        "compile_s",
+        "device_load_start",
+        "device_load_end",
+        "shared_device",
+        "flags",
     ],
     "case_results": [
         "run_id",

@@ -1,0 +1,205 @@
+"""Process hygiene and the compile budget, with real tracker processes: the worker dies with its tracker and
+keeps what it finished, every process a kernel starts ends with the run, stray threads do not hang a finished
+run, limits must be finite and positive, compilation has its own budget, and temporary folders are removed."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from tracker.capture.progress import ProgressState
+from tracker.capture.runner import RunRequest, run_variant
+from tracker.common.processes import descendants
+from tracker.store import queries
+
+pytestmark = pytest.mark.timeout(240)
+
+ROOT = Path(__file__).resolve().parent.parent
+VARIANTS = Path(__file__).resolve().parent / "variants"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _wait_gone(pids, seconds=15.0) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.2)
+    return [p for p in pids if _alive(p)]
+
+
+@pytest.fixture
+def private_tmp(tmp_path, monkeypatch) -> Path:
+    """A temp folder of our own, for this process and the trackers it starts, so kernelbeam-* can be counted."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setenv("TMPDIR", str(folder))
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    monkeypatch.setenv("KERNELBEAM_LOCK_DIR", str(tmp_path / "locks"))
+    return folder
+
+
+def _workdirs(folder: Path) -> list[Path]:
+    return list(folder.glob("kernelbeam-*"))
+
+
+def _start_tracker(tmp_path: Path, variant: str, *args: str) -> tuple[subprocess.Popen, Path, Path]:
+    store, progress = tmp_path / "s.duckdb", tmp_path / "progress.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tracker", "run", str(VARIANTS / variant), "--suite", "smoke", "--store", str(store),
+         "--progress-file", str(progress), "--quiet", *args],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    return proc, store, progress
+
+
+def _wait_progress(progress: Path, done: int, seconds: float = 90) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if json.loads(progress.read_text()).get("done", 0) >= done:
+                return
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"no progress to {done} cases in {seconds} s")
+
+
+def _worker_tree(tracker_pid: int) -> list[int]:
+    return [pid for pid, _ in descendants(tracker_pid)]
+
+
+def test_kill_9_of_the_tracker_ends_the_worker_which_keeps_what_it_finished(tmp_path, private_tmp):
+    proc, store, progress = _start_tracker(tmp_path, "hangs_second.py", "--mode", "test", "--cases", "0,1")
+    _wait_progress(progress, 1)
+    time.sleep(1.0)  # the second call is hanging now, with its child `sleep 300`
+    tree = _worker_tree(proc.pid)
+    assert len(tree) >= 2, tree
+    proc.kill()
+    proc.wait()
+    assert _wait_gone(tree) == []
+    side = list((tmp_path / "s.duckdb.pending").glob("*.json"))
+    assert len(side) == 1
+    saved = json.loads(side[0].read_text())
+    assert saved["run"]["status"] == "crashed" and saved["run"]["error"] == "the tracker process went away"
+    # `import` with no folders brings it in; the first case's pass is kept
+    out = subprocess.run([sys.executable, "-m", "tracker", "import", "--store", str(store)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert out.returncode == 0 and "wrote 1 pending" in out.stderr, out.stderr
+    run = queries.get_run(store, saved["run"]["run_id"])
+    assert run["status"] == "crashed" and run["error"] == "the tracker process went away"
+    cases = queries.case_results(store, run["run_id"]).sort_values("case_idx")
+    assert cases["passed"].tolist() == [True, False]
+    assert _workdirs(private_tmp) == []
+
+
+def test_sigterm_of_the_tracker_stops_the_worker_and_records_the_run(tmp_path, private_tmp):
+    proc, store, progress = _start_tracker(tmp_path, "hangs_second.py", "--mode", "test", "--cases", "0,1")
+    _wait_progress(progress, 1)
+    time.sleep(1.0)
+    tree = _worker_tree(proc.pid)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    assert _wait_gone(tree) == []
+    run_id = queries.list_runs(store)["run_id"][0]
+    run = queries.get_run(store, run_id)
+    assert run["status"] == "cancelled" and run["error"] == "the tracker was stopped by SIGTERM"
+    assert queries.case_results(store, run_id).sort_values("case_idx")["passed"].tolist() == [True, False]
+    assert _workdirs(private_tmp) == []
+
+
+def test_every_process_a_kernel_starts_ends_with_the_run(tmp_path, private_tmp):
+    req = RunRequest(path=str(VARIANTS / "spawns_children.py"), suite="smoke", mode="test", cases=[0],
+                     store=str(tmp_path / "s.duckdb"), timeout=60)  # fmt: skip
+    outcome = run_variant(req)
+    assert outcome.status == "passed", outcome.record.run["error"]
+    pids = [int(p) for p in re.search(r"KB-CHILDREN (\d+) (\d+) (\d+)", outcome.record.run["log_tail"]).groups()]
+    assert _wait_gone(pids, 5) == []  # the plain child, the double-forked daemon, the setsid child
+    assert _workdirs(private_tmp) == []
+
+
+def test_a_non_daemon_thread_does_not_turn_a_finished_run_into_a_timeout(tmp_path, private_tmp):
+    start = time.monotonic()
+    req = RunRequest(path=str(VARIANTS / "nondaemon_thread.py"), suite="smoke", mode="test", cases=[0, 1],
+                     store=str(tmp_path / "s.duckdb"), timeout=60)  # fmt: skip
+    outcome = run_variant(req)
+    assert outcome.status == "passed", outcome.record.run["error"]
+    assert time.monotonic() - start < 40
+
+
+@pytest.mark.parametrize("flag", ["--timeout", "--compile-timeout"])
+@pytest.mark.parametrize("value", ["nan", "inf", "0", "-1"])
+def test_limits_must_be_finite_and_positive(tmp_path, flag, value):
+    out = subprocess.run(
+        [sys.executable, "-m", "tracker", "run", "kernels/geqrf_reference.py", "--suite", "smoke",
+         "--store", str(tmp_path / "s.duckdb"), f"{flag}={value}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.startswith("error:") and f"{flag} must be positive and finite" in out.stderr
+    assert not (tmp_path / "s.duckdb").exists()
+
+
+def test_compilation_has_its_own_budget_and_the_timeout_covers_the_timed_work(tmp_path, private_tmp, monkeypatch):
+    monkeypatch.setenv("KB_IMPORT_SLEEP", "5")
+    store = str(tmp_path / "s.duckdb")
+    slow = str(VARIANTS / "slow_import.py")
+    # a 3 s timeout is not spent on a 5 s import, and progress says "compiling" meanwhile
+    state, phases = ProgressState(), []
+
+    def follow(event):
+        state.update(event)
+        if not phases or phases[-1] != state.phase:
+            phases.append(state.phase)
+
+    outcome = run_variant(
+        RunRequest(path=slow, suite="smoke", mode="test", cases=[0], store=store, timeout=3), on_event=follow
+    )
+    assert outcome.status == "passed", outcome.record.run["error"]
+    assert outcome.record.run["compile_s"] >= 5
+    assert phases == ["starting", "compiling", "running"]
+    assert queries.get_run(store, outcome.run_id)["compile_s"] >= 5
+    # a compile budget shorter than the import: failed (not a timeout), with the log tail
+    outcome = run_variant(
+        RunRequest(path=slow, suite="smoke", mode="test", cases=[0], store=store, timeout=60, compile_timeout=2)
+    )
+    run = queries.get_run(store, outcome.run_id)
+    assert run["status"] == "failed" and run["error"].startswith("compiling took longer than 2 s")
+    assert run["log_tail"] is not None
+    assert _workdirs(private_tmp) == []
+
+
+def test_temporary_folders_are_removed_after_timeout_and_crash(tmp_path, private_tmp):
+    store = str(tmp_path / "s.duckdb")
+    timed_out = run_variant(RunRequest(path=str(VARIANTS / "hangs_second.py"), suite="smoke", mode="test",
+                                       cases=[0, 1], store=store, timeout=3))  # fmt: skip
+    crashed = run_variant(RunRequest(path=str(VARIANTS / "segfault.py"), suite="smoke", mode="test", cases=[0],
+                                     store=store, timeout=30))  # fmt: skip
+    assert (timed_out.status, crashed.status) == ("timeout", "crashed")
+    assert _workdirs(private_tmp) == []
+    assert os.listdir(private_tmp) == []
+
+
+@pytest.mark.parametrize("mode", ["test", "benchmark"])
+def test_a_first_call_whose_build_fails_is_a_compile_failure(tmp_path, private_tmp, mode):
+    req = RunRequest(path=str(VARIANTS / "build_fails.py"), suite="smoke", mode=mode, cases=[0, 1],
+                     store=str(tmp_path / "s.duckdb"), timeout=60)  # fmt: skip
+    outcome = run_variant(req)
+    run = queries.get_run(req.store, outcome.run_id)
+    assert run["status"] == "failed"
+    assert run["error"].startswith("compile failed: custom_kernel raised RuntimeError: Error building extension")
+    assert "Error building extension" in run["log_tail"]

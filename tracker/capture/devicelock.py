@@ -1,0 +1,172 @@
+"""One device, one run: a lock per physical device shared by every tracker process on this host.
+
+The lock is `fcntl.flock` on `<lock dir>/<key>.lock`: the kernel drops it when its holder dies, so a killed
+tracker never leaves a device locked. Beside it, small JSON files say who holds it (`<key>.holder`) and who
+waits (`<key>.wait.<pid>`), for `python -m tracker queue` and the Benchmark page. The lock folder is
+$KERNELBEAM_LOCK_DIR, else $XDG_RUNTIME_DIR/kernelbeam-locks, else <tmp>/kb-device-locks: per host, not per
+store, because two stores can share a GPU.
+
+Also here: what else was using the device and the host when a run started and ended (`device_load`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from tracker.common.processes import process_alive
+
+
+def lock_dir() -> Path:
+    if os.environ.get("KERNELBEAM_LOCK_DIR"):
+        return Path(os.environ["KERNELBEAM_LOCK_DIR"])
+    if os.environ.get("XDG_RUNTIME_DIR") and Path(os.environ["XDG_RUNTIME_DIR"]).is_dir():
+        return Path(os.environ["XDG_RUNTIME_DIR"]) / "kernelbeam-locks"
+    return Path(tempfile.gettempdir()) / "kb-device-locks"
+
+
+def device_key(device: str, has_gpu: bool) -> str:
+    """The physical device a run will use: 'cpu', or 'gpu<N>' after CUDA_VISIBLE_DEVICES (or its UUID)."""
+    if device == "cpu" or (device == "auto" and not has_gpu):
+        return "cpu"
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip() or "0"
+    return "gpu" + re.sub(r"[^A-Za-z0-9_-]", "_", visible)
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+class DeviceLock:
+    """Held for the length of one run; `acquire` waits (reporting who holds it) until the device is free."""
+
+    def __init__(self, key: str, run_id: str) -> None:
+        self.key, self.run_id = key, run_id
+        self.folder = lock_dir()
+        self._fd: int | None = None
+
+    @property
+    def _holder_file(self) -> Path:
+        return self.folder / f"{self.key}.holder"
+
+    @property
+    def _wait_file(self) -> Path:
+        return self.folder / f"{self.key}.wait.{os.getpid()}"
+
+    def acquire(
+        self,
+        on_wait: Callable[[dict[str, Any] | None], None] | None = None,
+        should_cancel: Callable[[], bool] | None = None,
+        poll_s: float = 0.2,
+    ) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(self.folder / f"{self.key}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        me = {"pid": os.getpid(), "run_id": self.run_id, "since": time.time()}
+        waiting = False
+        try:
+            while True:
+                try:
+                    fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    pass
+                if not waiting:
+                    self._wait_file.write_text(json.dumps(me))
+                    waiting = True
+                if on_wait is not None:
+                    on_wait(_read(self._holder_file))
+                if should_cancel is not None and should_cancel():
+                    raise InterruptedError("cancelled while waiting for the device")
+                time.sleep(poll_s)
+        except BaseException:
+            self.release()
+            raise
+        finally:
+            if waiting:
+                self._wait_file.unlink(missing_ok=True)
+        self._holder_file.write_text(json.dumps(me))
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        holder = _read(self._holder_file)
+        if holder and holder.get("pid") == os.getpid() and holder.get("run_id") == self.run_id:
+            self._holder_file.unlink(missing_ok=True)
+        os.close(self._fd)  # closing drops the flock
+        self._fd = None
+
+
+@contextlib.contextmanager
+def hold(key: str, run_id: str, **kw: Any) -> Iterator[DeviceLock]:
+    lock = DeviceLock(key, run_id)
+    lock.acquire(**kw)
+    try:
+        yield lock
+    finally:
+        lock.release()
+
+
+def queue() -> list[dict[str, Any]]:
+    """Per device: who holds it and who waits (oldest first). Entries of processes that are gone are skipped."""
+    folder = lock_dir()
+    if not folder.is_dir():
+        return []
+    out = []
+    for lock in sorted(folder.glob("*.lock")):
+        key = lock.name[: -len(".lock")]
+        holder = _read(folder / f"{key}.holder")
+        if holder and not process_alive(holder.get("pid")):
+            holder = None
+        waiting = [w for w in (_read(p) for p in folder.glob(f"{key}.wait.*")) if w and process_alive(w.get("pid"))]
+        if holder or waiting:
+            out.append({"device": key, "holder": holder, "waiting": sorted(waiting, key=lambda w: w["since"])})
+    return out
+
+
+def _nvidia_smi(*query: str) -> list[list[str]] | None:
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", *query, "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=20
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    return [[x.strip() for x in line.split(",")] for line in out.stdout.splitlines() if line.strip()]
+
+
+def device_load(key: str, own_pids: set[int] = frozenset()) -> dict[str, Any]:
+    """What else used the device and the host: GPU compute processes and utilisation (nvidia-smi, when there is
+    one), the load average and the core count. `shared` says whether the run did not have them to itself."""
+    load1, load5, load15 = os.getloadavg()
+    cores = os.cpu_count() or 1
+    info: dict[str, Any] = {"time": time.time(), "loadavg": [load1, load5, load15], "cores": cores}
+    shared = load1 > cores
+    if key != "cpu":
+        index = key[3:]
+        apps = _nvidia_smi("--query-compute-apps=pid,process_name,used_memory,gpu_uuid", "-i", index)
+        util = _nvidia_smi("--query-gpu=utilization.gpu", "-i", index)
+        others = [
+            {"pid": int(a[0]), "name": a[1], "memory_mib": a[2]}
+            for a in apps or []
+            if a and a[0].isdigit() and int(a[0]) not in own_pids
+        ]
+        info.update(gpu_processes=others, gpu_utilization=util[0][0] if util else None)
+        shared = shared or bool(others)
+    info["shared"] = shared
+    return info
