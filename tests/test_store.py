@@ -258,7 +258,7 @@ def test_flush_pending_skips_a_broken_side_file_and_writes_the_others(store):
     folder.mkdir()
     (folder / "broken.json").write_text("{not json")
     (folder / "good00000001.json").write_text(make_run("good00000001").to_json())
-    assert store_mod.flush_pending(store) == ["good00000001"]
+    assert store_mod.flush_pending(store).written == ["good00000001"]
     assert run_ids(store) == {"good00000001"}
     assert (folder / "broken.json").exists()
 
@@ -278,7 +278,7 @@ def test_a_run_while_another_process_holds_the_store_is_not_lost(store):
     assert "stayed locked" in proc.stderr and str(side) in proc.stderr
     assert "Traceback" not in proc.stderr
     assert run_ids(store) == set()
-    assert store_mod.flush_pending(store) == [summary["run_id"]]
+    assert store_mod.flush_pending(store).written == [summary["run_id"]]
     row = queries.get_run(store, summary["run_id"])
     assert row["status"] == "passed" and row["gpu"] == "CPU"
     assert queries.case_results(store, summary["run_id"])["passed"].tolist() == [True]

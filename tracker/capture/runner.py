@@ -74,6 +74,7 @@ class RunRequest:
 class RunOutcome:
     record: store_mod.RunRecord
     pending: store_mod.PendingRun | None = None  # where the run went if it could not be written
+    flushed: store_mod.FlushResult = field(default_factory=store_mod.FlushResult)  # earlier side files
     events: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -267,8 +268,9 @@ def run_variant(
     log_tail = _tail(log_path)
     shutil.rmtree(workdir, ignore_errors=True)
     _complete(record, req, events, status, error, proc.returncode, log_tail)
-    pending = store_mod.finish_run(req.store, record)
-    return RunOutcome(record, pending, events)
+    flushed = store_mod.FlushResult()
+    pending = store_mod.finish_run(req.store, record, flushed=flushed)
+    return RunOutcome(record, pending, flushed, events)
 
 
 def _complete(record, req, events, status, error, returncode, log_tail) -> None:

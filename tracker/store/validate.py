@@ -106,14 +106,15 @@ def _check_formats(table: str, row: dict[str, Any], suites: Collection[str] | No
     if table == "variants":
         checks.append(("sha256", row["sha256"], bool(SHA256_RE.match(row["sha256"] or ""))))
     if table == "runs":
+        commit, parent, suite = row.get("git_commit"), row.get("parent_run"), row["suite"]
         checks += [
             ("variant_sha256", row["variant_sha256"], bool(SHA256_RE.match(row["variant_sha256"] or ""))),
             ("status", row["status"], row["status"] in RUN_STATUSES),
             ("mode", row["mode"], row["mode"] in RUN_MODES),
-            ("suite", row["suite"], bool(NAME_RE.match(row["suite"] or "")) and (suites is None or row["suite"] in suites)),
+            ("suite", suite, bool(NAME_RE.match(suite or "")) and (suites is None or suite in suites)),
             ("trigger", row.get("trigger"), row.get("trigger") in (None, *TRIGGERS)),
-            ("git_commit", row.get("git_commit"), row.get("git_commit") is None or bool(COMMIT_RE.match(row["git_commit"]))),
-            ("parent_run", row.get("parent_run"), row.get("parent_run") is None or bool(RUN_ID_RE.match(row["parent_run"]))),
+            ("git_commit", commit, commit is None or bool(COMMIT_RE.match(commit))),
+            ("parent_run", parent, parent is None or bool(RUN_ID_RE.match(parent))),
         ]  # fmt: skip
     if table == "verdicts":
         checks.append(("verdict", row["verdict"], row["verdict"] in VERDICTS))
@@ -184,5 +185,6 @@ def read_export(folder: str | Path, suites: Collection[str] | None = None) -> di
             continue
         stray = set(data.column("run_id").to_pylist()) - run_ids
         if stray:
-            raise InvalidImport(f"{folder / (table + '.parquet')} has rows of runs not in runs.parquet: {sorted(stray)[:3]}")
+            shown = sorted(stray)[:3]
+            raise InvalidImport(f"{folder / (table + '.parquet')} has rows of runs not in runs.parquet: {shown}")
     return tables
