@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from tracker.store import connect
+from tracker.store import SCHEMA_VERSION, connect, schema_version
 
 RUN_LIST_COLUMNS = (
     "run_id, variant, path, family, status, suite, mode, device, gpu, geomean_us, started_at, finished_at, "
@@ -83,6 +83,29 @@ def store_version(store: str | os.PathLike) -> tuple[int, ...]:
         else:
             parts += [st.st_mtime_ns, st.st_size]
     return tuple(parts)
+
+
+def store_problem(store: str | os.PathLike) -> str | None:
+    """Why the dashboard must not use this path as a store, or None: it does not exist, is not a DuckDB file, is
+    a DuckDB file without our tables, or has a newer schema than this tracker. Opens read-only; changes nothing."""
+    path = Path(store)
+    if not path.exists():
+        return f"There is no store at **{path}**. Check the path (the dashboard creates no store there)."
+    if not path.is_file():
+        return f"**{path}** is not a file, so not a KernelBeam store."
+    with connect(path, read_only=True) as con:
+        names = {
+            r[0]
+            for r in con.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
+            ).fetchall()
+        }
+        if "schema_version" not in names or "runs" not in names:
+            return f"**{path}** is a DuckDB file but not a KernelBeam store (it has no runs table); it is left as is."
+        version = schema_version(con)
+    if version > SCHEMA_VERSION:
+        return f"**{path}** has store schema v{version}, newer than this dashboard (v{SCHEMA_VERSION}): upgrade it."
+    return None
 
 
 def _has_runs_table(con) -> bool:
