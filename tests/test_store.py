@@ -70,7 +70,9 @@ def counts(path: Path) -> dict[str, int]:
 
 
 def run_ids(path: Path) -> set[str]:
-    return set(queries.list_runs(path)["run_id"])
+    """Runs in the store itself (list_runs also shows runs waiting in side files)."""
+    with store_mod.connect(path, read_only=True) as con:
+        return {r[0] for r in con.execute("SELECT run_id FROM runs").fetchall()}
 
 
 @contextlib.contextmanager
@@ -176,7 +178,11 @@ def test_a_running_row_whose_process_is_gone_becomes_crashed_on_the_next_writer_
     elsewhere.run["host"] = "another-host"
     for record in (alive, elsewhere, dead):  # each start is a writer open: the dead one goes last
         store_mod.start_run(store, record)
-    assert queries.get_run(store, "dead")["status"] == "running"  # readers do not reap
+    # a reader shows the truth (crashed) without writing: the stored row stays `running` until a writer opens
+    assert queries.get_run(store, "dead")["status"] == "crashed"
+    assert queries.list_runs(store).set_index("run_id")["status"].to_dict()["dead"] == "crashed"
+    with store_mod.connect(store, read_only=True) as con:
+        assert con.execute("SELECT status FROM runs WHERE run_id = 'dead'").fetchone()[0] == "running"
     with store_mod.connect(store):
         pass
     row = queries.get_run(store, "dead")

@@ -81,6 +81,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         "note",
         "error",
         "warnings",
+        "side_file",
     ):
         if run.get(key) is not None:
             print(f"{key:11} {run[key]}")
