@@ -9,6 +9,7 @@ $KERNELBEAM_KERNELS_DIR. The server listens on 127.0.0.1 (.streamlit/config.toml
 from __future__ import annotations
 
 import argparse
+import hmac
 import os
 import sys
 from pathlib import Path
@@ -104,10 +105,50 @@ pages = [
 ]
 page = st.navigation(pages)
 
+LOCAL_ADDRESSES = ("127.0.0.1", "localhost", "::1", "")
+TOKEN_KEY = "kb_token_ok"
+
+
+def listen_address() -> str:
+    """The address the server listens on: $KERNELBEAM_ADDRESS (scripts/dashboard.sh), else --server.address."""
+    address = os.environ.get("KERNELBEAM_ADDRESS")
+    if address is None:
+        try:
+            address = st.get_option("server.address")
+        except Exception:  # noqa: BLE001 - no server config (tests): local
+            address = None
+    return (address or "").strip()
+
+
+def require_token() -> None:
+    """Beyond 127.0.0.1 anyone on the network could read the store and start runs: every page then wants the
+    token ($KERNELBEAM_TOKEN) once, as ?token=..., and the session keeps it. Without it, nothing else renders."""
+    address = listen_address()
+    if address in LOCAL_ADDRESSES or st.session_state.get(TOKEN_KEY):
+        return
+    expected = os.environ.get("KERNELBEAM_TOKEN", "")
+    given = st.query_params.get("token", "")
+    if expected and given and hmac.compare_digest(given.encode(), expected.encode()):
+        st.session_state[TOKEN_KEY] = True
+        del st.query_params["token"]  # not in links that get shared
+        return
+    st.title("KernelBeam")
+    if not expected:
+        st.error(
+            f"Token required: this dashboard listens on {address}, but no KERNELBEAM_TOKEN is set. Start it with "
+            "`scripts/dashboard.sh` (it makes one and prints the link), or reach it through an SSH tunnel."
+        )
+    else:
+        st.error("Token required: open the link with `?token=...` printed when the dashboard started.")
+    st.stop()
+
+
+if common.STORE_KEY not in st.session_state:  # on the first run, from this script's own arguments
+    st.session_state[common.STORE_KEY] = default_store()
+require_token()
+
 with st.sidebar:
     st.markdown("### :material/bolt: KernelBeam")
-    if common.STORE_KEY not in st.session_state:
-        st.session_state[common.STORE_KEY] = default_store()
     st.text_input(
         "Store",
         key=common.STORE_KEY,

@@ -472,3 +472,59 @@ def test_waiting_writer_says_what_it_waits_for(tmp_path, monkeypatch):
     lines = [ln for ln in proc.stderr.splitlines() if "is locked by another process" in ln]
     assert len(lines) >= 2 and "waiting" in lines[0] and "/ 2 s" in lines[0]
     assert not list(tmp_path.glob("s.duckdb.writer-waiting.*"))  # the marker is gone with its writer
+
+
+# ----------------------------------------------------------------------- 6. a token beyond 127.0.0.1
+
+
+def test_beyond_localhost_every_page_wants_the_token(demo_store, monkeypatch):
+    path, ids = demo_store
+    monkeypatch.setenv("KERNELBEAM_ADDRESS", "0.0.0.0")
+    monkeypatch.setenv("KERNELBEAM_TOKEN", "s3cret-token")
+    for page in PAGES:
+        at = open_page(page)
+        assert "Token required" in texts(at.error), page
+        assert not at.dataframe and not at.button, page  # nothing of the store, no Start button
+    at = open_page("pages/run.py", id=ids["regressed"], token="wrong")
+    assert "Token required" in texts(at.error) and not at.dataframe
+    at = open_page("pages/run.py", id=ids["regressed"], token="s3cret-token")
+    assert not at.error, texts(at.error)
+    assert at.dataframe and "token" not in at.query_params
+    at.switch_page("pages/benchmark.py").run()  # the session keeps the token: the Start button is there
+    assert not at.error and at.button(key="bm_start")
+
+
+def test_beyond_localhost_without_a_configured_token_nothing_renders(demo_store, monkeypatch):
+    monkeypatch.setenv("KERNELBEAM_ADDRESS", "0.0.0.0")
+    at = open_page(token="")
+    assert "no KERNELBEAM_TOKEN is set" in texts(at.error) and not at.dataframe
+
+
+def test_on_localhost_no_token_is_asked(demo_store, monkeypatch):
+    monkeypatch.setenv("KERNELBEAM_ADDRESS", "127.0.0.1")
+    monkeypatch.setenv("KERNELBEAM_TOKEN", "s3cret-token")
+    at = open_page()
+    assert not at.error and at.dataframe
+
+
+def test_dashboard_script_makes_and_prints_a_token_beyond_localhost(tmp_path):
+    """scripts/dashboard.sh up to the exec: the token it makes is printed in a link (streamlit is replaced by a
+    stub python that only prints its arguments and the token it sees)."""
+    stub = tmp_path / "bin"
+    stub.mkdir()
+    (stub / "python3").write_text(
+        '#!/bin/sh\nif [ "$1" = "-m" ]; then echo "ARGS $* TOKEN=$KERNELBEAM_TOKEN"; exit 0; fi\n'
+        f'exec {sys.executable} "$@"\n'
+    )
+    (stub / "python3").chmod(0o755)
+    script = tmp_path / "repo" / "scripts"
+    script.mkdir(parents=True)
+    shutil.copy(ROOT / "scripts" / "dashboard.sh", script)
+    (script / "install.sh").write_text("true\n")
+    env = dict(os.environ, PATH=f"{stub}:{os.environ['PATH']}", KERNELBEAM_ADDRESS="0.0.0.0")
+    env.pop("KERNELBEAM_TOKEN", None)
+    proc = subprocess.run(["bash", str(script / "dashboard.sh")], env=env, capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    token = proc.stdout.split("TOKEN=")[1].strip()
+    assert len(token) >= 24 and f"?token={token}" in proc.stderr
+    assert "--server.address 0.0.0.0" in proc.stdout
