@@ -7,6 +7,7 @@ operation opens, works and closes. Writers and readers retry on the lock error w
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
 import random
@@ -54,7 +55,7 @@ MARKER_FRESH_SECONDS = 3.0  # a writer's marker older than this is stale (its wr
 
 
 def _marker_glob(path: Path) -> str:
-    return f"{path.name}.writer-waiting.*"
+    return f"{glob.escape(path.name)}.writer-waiting.*"
 
 
 def writer_waiting(path: str | os.PathLike) -> bool:
