@@ -470,7 +470,7 @@ def test_waiting_writer_says_what_it_waits_for(tmp_path, monkeypatch):
         proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert "gave up" in proc.stdout
     lines = [ln for ln in proc.stderr.splitlines() if "is locked by another process" in ln]
-    assert len(lines) >= 2 and "waiting" in lines[0] and "/ 2 s" in lines[0]
+    assert len(lines) >= 2 and "waiting" in lines[0] and "/ 2 s" in lines[0] and "(pid " in lines[0]
     assert not list(tmp_path.glob("s.duckdb.writer-waiting.*"))  # the marker is gone with its writer
 
 

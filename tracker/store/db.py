@@ -11,6 +11,7 @@ import glob
 import json
 import os
 import random
+import re
 import socket
 import sys
 import tempfile
@@ -121,7 +122,8 @@ def connect(
                 if not read_only:
                     _touch_marker(marker)
                     if time.monotonic() >= next_report:
-                        holder = str(exc).split("\n")[0][-160:]
+                        pid = re.search(r"\(PID (\d+)\)", str(exc))
+                        holder = f"pid {pid.group(1)}" if pid else "a reader or writer"
                         print(
                             f"store {path} is locked by another process ({holder}); waiting {waited:.0f} s / "
                             f"{limit:.0f} s",
