@@ -162,6 +162,9 @@ def start_job(
         raise ValueError("device must be auto, cpu or cuda")
     if timeout is not None and timeout <= 0:
         raise ValueError("the timeout must be positive")
+    for label, value in (("family", family), ("parent", parent), ("note", note)):
+        if value is not None and "\x00" in str(value):
+            raise ValueError(f"the {label} contains a NUL character")
 
     job_id = _new_job_id()
     folder = jobs_dir(store) / job_id
