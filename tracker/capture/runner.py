@@ -101,11 +101,12 @@ def _geomean(values: list[float]) -> float:
 def _read_new_events(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
     if not path.exists():
         return [], offset
-    with open(path) as f:
+    with open(path, "rb") as f:  # byte offsets: a text-mode offset counted in characters drifts on non-ASCII
         f.seek(offset)
         chunk = f.read()
-    complete = chunk[: chunk.rfind("\n") + 1]  # a line still being written is read next time
-    return [json.loads(line) for line in complete.splitlines() if line.strip()], offset + len(complete)
+    complete = chunk[: chunk.rfind(b"\n") + 1]  # a line still being written is read next time
+    lines = complete.decode("utf-8", errors="replace").splitlines()
+    return [json.loads(line) for line in lines if line.strip()], offset + len(complete)
 
 
 def _tail(path: Path) -> str:
