@@ -9,6 +9,7 @@ $KERNELBEAM_KERNELS_DIR. The server listens on 127.0.0.1 (.streamlit/config.toml
 from __future__ import annotations
 
 import argparse
+import hmac
 import os
 import sys
 from pathlib import Path
@@ -24,6 +25,7 @@ from tracker.store import (  # noqa: E402
     DEFAULT_STORE,
     NotAStoreError,
     StoreLockedError,
+    connect,
     queries,  # noqa: E402
 )
 from tracker.store.transfer import seed_from_samples  # noqa: E402
@@ -48,22 +50,48 @@ if ARGS.kernels_dir:  # the folder the Benchmark page may run kernels from (trac
 
 
 def default_store() -> str:
-    return ARGS.store or ARGS.positional or os.environ.get("KERNELBEAM_STORE") or DEFAULT_STORE
+    return ARGS.store or ARGS.positional or os.environ.get("KERNELBEAM_STORE") or str(OWN_STORE)
+
+
+# The one store the dashboard may create or seed: experiments.duckdb in its own checkout ($KERNELBEAM_OWN_STORE
+# moves it, for tests). Any other path is only ever opened read-only.
+OWN_STORE = Path(os.environ.get("KERNELBEAM_OWN_STORE") or ROOT / DEFAULT_STORE).resolve()
+
+
+def _is_own_store(store: str) -> bool:
+    try:
+        return Path(store).resolve() == OWN_STORE
+    except (OSError, RuntimeError, ValueError):
+        return False
 
 
 @st.cache_data(show_spinner=False)
 def _seed(store: str, version: tuple[int, ...]) -> tuple[int, str | None]:
-    """Seed an empty store from samples/ once per store version: (runs added, error message)."""
+    """Seed the dashboard's own store from samples/ when it is missing or has no runs: (runs added, problem)."""
     try:
-        if queries.count_runs(store):
-            return 0, None
-        return seed_from_samples(store, os.environ.get("KERNELBEAM_SAMPLES_DIR") or ROOT / "samples"), None
+        if Path(store).exists() and (queries.store_problem(store) or queries.count_runs(store)):
+            return 0, None  # a foreign file is refused below; a store with runs is left as it is
+        added = seed_from_samples(store, os.environ.get("KERNELBEAM_SAMPLES_DIR") or ROOT / "samples")
+        if not Path(store).exists():  # no samples: an empty store, so the Benchmark page can record the first run
+            with connect(store):
+                pass
+        return added, None
     except NotAStoreError:
-        return 0, f"**{store}** is not a KernelBeam store (not a DuckDB file). Choose another store."
+        return 0, None  # refused below, untouched
     except StoreLockedError:
         return 0, None  # a writer is busy; seeding is tried again on the next render
     except Exception as exc:  # noqa: BLE001 - a broken sample must not take the dashboard down
         return 0, f"Could not seed {store} from samples/: {exc}"
+
+
+@st.cache_data(show_spinner=False)
+def _problem(store: str, version: tuple[int, ...]) -> str | None:
+    try:
+        return queries.store_problem(store)
+    except NotAStoreError:
+        return f"**{store}** is not a KernelBeam store (not a DuckDB file); it is left as is."
+    except StoreLockedError:
+        return None  # busy: the pages say so
 
 
 pages = [
@@ -77,17 +105,61 @@ pages = [
 ]
 page = st.navigation(pages)
 
+LOCAL_ADDRESSES = ("127.0.0.1", "localhost", "::1", "")
+TOKEN_KEY = "kb_token_ok"
+
+
+def listen_address() -> str:
+    """The address the server listens on: $KERNELBEAM_ADDRESS (scripts/dashboard.sh), else --server.address."""
+    address = os.environ.get("KERNELBEAM_ADDRESS")
+    if address is None:
+        try:
+            address = st.get_option("server.address")
+        except Exception:  # noqa: BLE001 - no server config (tests): local
+            address = None
+    return (address or "").strip()
+
+
+def require_token() -> None:
+    """Beyond 127.0.0.1 anyone on the network could read the store and start runs: every page then wants the
+    token ($KERNELBEAM_TOKEN) once, as ?token=..., and the session keeps it. Without it, nothing else renders."""
+    address = listen_address()
+    if address in LOCAL_ADDRESSES or st.session_state.get(TOKEN_KEY):
+        return
+    expected = os.environ.get("KERNELBEAM_TOKEN", "")
+    given = st.query_params.get("token", "")
+    if expected and given and hmac.compare_digest(given.encode(), expected.encode()):
+        st.session_state[TOKEN_KEY] = True
+        del st.query_params["token"]  # not in links that get shared
+        return
+    st.title("KernelBeam")
+    if not expected:
+        st.error(
+            f"Token required: this dashboard listens on {address}, but no KERNELBEAM_TOKEN is set. Start it with "
+            "`scripts/dashboard.sh` (it makes one and prints the link), or reach it through an SSH tunnel."
+        )
+    else:
+        st.error("Token required: open the link with `?token=...` printed when the dashboard started.")
+    st.stop()
+
+
+if common.STORE_KEY not in st.session_state:  # on the first run, from this script's own arguments
+    st.session_state[common.STORE_KEY] = default_store()
+require_token()
+
 with st.sidebar:
     st.markdown("### :material/bolt: KernelBeam")
-    if common.STORE_KEY not in st.session_state:
-        st.session_state[common.STORE_KEY] = default_store()
-    st.text_input("Store", key=common.STORE_KEY, help="DuckDB file the dashboard reads (opened read-only per query)")
+    st.text_input(
+        "Store",
+        key=common.STORE_KEY,
+        help="DuckDB file the dashboard reads (opened read-only per query; "
+        "only its own experiments.duckdb is ever created, from samples/)",
+    )
     store = common.store()
-    added, problem = _seed(store, queries.store_version(store))
-    if problem:
-        st.error(problem)
-    elif added:
-        st.success(f"Seeded {added} runs from samples/.")
+    added, problem = _seed(store, queries.store_version(store)) if _is_own_store(store) else (0, None)
+    problem = problem or _problem(store, queries.store_version(store))
+    if added:
+        st.success(f"Seeded {added} runs from samples/ into the empty store {store}.")
     n_runs, _ = common.try_read("count_runs") if not problem else (0, None)
     facts, _ = common.try_read("facets") if n_runs else (None, None)
     options = [common.ALL_GPUS, *(facts["gpu"] if facts else [])]
@@ -95,6 +167,12 @@ with st.sidebar:
         st.session_state[common.GPU_KEY] = common.ALL_GPUS
     st.selectbox("GPU", options, key=common.GPU_KEY, help="Only runs on this GPU model (timings of different GPUs "
                  "are never compared)")  # fmt: skip
-    st.caption(f"{n_runs or 0} runs in the store")
+    if problem:
+        st.caption(f"No store open ({store} refused).")
+    else:
+        st.caption(f"Open: `{store}` · {n_runs or 0} runs")
 
+if problem:  # every page needs a store: say why this one is refused, and change nothing
+    st.error(problem + " Choose another store in the sidebar.")
+    st.stop()
 page.run()

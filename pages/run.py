@@ -44,6 +44,13 @@ st.caption(
     f"started {run['started_at']:%Y-%m-%d %H:%M:%S} · trigger {run.get('trigger') or '?'}"
     + (f" · family **{run['family']}**" if isinstance(run.get("family"), str) else "")
 )
+if run["status"] == "pending":
+    st.info(
+        f"This run finished but waits in the side file `{run.get('side_file')}` (the store was busy or could not "
+        "be written); the next run or `python -m tracker import` writes it into the store."
+    )
+elif run["status"] == "crashed" and (run.get("error") is None or run.get("error") != run.get("error")):
+    st.warning("The process recording this run is gone: the run crashed before it was completed.")
 if run.get("gpu") == "CPU" or run.get("device") == "cpu":
     st.info("CPU run: timings are CPU timings, never compared with GPU runs.")
 if isinstance(run.get("note"), str) and run["note"]:

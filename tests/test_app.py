@@ -37,6 +37,7 @@ def _isolated(monkeypatch, tmp_path):
     empty = tmp_path / "no-samples"
     empty.mkdir()
     monkeypatch.setenv("KERNELBEAM_SAMPLES_DIR", str(empty))
+    monkeypatch.setenv("KERNELBEAM_OWN_STORE", str(tmp_path / "own.duckdb"))  # never the checkout's own store
     monkeypatch.setenv("KERNELBEAM_NO_GPU", "1")
     monkeypatch.delenv("KERNELBEAM_KERNELS_DIR", raising=False)
     envinfo.gpu_available.cache_clear()
@@ -433,7 +434,7 @@ def test_benchmark_starts_a_cpu_job_and_links_the_run(demo_store):
     at.button(key="bm_start").click().run()
     assert not at.error and "Started job" in texts(at.success)
     (job,) = jobs.list_jobs(path)
-    assert job.spec["suite"] == "smoke" and job.spec["cases"] == [0, 1] and "--trigger" in job.spec["argv"]
+    assert job.spec["suite"] == "smoke" and job.spec["cases"] == [0, 1] and "--trigger=ui" in job.spec["argv"]
     final = jobs.wait(job, timeout=120)
     assert final["state"] == "finished" and final["status"] == "passed", jobs.log_tail(job)
     run = queries.get_run(path, final["run_id"])
@@ -504,7 +505,9 @@ def test_empty_store_says_so(empty_store, page):
 
 
 def test_missing_store_and_benchmark_on_empty_store(tmp_path, monkeypatch):
+    """The dashboard's own store is created when missing; other paths are never created (see test_safety)."""
     monkeypatch.setenv("KERNELBEAM_STORE", str(tmp_path / "new.duckdb"))
+    monkeypatch.setenv("KERNELBEAM_OWN_STORE", str(tmp_path / "new.duckdb"))
     at = open_page()
     assert "has no runs yet" in texts(at.info)
     at = open_page("pages/benchmark.py")
@@ -518,6 +521,7 @@ def test_empty_store_is_seeded_from_samples(demo_store, tmp_path, monkeypatch):
     monkeypatch.setenv("KERNELBEAM_SAMPLES_DIR", str(samples))
     fresh = tmp_path / "fresh.duckdb"
     monkeypatch.setenv("KERNELBEAM_STORE", str(fresh))
+    monkeypatch.setenv("KERNELBEAM_OWN_STORE", str(fresh))
     at = open_page()
     assert "Seeded 3 runs" in texts(at.sidebar.success)
     assert set(table(at, "variants")["variant"]) == {"wy_v0", "wy_v1", "wy_v2"}
@@ -584,6 +588,7 @@ def test_fresh_store_shows_the_shipped_h200_runs(tmp_path, monkeypatch):
     monkeypatch.setenv("KERNELBEAM_SAMPLES_DIR", str(ROOT / "samples"))
     store = tmp_path / "experiments.duckdb"
     monkeypatch.setenv("KERNELBEAM_STORE", str(store))
+    monkeypatch.setenv("KERNELBEAM_OWN_STORE", str(store))
     at = open_page()
     assert f"Seeded {expected} runs" in texts(at.sidebar.success) and not at.error
     assert queries.count_runs(store) == expected

@@ -70,7 +70,9 @@ def counts(path: Path) -> dict[str, int]:
 
 
 def run_ids(path: Path) -> set[str]:
-    return set(queries.list_runs(path)["run_id"])
+    """Runs in the store itself (list_runs also shows runs waiting in side files)."""
+    with store_mod.connect(path, read_only=True) as con:
+        return {r[0] for r in con.execute("SELECT run_id FROM runs").fetchall()}
 
 
 @contextlib.contextmanager
@@ -191,7 +193,11 @@ def test_a_running_row_whose_process_is_gone_becomes_crashed_on_the_next_writer_
     elsewhere.run["host"] = "another-host"
     for record in (alive, elsewhere, dead):  # each start is a writer open: the dead one goes last
         store_mod.start_run(store, record)
-    assert queries.get_run(store, "dead")["status"] == "running"  # readers do not reap
+    # a reader shows the truth (crashed) without writing: the stored row stays `running` until a writer opens
+    assert queries.get_run(store, "dead")["status"] == "crashed"
+    assert queries.list_runs(store).set_index("run_id")["status"].to_dict()["dead"] == "crashed"
+    with store_mod.connect(store, read_only=True) as con:
+        assert con.execute("SELECT status FROM runs WHERE run_id = 'dead'").fetchone()[0] == "running"
     with store_mod.connect(store):
         pass
     row = queries.get_run(store, "dead")
@@ -222,7 +228,9 @@ def test_a_run_is_never_half_written(store):
     # a started run keeps its `running` row and nothing else
     store_mod.start_run(store, record)
     assert store_mod.finish_run(store, record, retry_seconds=0.2) is not None
-    assert queries.get_run(store, "halfrun00001")["status"] == "running"
+    assert queries.get_run(store, "halfrun00001")["status"] == "pending"  # shown as waiting in its side file
+    with store_mod.connect(store, read_only=True) as con:
+        assert con.execute("SELECT status FROM runs WHERE run_id = 'halfrun00001'").fetchone()[0] == "running"
     assert counts(store)["case_results"] == counts(store)["samples"] == 0
 
 
@@ -273,7 +281,7 @@ def test_flush_pending_skips_a_broken_side_file_and_writes_the_others(store):
     folder.mkdir()
     (folder / "broken.json").write_text("{not json")
     (folder / "good00000001.json").write_text(make_run("good00000001").to_json())
-    assert store_mod.flush_pending(store) == ["good00000001"]
+    assert store_mod.flush_pending(store).written == ["good00000001"]
     assert run_ids(store) == {"good00000001"}
     assert (folder / "broken.json").exists()
 
@@ -293,7 +301,7 @@ def test_a_run_while_another_process_holds_the_store_is_not_lost(store):
     assert "stayed locked" in proc.stderr and str(side) in proc.stderr
     assert "Traceback" not in proc.stderr
     assert run_ids(store) == set()
-    assert store_mod.flush_pending(store) == [summary["run_id"]]
+    assert store_mod.flush_pending(store).written == [summary["run_id"]]
     row = queries.get_run(store, summary["run_id"])
     assert row["status"] == "passed" and row["gpu"] == "CPU"
     assert queries.case_results(store, summary["run_id"])["passed"].tolist() == [True]

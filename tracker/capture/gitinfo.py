@@ -64,13 +64,52 @@ def capture_git(path: str | Path) -> dict[str, Any]:
         return info
 
 
+COMMIT_RE = re.compile(r"^[0-9a-f]{7,40}$")
+
+
+def safe_repo_path(repo_dir: str | Path, path: str) -> str | None:
+    """`path` relative to the repository, or None when it is not a plain path inside it (`..`, option-like,
+    control characters): such a value from the store or a URL never reaches git."""
+    if not isinstance(path, str) or not path or path.startswith("-") or any(ord(c) < 32 for c in path):
+        return None
+    if ".." in Path(path).parts:
+        return None
+    root = Path(repo_dir).resolve()
+    target = (root / path).resolve() if not Path(path).is_absolute() else Path(path).resolve()
+    if not target.is_relative_to(root):
+        return None
+    return str(target.relative_to(root)) or None
+
+
+def resolve_commit(repo, commit: str) -> str | None:
+    """The full hex name of `commit` if it is a hex object name that the repository resolves to a commit."""
+    import git
+
+    if not isinstance(commit, str) or not COMMIT_RE.match(commit):
+        return None
+    try:
+        return repo.git.rev_parse("--verify", "--quiet", "--end-of-options", f"{commit}^{{commit}}").strip() or None
+    except git.GitCommandError:
+        return None
+
+
 def diff_commits(repo_dir: str | Path, a: str, b: str, paths: list[str] | None = None) -> str | None:
-    """Unified diff between two commits of a repository, or None if either is unknown there."""
+    """Unified diff between two commits of a repository, or None if either is not a commit there.
+
+    Commits and paths come from the store (possibly an imported one): commits must be hex names the repository
+    resolves, paths must lie inside it, and `--` separates them, so no value can act as an option."""
     import git
 
     try:
         with git.Repo(repo_dir, search_parent_directories=True) as repo:
-            return repo.git.diff(a, b, "--", *(paths or []))
+            full_a, full_b = resolve_commit(repo, a), resolve_commit(repo, b)
+            if full_a is None or full_b is None:
+                return None
+            root = repo.working_tree_dir
+            checked = [safe_repo_path(root, p) for p in paths or []]
+            if any(c is None for c in checked):
+                return None
+            return repo.git.diff(full_a, full_b, "--", *checked)
     except (
         git.GitCommandError,
         git.InvalidGitRepositoryError,

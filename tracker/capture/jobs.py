@@ -169,31 +169,35 @@ def start_job(
         raise ValueError("device must be auto, cpu or cuda")
     if timeout is not None and timeout <= 0:
         raise ValueError("the timeout must be positive")
+    for label, value in (("family", family), ("parent", parent), ("note", note)):
+        if value is not None and "\x00" in str(value):
+            raise ValueError(f"the {label} contains a NUL character")
 
     job_id = _new_job_id()
     folder = jobs_dir(store) / job_id
     folder.mkdir(parents=True)
     job = Job(job_id, folder, {})
+    # Every value goes as --name=value: a note or family starting with "-" stays a value, never an option.
     argv = [
-        sys.executable, "-m", "tracker", "run", _display_path(path),
-        "--store", str(Path(store).resolve()),
-        "--suite", suite, "--mode", mode, "--device", device,
-        "--trigger", "ui",
-        "--progress-file", str(job.progress_file),
-        "--cancel-file", str(job.cancel_file),
+        sys.executable, "-m", "tracker", "run", f"--store={Path(store).resolve()}",
+        f"--suite={suite}", f"--mode={mode}", f"--device={device}",
+        "--trigger=ui",
+        f"--progress-file={job.progress_file}",
+        f"--cancel-file={job.cancel_file}",
         "--json",
     ]  # fmt: skip
     if cases:
-        argv += ["--cases", ",".join(str(int(i)) for i in cases)]
+        argv.append("--cases=" + ",".join(str(int(i)) for i in cases))
     if seed is not None:
-        argv += ["--seed", str(int(seed))]
+        argv.append(f"--seed={int(seed)}")
     if timeout is not None:
-        argv += ["--timeout", f"{float(timeout):g}"]
+        argv.append(f"--timeout={float(timeout):g}")
     for flag, value in (("--family", family), ("--parent", parent), ("--note", note)):
         if value:
-            argv += [flag, str(value)]
+            argv.append(f"{flag}={value}")
     if profile:
         argv.append("--profile")
+    argv += ["--", _display_path(path)]  # the kernel path last, after "--": never read as an option
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
     job.spec = {

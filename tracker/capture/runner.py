@@ -103,6 +103,7 @@ class RunRequest:
 class RunOutcome:
     record: store_mod.RunRecord
     pending: store_mod.PendingRun | None = None  # where the run went if it could not be written
+    flushed: store_mod.FlushResult = field(default_factory=store_mod.FlushResult)  # earlier side files
     events: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -295,7 +296,8 @@ def run_variant(
         lock.acquire(on_wait=waiting, should_cancel=should_cancel)
     except (InterruptedError, KeyboardInterrupt):
         complete_record(record, req, [], "cancelled", "the run was cancelled while waiting for the device", None, "")
-        return RunOutcome(record, store_mod.finish_run(req.store, record), [])
+        flushed = store_mod.FlushResult()
+        return RunOutcome(record, store_mod.finish_run(req.store, record, flushed=flushed), flushed, [])
     try:
         record.run["device_load_start"] = devicelock.device_load(key)
         status, error, returncode, log_tail, compile_s, forged = _drive_worker(req, record, events, emit, should_cancel)
@@ -313,8 +315,9 @@ def run_variant(
              "worker's channel failed authentication and were ignored"}
         ]  # fmt: skip
         record.run["flags"] = json.dumps(flags)
-    pending = store_mod.finish_run(req.store, record)
-    return RunOutcome(record, pending, events)
+    flushed = store_mod.FlushResult()
+    pending = store_mod.finish_run(req.store, record, flushed=flushed)
+    return RunOutcome(record, pending, flushed, events)
 
 
 def _gpu_available() -> bool:

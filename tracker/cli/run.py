@@ -27,6 +27,9 @@ def run_summary(outcome) -> dict[str, Any]:
         "compile_s": run.get("compile_s"),
         "shared_device": run.get("shared_device"),
         "side_file": str(outcome.pending.path) if outcome.pending else None,
+        # Outside the store's side folder nothing brings the run in by itself: the whole record goes along.
+        "record": json.loads(outcome.record.to_json()) if outcome.pending and outcome.pending.fallback else None,
+        "unreadable_side_files": [{"path": str(p), "why": why} for p, why in outcome.flushed.unreadable],
         "cases": [
             {
                 "case_idx": c["case_idx"],
@@ -101,8 +104,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         _print_run(summary)
     if outcome.pending:
         print(
-            f"store {args.store}: {outcome.pending.reason}. The run was saved to {outcome.pending.path}; the next "
-            f"run or `python -m tracker import --store {args.store}` writes it into the store.",
+            f"store {args.store}: {outcome.pending.reason}. The run was saved to {outcome.pending.path}; "
+            + (
+                f"copy it into {args.store}.pending/ once the store can be written, then run "
+                f"`python -m tracker import --store {args.store}`."
+                if outcome.pending.fallback
+                else f"the next run or `python -m tracker import --store {args.store}` writes it into the store."
+            ),
             file=sys.stderr,
         )
     return 0 if outcome.status == "passed" else 1

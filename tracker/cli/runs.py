@@ -98,6 +98,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         "warnings",
         "compile_s",
         "shared_device",
+        "side_file",
     ):
         if run.get(key) is not None:
             print(f"{key:11} {run[key]}")

@@ -31,18 +31,32 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     from tracker.store import flush_pending
     from tracker.store.transfer import check_export, import_runs
+    from tracker.store.validate import read_export
+    from tracker.workloads.qr_v2.suites import SUITES
 
-    for folder in args.folders:  # every folder is checked before anything is written
+    for folder in args.folders:  # every folder is checked, files and rows, before any is written: all or nothing
         check_export(folder)
+        read_export(folder, SUITES)
     check_store(args.store, write=True)
-    added = sum(import_runs(args.store, folder) for folder in args.folders)
-    flushed = flush_pending(args.store)
-    if args.json:
-        print(json.dumps({"imported": added, "pending_written": flushed, "store": args.store}))
+    added = sum(import_runs(args.store, folder, SUITES) for folder in args.folders)
+    flushed = flush_pending(args.store)  # prints a line per side file it keeps, and why
     print(
-        f"imported {added} new run(s) into {args.store}" + (f", wrote {len(flushed)} pending" if flushed else ""),
+        f"imported {added} new run(s) into {args.store}"
+        + (f", wrote {len(flushed.written)} pending" if flushed.written else "")
+        + (f"; {len(flushed.unreadable)} side file(s) could not be read and were kept" if flushed.unreadable else ""),
         file=sys.stderr,
     )
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "imported": added,
+                    "pending_written": flushed.written,
+                    "unreadable_side_files": [{"path": str(p), "why": why} for p, why in flushed.unreadable],
+                    "store": args.store,
+                }
+            )
+        )
     return 0
 
 

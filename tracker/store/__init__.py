@@ -6,6 +6,7 @@
 
 from tracker.store.db import (
     DEFAULT_STORE,
+    FlushResult,
     NotAStoreError,
     PendingRun,
     RunRecord,
@@ -16,11 +17,13 @@ from tracker.store.db import (
     add_verdict,
     check_store,
     connect,
+    fallback_dirs,
     finish_run,
     flush_pending,
     migrate,
     now,
     pending_dir,
+    pending_run_ids,
     reap_dead_runs,
     schema_version,
     start_run,
@@ -30,6 +33,7 @@ from tracker.store.schema import MIGRATIONS, RUN_TABLES, SCHEMA_VERSION, TABLE_C
 
 __all__ = [
     "DEFAULT_STORE",
+    "FlushResult",
     "MIGRATIONS",
     "RUN_TABLES",
     "SCHEMA_VERSION",
@@ -46,10 +50,12 @@ __all__ = [
     "check_store",
     "connect",
     "finish_run",
+    "fallback_dirs",
     "flush_pending",
     "migrate",
     "now",
     "pending_dir",
+    "pending_run_ids",
     "reap_dead_runs",
     "schema_version",
     "start_run",

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import glob
 import json
 import os
 import random
+import re
 import socket
+import sys
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -64,6 +68,36 @@ def _is_lock_error(exc: Exception) -> bool:
     return any(m in str(exc) for m in _LOCK_MESSAGES)
 
 
+WAIT_REPORT_SECONDS = 5.0  # a waiting writer says what it waits for this often
+MARKER_FRESH_SECONDS = 3.0  # a writer's marker older than this is stale (its writer died or gave up)
+
+
+def _marker_glob(path: Path) -> str:
+    return f"{glob.escape(path.name)}.writer-waiting.*"
+
+
+def writer_waiting(path: str | os.PathLike) -> bool:
+    """True while some live writer is waiting for the store (a fresh marker file beside it)."""
+    path = Path(path)
+    wall = time.time()
+    for marker in path.parent.glob(_marker_glob(path)):
+        try:
+            fresh = wall - marker.stat().st_mtime < MARKER_FRESH_SECONDS
+            pid = int(marker.name.rsplit(".", 1)[1])
+        except (OSError, ValueError):
+            continue
+        if fresh and process_alive(pid):
+            return True
+    return False
+
+
+def _touch_marker(marker: Path) -> None:
+    try:
+        marker.touch()
+    except OSError:  # a read-only folder: the writer still retries, only without priority
+        pass
+
+
 @contextlib.contextmanager
 def connect(
     path: str | os.PathLike,
@@ -73,37 +107,64 @@ def connect(
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     """Open the store, retrying while another process holds the lock; always closed on exit.
 
-    A writer also brings the schema up to date and marks runs whose process died as crashed.
+    A writer also brings the schema up to date and marks runs whose process died as crashed. DuckDB lets one
+    writer or many readers in, so back-to-back readers could starve a writer: a writer that has to wait keeps
+    a marker file beside the store (`<store>.writer-waiting.<pid>`), and readers hold back while one is fresh.
     """
     path = Path(path)
     if read_only and not path.exists():
         raise FileNotFoundError(f"no store at {path}")
     if not path.parent.is_dir():
         raise FileNotFoundError(f"cannot create a store at {path}: folder {path.parent} does not exist")
-    deadline = time.monotonic() + (LOCK_RETRY_SECONDS if retry_seconds is None else retry_seconds)
+    limit = LOCK_RETRY_SECONDS if retry_seconds is None else retry_seconds
+    start = time.monotonic()
+    deadline = start + limit
+    if read_only:  # let a waiting writer in first (bounded: a reader never waits longer than the retry limit)
+        while writer_waiting(path) and time.monotonic() < deadline:
+            time.sleep(0.02 + 0.03 * random.random())
+    marker = path.with_name(f"{path.name}.writer-waiting.{os.getpid()}")
     delay = 0.05
-    while True:
-        try:
-            con = duckdb.connect(str(path), read_only=read_only)
-            break
-        except duckdb.Error as exc:
-            access = next((m for m in _ACCESS_MESSAGES if m in str(exc)), None)
-            if access:
-                raise StoreAccessError(
-                    f"cannot open store {path}{'' if read_only else ' for writing'}: {access.lower()}"
-                ) from exc
-            if not _is_lock_error(exc):
-                raise NotAStoreError(f"{path} is not a DuckDB store: {exc}") from exc
-            if time.monotonic() >= deadline:
-                raise StoreLockedError(f"store {path} is locked by another process: {exc}") from exc
-        time.sleep(delay * (0.5 + random.random()))
-        delay = min(delay * 2, 1.0)
+    next_report = start + WAIT_REPORT_SECONDS
+    try:
+        while True:
+            try:
+                con = duckdb.connect(str(path), read_only=read_only)
+                break
+            except duckdb.Error as exc:
+                access = next((m for m in _ACCESS_MESSAGES if m in str(exc)), None)
+                if access:
+                    raise StoreAccessError(
+                        f"cannot open store {path}{'' if read_only else ' for writing'}: {access.lower()}"
+                    ) from exc
+                if not _is_lock_error(exc):
+                    raise NotAStoreError(f"{path} is not a DuckDB store: {exc}") from exc
+                waited = time.monotonic() - start
+                if time.monotonic() >= deadline:
+                    raise StoreLockedError(f"store {path} is locked by another process: {exc}") from exc
+                if not read_only:
+                    _touch_marker(marker)
+                    if time.monotonic() >= next_report:
+                        pid = re.search(r"\(PID (\d+)\)", str(exc))
+                        holder = f"pid {pid.group(1)}" if pid else "a reader or writer"
+                        print(
+                            f"store {path} is locked by another process ({holder}); waiting {waited:.0f} s / "
+                            f"{limit:.0f} s",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+                        next_report += WAIT_REPORT_SECONDS
+            # Writers retry sooner than readers and never back off far: they hold the marker.
+            time.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 0.2 if not read_only else 1.0)
+    finally:
+        if not read_only:
+            marker.unlink(missing_ok=True)
     try:
         if read_only:
             _refuse_newer(con, path)
         else:
             migrate(con)
-            reap_dead_runs(con)
+            reap_dead_runs(con, path)
         yield con
     finally:
         con.close()
@@ -194,11 +255,13 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
     return SCHEMA_VERSION
 
 
-def reap_dead_runs(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """Mark `running` rows of this host whose recording process is gone as `crashed`."""
+def reap_dead_runs(con: duckdb.DuckDBPyConnection, path: str | os.PathLike | None = None) -> list[str]:
+    """Mark `running` rows of this host whose recording process is gone as `crashed`, except runs whose
+    complete record waits in a side file (`<store>.pending/RUN.json`): the next flush writes them."""
     host = socket.gethostname()
     rows = con.execute("SELECT run_id, pid FROM runs WHERE status = 'running' AND host = ?", [host]).fetchall()
-    dead = [run_id for run_id, pid in rows if not process_alive(pid)]
+    waiting = pending_run_ids(path) if path is not None else set()
+    dead = [run_id for run_id, pid in rows if not process_alive(pid) and run_id not in waiting]
     for run_id in dead:
         con.execute(
             "UPDATE runs SET status = 'crashed', finished_at = ?, "
@@ -327,47 +390,120 @@ def pending_dir(path: str | os.PathLike) -> Path:
     return Path(f"{path}.pending")
 
 
+def fallback_dirs() -> list[Path]:
+    """Where a run goes when neither the store nor its side folder can be written, in order of preference."""
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return [Path(state) / "kernelbeam" / "pending", Path(tempfile.gettempdir()) / "kernelbeam-pending"]
+
+
+def pending_run_ids(path: str | os.PathLike) -> set[str]:
+    """Run ids waiting in the store's side folder."""
+    folder = pending_dir(path)
+    try:
+        return {p.stem for p in folder.glob("*.json")} if folder.is_dir() else set()
+    except OSError:
+        return set()
+
+
 @dataclass(frozen=True)
 class PendingRun:
     """A run kept in a side file because it could not be written into the store, and why."""
 
     path: Path
     reason: str
+    fallback: bool = False  # True: not in the store's side folder but in a fallback folder (see fallback_dirs)
 
 
-def finish_run(path: str | os.PathLike, record: RunRecord, *, retry_seconds: float | None = None) -> PendingRun | None:
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write beside the file, flush to disk, then rename: a reader sees the old file or the whole new one."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def save_side_file(path: str | os.PathLike, record: RunRecord, reason: str) -> PendingRun:
+    """Keep a run that could not be written: the store's side folder, else the fallback folders in turn.
+    Raises OSError only if no folder at all can be written."""
+    text = record.to_json()
+    name = f"{record.run['run_id']}.json"
+    errors = []
+    for i, folder in enumerate([pending_dir(path), *fallback_dirs()]):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            side = folder / name
+            write_text_atomic(side, text)
+        except OSError as exc:
+            errors.append(f"{folder}: {exc}")
+            continue
+        if i:
+            reason += f"; its side folder {pending_dir(path)} could not be written either ({errors[0]})"
+        return PendingRun(side, reason, fallback=bool(i))
+    raise OSError("the run could not be saved anywhere: " + "; ".join(errors))
+
+
+def finish_run(
+    path: str | os.PathLike,
+    record: RunRecord,
+    *,
+    retry_seconds: float | None = None,
+    flushed: FlushResult | None = None,
+) -> PendingRun | None:
     """Complete a run in the store. If that fails (a lock held past the retry limit, or any other error),
     save the run to a JSON side file and say where; the next successful writer brings it in (`flush_pending`).
+    `flushed`, if given, receives what the flush of earlier side files did (and which it could not read).
     """
     try:
         with connect(path, retry_seconds=retry_seconds) as con:
             write_run(con, record)
-            _flush_pending(con, path)
+            result = _flush_pending(con, path)
+        if flushed is not None:
+            flushed.written[:], flushed.unreadable[:] = result.written, result.unreadable
         return None
     except Exception as exc:  # keep the run on disk rather than lose it
-        folder = pending_dir(path)
-        folder.mkdir(parents=True, exist_ok=True)
-        side = folder / f"{record.run['run_id']}.json"
-        side.write_text(record.to_json())
         locked = isinstance(exc, StoreLockedError)
-        return PendingRun(side, "the store stayed locked" if locked else f"writing failed: {exc}")
+        return save_side_file(path, record, "the store stayed locked" if locked else f"writing failed: {exc}")
 
 
-def _flush_pending(con: duckdb.DuckDBPyConnection, path: str | os.PathLike) -> list[str]:
+@dataclass
+class FlushResult:
+    """What a flush of the side folder did: runs written, and side files kept because they could not be read."""
+
+    written: list[str] = field(default_factory=list)
+    unreadable: list[tuple[Path, str]] = field(default_factory=list)  # (side file, why)
+
+
+def _flush_pending(con: duckdb.DuckDBPyConnection, path: str | os.PathLike) -> FlushResult:
     folder = pending_dir(path)
-    done = []
+    result = FlushResult()
     for side in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
-            write_run(con, RunRecord.from_json(side.read_text()))
-        except Exception:  # a bad side file must not block every later write; it stays for a person to see
+            record = RunRecord.from_json(side.read_text())
+        except (OSError, ValueError, TypeError, KeyError) as exc:  # kept for a person to see, and reported
+            result.unreadable.append((side, f"{type(exc).__name__}: {exc}"[:300]))
+            continue
+        try:
+            write_run(con, record)
+        except Exception as exc:  # noqa: BLE001 - a bad side file must not block every later write
+            result.unreadable.append((side, f"{type(exc).__name__}: {exc}"[:300]))
             continue
         side.unlink()
-        done.append(side.stem)
-    return done
+        result.written.append(side.stem)
+    if result.unreadable:
+        for side, why in result.unreadable:
+            print(f"side file {side} kept: it cannot be written into the store ({why})", file=sys.stderr)
+    return result
 
 
-def flush_pending(path: str | os.PathLike) -> list[str]:
-    """Write runs saved in side files into the store; returns their run ids."""
+def flush_pending(path: str | os.PathLike) -> FlushResult:
+    """Write runs saved in side files into the store; says which side files it could not read."""
     with connect(path) as con:
         return _flush_pending(con, path)
 

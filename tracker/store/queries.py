@@ -7,14 +7,19 @@ put into SQL text come from fixed whitelists in this module.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import json
 import os
+import socket
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from tracker.store import connect
+from tracker.common.processes import process_alive
+from tracker.store import SCHEMA_VERSION, connect, pending_dir, pending_run_ids, schema_version
+from tracker.store.db import SchemaTooNewError
 
 RUN_LIST_COLUMNS = (
     "run_id, variant, path, family, status, suite, mode, device, gpu, geomean_us, started_at, finished_at, "
@@ -25,6 +30,49 @@ CASE_LABEL_SQL = "format('{}x{} c{:g} {}', batch, n, CAST(cond AS DOUBLE), case_
 TIMED_MODES = ("benchmark", "leaderboard")
 
 
+def _live_status(store: str | os.PathLike, con) -> dict[str, tuple[str, str | None]]:
+    """What `running` rows really are, without writing: {run_id: (status, side file)}. A run whose complete
+    record waits in a side file is `pending` (with that file); one whose process on this host is gone is
+    `crashed` (the next writer records it so)."""
+    rows = con.execute("SELECT run_id, host, pid FROM runs WHERE status = 'running'").fetchall()
+    if not rows:
+        return {}
+    folder = pending_dir(store)
+    waiting = pending_run_ids(store)
+    host = socket.gethostname()
+    out: dict[str, tuple[str, str | None]] = {}
+    for run_id, run_host, pid in rows:
+        if run_id in waiting:
+            out[run_id] = ("pending", str(folder / f"{run_id}.json"))
+        elif run_host == host and not process_alive(pid):
+            out[run_id] = ("crashed", None)
+    return out
+
+
+def _apply_live(df: pd.DataFrame, live: dict[str, tuple[str, str | None]], id_col: str, status_col: str) -> None:
+    if live and not df.empty and id_col in df and status_col in df:
+        found = df[id_col].map(lambda r: live.get(r, (None,))[0])
+        df[status_col] = found.where(found.notna(), df[status_col])
+
+
+def side_file_runs(store: str | os.PathLike) -> list[dict[str, Any]]:
+    """Runs whose record waits in the store's side folder, as run rows with status `pending` and `side_file`."""
+    folder = pending_dir(store)
+    out = []
+    for run_id in sorted(pending_run_ids(store)):
+        side = folder / f"{run_id}.json"
+        try:
+            run = json.loads(side.read_text())["run"]
+            run = {c: run.get(c) for c in RUN_LIST_COLUMNS.split(", ")}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue  # unreadable: `import` reports it
+        run.update(status="pending", side_file=str(side))
+        with contextlib.suppress(TypeError, ValueError):
+            run["started_at"] = pd.Timestamp(run["started_at"])
+        out.append(run)
+    return out
+
+
 def list_runs(store: str | os.PathLike, *, limit: int | None = None) -> pd.DataFrame:
     """All runs, newest first."""
     sql = f"SELECT {RUN_LIST_COLUMNS} FROM runs ORDER BY started_at DESC"
@@ -33,16 +81,30 @@ def list_runs(store: str | os.PathLike, *, limit: int | None = None) -> pd.DataF
         sql += " LIMIT ?"
         params.append(int(limit))
     with connect(store, read_only=True) as con:
-        return con.execute(sql, params).df()
+        df = con.execute(sql, params).df()
+        live = _live_status(store, con)
+    _apply_live(df, live, "run_id", "status")
+    extra = [r for r in side_file_runs(store) if r["run_id"] not in set(df["run_id"])]
+    if extra:  # runs that never reached the store (it was locked from their start)
+        df = pd.concat([df, pd.DataFrame(extra)[[c for c in df.columns]]], ignore_index=True)
+        df = df.sort_values("started_at", ascending=False, ignore_index=True)
+        if limit is not None:
+            df = df.head(int(limit))
+    return df
 
 
 def get_run(store: str | os.PathLike, run_id: str) -> dict[str, Any] | None:
-    """One run's row as a dict, or None if there is no such run."""
+    """One run's row as a dict (status as it really is, see _live_status; `side_file` where a pending run
+    waits), or None if there is no such run."""
     with connect(store, read_only=True) as con:
         df = con.execute("SELECT * FROM runs WHERE run_id = ?", [run_id]).df()
+        live = _live_status(store, con)
     if df.empty:
-        return None
-    return df.iloc[0].to_dict()
+        waiting = [r for r in side_file_runs(store) if r["run_id"] == run_id]
+        return waiting[0] if waiting else None
+    run = df.iloc[0].to_dict()
+    run["status"], run["side_file"] = live.get(run_id, (run["status"], None))
+    return run
 
 
 def case_results(store: str | os.PathLike, run_id: str) -> pd.DataFrame:
@@ -85,7 +147,7 @@ def store_version(store: str | os.PathLike) -> tuple[int, ...]:
     Dashboard caches are keyed on it, so a finished run shows up on the next render without a timer.
     """
     parts: list[int] = []
-    for path in (Path(store), Path(f"{store}.wal")):
+    for path in (Path(store), Path(f"{store}.wal"), pending_dir(store)):  # a side file arriving shows too
         try:
             st = path.stat()
         except OSError:
@@ -93,6 +155,35 @@ def store_version(store: str | os.PathLike) -> tuple[int, ...]:
         else:
             parts += [st.st_mtime_ns, st.st_size]
     return tuple(parts)
+
+
+def store_problem(store: str | os.PathLike) -> str | None:
+    """Why the dashboard must not use this path as a store, or None: it does not exist, is not a DuckDB file, is
+    a DuckDB file without our tables, or has a newer schema than this tracker. Opens read-only; changes nothing."""
+    path = Path(store)
+    if not path.exists():
+        return f"There is no store at **{path}**. Check the path (the dashboard creates no store there)."
+    if not path.is_file():
+        return f"**{path}** is not a file, so not a KernelBeam store."
+    newer = f"**{path}** has a store schema newer than this dashboard (v{SCHEMA_VERSION}): upgrade KernelBeam."
+    try:
+        with connect(path, read_only=True) as con:
+            names = {
+                r[0]
+                for r in con.execute(
+                    "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
+                ).fetchall()
+            }
+            if "schema_version" not in names or "runs" not in names:
+                return (
+                    f"**{path}** is a DuckDB file but not a KernelBeam store (it has no runs table); it is left as is."
+                )
+            version = schema_version(con)
+    except SchemaTooNewError:  # reads refuse a newer schema on open
+        return newer
+    if version > SCHEMA_VERSION:
+        return newer
+    return None
 
 
 def _has_runs_table(con) -> bool:
@@ -232,7 +323,9 @@ def variant_table(
         sql += " LIMIT ?"
         params.append(int(limit))
     with connect(store, read_only=True) as con:
-        return con.execute(sql, params).df()
+        df = con.execute(sql, params).df()
+        _apply_live(df, _live_status(store, con), "latest_run", "latest_status")
+        return df
 
 
 def progress_points(
@@ -266,7 +359,9 @@ def run_choices(store: str | os.PathLike, *, gpu: str | None = None, limit: int 
         f"FROM runs{where} ORDER BY started_at DESC LIMIT ?"
     )
     with connect(store, read_only=True) as con:
-        return con.execute(sql, [*params, int(limit)]).df()
+        df = con.execute(sql, [*params, int(limit)]).df()
+        _apply_live(df, _live_status(store, con), "run_id", "status")
+        return df
 
 
 def run_bundle(store: str | os.PathLike, run_id: str, *, with_samples: bool = True) -> dict[str, Any] | None:
@@ -280,6 +375,7 @@ def run_bundle(store: str | os.PathLike, run_id: str, *, with_samples: bool = Tr
         if runs.empty:
             return None
         run = runs.iloc[0].to_dict()
+        run["status"], run["side_file"] = _live_status(store, con).get(run_id, (run["status"], None))
         cases = con.execute(
             f"SELECT *, {CASE_LABEL_SQL} AS label FROM case_results WHERE run_id = ? ORDER BY case_idx", [run_id]
         ).df()

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from pathlib import Path
 
 import duckdb
 
 from tracker.store import RUN_TABLES, TABLE_COLUMNS, connect
+from tracker.store.validate import read_export
 
 EXPORT_TABLES = ("runs", "variants", *RUN_TABLES, "verdicts")
 # Columns an export file must have (the NOT NULL ones); any other column of ours it lacks (an export from an
@@ -79,35 +81,37 @@ def check_export(folder: str | os.PathLike) -> dict[str, list[str]]:
     return found
 
 
-def import_runs(store: str | os.PathLike, folder: str | os.PathLike) -> int:
-    """Add the runs of an export folder that the store does not have yet, in one transaction."""
+def import_runs(store: str | os.PathLike, folder: str | os.PathLike, suites: Collection[str] | None = None) -> int:
+    """Add the runs of an export folder that the store does not have yet, in one transaction.
+
+    Every row is checked first (tracker.store.validate); a folder with one bad row is refused as a whole
+    (InvalidImport, a ValueError) and the store is not touched. The checked data is what gets inserted."""
     folder = Path(folder)
-    present = check_export(folder)
+    if not (folder / "runs.parquet").is_file():
+        raise FileNotFoundError(f"{folder} holds no runs.parquet export")
+    check_export(folder)
+    tables = read_export(folder, suites)
     with connect(store) as con:
         con.execute("BEGIN TRANSACTION")
         try:
-            path = str(folder / "runs.parquet")
-            con.execute(
-                "CREATE TEMP TABLE new_runs AS SELECT run_id FROM read_parquet(?)",
-                [path],
-            )
+            for table, data in tables.items():
+                con.register(f"import_{table}", data)
+            con.execute("CREATE TEMP TABLE new_runs AS SELECT run_id FROM import_runs")
             con.execute("DELETE FROM new_runs WHERE run_id IN (SELECT run_id FROM runs)")
             added = con.execute("SELECT count(*) FROM new_runs").fetchone()[0]
             for table in EXPORT_TABLES:
-                path = folder / f"{table}.parquet"
-                if table not in present:
+                if table not in tables:
                     continue
-                cols = ", ".join(present[table])
+                present = set(tables[table].column_names)
+                cols = ", ".join(c for c in TABLE_COLUMNS[table] if c in present)  # whitelisted names only
                 where = (
                     "sha256 NOT IN (SELECT sha256 FROM variants)"
                     if table == "variants"
                     else "run_id IN (SELECT run_id FROM new_runs)"
                 )
-                con.execute(
-                    f"INSERT INTO {table} ({cols}) SELECT {cols} FROM read_parquet(?) WHERE {where}",
-                    [str(path)],
-                )
-            if "median_us" not in present.get("case_results", ["median_us"]):  # export from before v3
+                con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM import_{table} WHERE {where}")
+            exported = tables.get("case_results")
+            if exported is not None and "median_us" not in exported.column_names:  # export from before v3
                 con.execute(
                     "UPDATE case_results SET median_us = m.median_us FROM (SELECT run_id, case_idx, "
                     "median(time_us) AS median_us FROM samples WHERE run_id IN (SELECT run_id FROM new_runs) "
@@ -123,6 +127,9 @@ def import_runs(store: str | os.PathLike, folder: str | os.PathLike) -> int:
         except Exception:
             con.execute("ROLLBACK")
             raise
+        finally:
+            for table in tables:
+                con.unregister(f"import_{table}")
     return added
 
 
