@@ -25,7 +25,7 @@ from typing import Any
 
 from tracker import store as store_mod
 from tracker.capture.gitinfo import capture_git, source_hash
-from tracker.workloads.qr_v2.suites import cases_for, get_suite, hidden_seed
+from tracker.workloads import cases_for, get_suite, get_workload
 
 LOG_TAIL_CHARS = 4000
 DEFAULT_TIMEOUT_S = 900.0
@@ -48,6 +48,13 @@ class RunRequest:
     store: str = store_mod.DEFAULT_STORE
     trigger: str = "cli"
     device: str = "auto"
+    problem: str | None = None  # a GPU Mode problem folder; None: qr_v2
+
+    def workload(self):
+        return get_workload(self.problem)
+
+    def suite_cases(self) -> tuple:
+        return cases_for(get_suite(self.workload(), self.suite), self.mode)
 
     def validate(self) -> None:
         """Raise ValueError with a clear message for any bad argument, before anything is started."""
@@ -56,7 +63,7 @@ class RunRequest:
             raise ValueError(f"no kernel file at {self.path}")
         if path.suffix != ".py":
             raise ValueError(f"{self.path} is not a Python file")
-        cases = cases_for(get_suite(self.suite), self.mode)
+        cases = self.suite_cases()
         for i in self.cases or []:
             if not 0 <= i < len(cases):
                 raise ValueError(f"case {i} is out of range: suite {self.suite} has {len(cases)} {self.mode} cases")
@@ -135,20 +142,13 @@ def _exit_text(code: int) -> str:
 def _case_row(event: dict[str, Any]) -> dict[str, Any]:
     case = event["case"]
     row = {k: event.get(k) for k in store_mod.TABLE_COLUMNS["case_results"] if k in event}
-    row.update(
-        inputs=case.get("inputs"),
-        case_idx=event["case_idx"],
-        spec=event["spec"],
-        batch=case["batch"],
-        n=case["n"],
-        cond=case["cond"],
-        seed=case["seed"],
-        case_name=case["case"],
-    )
+    row.update(inputs=case.get("inputs"), case_idx=event["case_idx"], spec=event["spec"])
+    row.update(event.get("columns") or {})  # the workload's description of the case (qr_v2: batch, n, ...)
     return row
 
 
 def build_record(req: RunRequest, run_id: str, started_at, source: str) -> store_mod.RunRecord:
+    workload = req.workload()
     path = Path(req.path)
     git = capture_git(path)
     if git["git_repo"]:  # the same file gets the same recorded path whatever directory the run started from
@@ -173,6 +173,8 @@ def build_record(req: RunRequest, run_id: str, started_at, source: str) -> store
         "pid": os.getpid(),
         "trigger": req.trigger,
         "warnings": warnings,
+        "problem": workload.name,
+        "problem_sha256": workload.sha256,
         **git,
     }
     variant = {
@@ -216,6 +218,7 @@ def run_variant(
         "trace_dir": str(Path(f"{req.store}.traces").resolve() / run_id),
         "events_path": str(events_path),
         "device": req.device,
+        "problem": str(Path(req.problem).resolve()) if req.problem else None,
     }
     job_path.write_text(json.dumps(job))
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -225,7 +228,7 @@ def run_variant(
     status = error = None
     start = time.monotonic()
     if on_event is not None:
-        total = len(req.cases or cases_for(get_suite(req.suite), req.mode))
+        total = len(req.cases or req.suite_cases())
         on_event({"event": "started", "run_id": run_id, "total": total, "elapsed_s": 0.0})
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
@@ -306,13 +309,13 @@ def _complete(record, req, events, status, error, returncode, log_tail) -> None:
         else:
             status, error = "crashed", _exit_text(returncode)
     for event in unfinished:  # the case the worker was in when it hung, crashed or was stopped
-        case = _case_of(req, event["case_idx"])
-        row = _case_row({**event, "case": case, "passed": False, "message": error})
+        columns = _case_columns(req, event["case_idx"])
+        row = _case_row({**event, "case": {}, "columns": columns, "passed": False, "message": error})
         record.cases.append({**row, "kind": kind})
     # Like the contest's score: only a run of the whole suite in which every case passed has a geomean; a
     # subset (--cases) would not be comparable with full runs.
     means = [c.get("mean_us") for c in record.cases]
-    whole_suite = len(means) == len(cases_for(get_suite(req.suite), req.mode))
+    whole_suite = len(means) == len(req.suite_cases())
     all_timed = req.mode != "test" and status == "passed" and whole_suite and all(means)
     record.run.update(
         status=status,
@@ -323,6 +326,7 @@ def _complete(record, req, events, status, error, returncode, log_tail) -> None:
     )
 
 
-def _case_of(req: RunRequest, case_idx: int) -> dict[str, Any]:
-    case = cases_for(get_suite(req.suite), req.mode)[case_idx]
-    return (case.with_seed(hidden_seed(case.seed, req.seed)) if req.seed is not None else case).to_dict()
+def _case_columns(req: RunRequest, case_idx: int) -> dict[str, Any]:
+    workload = req.workload()
+    case = req.suite_cases()[case_idx]
+    return workload.case_columns(workload.hidden_seed(case, req.seed) if req.seed is not None else case)

@@ -9,6 +9,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -89,9 +90,30 @@ class Clock:
         return time.perf_counter() - t0, result
 
 
-def inputs_changed(inputs: list[torch.Tensor], copies: list[torch.Tensor]) -> str:
+def clone_data(data: Any) -> Any:
+    """A deep copy of an input: tensors cloned inside tuples, lists and dicts (GPU Mode inputs are often tuples)."""
+    if isinstance(data, torch.Tensor):
+        return data.clone()
+    if isinstance(data, (tuple, list)):
+        return type(data)(clone_data(x) for x in data)
+    if isinstance(data, dict):
+        return {k: clone_data(v) for k, v in data.items()}
+    return data
+
+
+def _same(x: Any, c: Any) -> bool:
+    if isinstance(x, torch.Tensor):
+        return isinstance(c, torch.Tensor) and torch.equal(x, c)
+    if isinstance(x, (tuple, list)):
+        return len(x) == len(c) and all(_same(a, b) for a, b in zip(x, c, strict=True))
+    if isinstance(x, dict):
+        return x.keys() == c.keys() and all(_same(x[k], c[k]) for k in x)
+    return x == c
+
+
+def inputs_changed(inputs: list[Any], copies: list[Any]) -> str:
     for i, (x, c) in enumerate(zip(inputs, copies, strict=True)):
-        if not torch.equal(x, c):
+        if not _same(x, c):
             return f"custom_kernel modified its input (input {i} differs from the original after the call)"
     return ""
 
@@ -106,10 +128,13 @@ def run_loop(
     recheck: bool = True,
     budget_s: float | None = None,
     on_rep: Callable[[int, float], None] | None = None,
+    check: Callable[[list, list], CheckResult] = check_outputs,
+    flag_mutation: bool = True,
 ) -> TimingResult:
     """Repeat the timed loop over the same input objects until the stop rule says so.
 
-    Every repetition is rechecked (outputs and untouched inputs) outside the timed window.
+    Every repetition is rechecked (outputs with the workload's `check`, and untouched inputs where the workload
+    forbids changing them) outside the timed window.
     """
     samples: list[float] = []
     budget = rules.case_budget_s if budget_s is None else budget_s
@@ -118,10 +143,10 @@ def run_loop(
     for i in range(rules.max_reps):
         seconds, outputs = clock.time_loop(lambda: [kernel(x) for x in inputs])
         if recheck:
-            mutation = inputs_changed(inputs, copies)
+            mutation = inputs_changed(inputs, copies) if flag_mutation else ""
             if mutation:
                 return TimingResult(False, mutation, samples)
-            last_check = check_outputs(copies, outputs)
+            last_check = check(copies, outputs)
             if not last_check.passed:
                 return TimingResult(False, f"repetition {i}: {last_check.message}", samples, last_check)
         del outputs

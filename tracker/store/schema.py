@@ -43,6 +43,16 @@ MIGRATIONS: list[str] = [
     """,
     # v2: samples are read per run, by far the largest table.
     "CREATE INDEX samples_run ON samples (run_id); CREATE INDEX case_results_run ON case_results (run_id);",
+    # workloads: the problem a run was judged by (and a hash of its definition); generic cases as JSON arguments,
+    # their seed-free label, and the work per call for rate columns. Runs from before were all qr_v2.
+    """
+    ALTER TABLE runs ADD COLUMN problem VARCHAR DEFAULT 'qr_v2';
+    ALTER TABLE runs ADD COLUMN problem_sha256 VARCHAR;
+    ALTER TABLE case_results ADD COLUMN args VARCHAR;
+    ALTER TABLE case_results ADD COLUMN label VARCHAR;
+    ALTER TABLE case_results ADD COLUMN flops DOUBLE;
+    ALTER TABLE case_results ADD COLUMN bytes DOUBLE;
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -83,6 +93,8 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
         "log_tail",
         "warnings",
         "geomean_us",
+        "problem",
+        "problem_sha256",
     ],
     "case_results": [
         "run_id",
@@ -107,6 +119,10 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
         "err_us",
         "best_us",
         "worst_us",
+        "args",
+        "label",
+        "flops",
+        "bytes",
     ],
     "samples": ("run_id", "case_idx", "rep", "time_us"),
     "profile_cases": (

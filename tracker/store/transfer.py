@@ -56,7 +56,9 @@ def import_runs(store: str | os.PathLike, folder: str | os.PathLike) -> int:
                 path = folder / f"{table}.parquet"
                 if not path.is_file():
                     continue
-                cols = ", ".join(TABLE_COLUMNS[table])
+                # An export from an older schema lacks newer columns: those take their defaults.
+                present = {r[0] for r in con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [str(path)]).fetchall()}
+                cols = ", ".join(c for c in TABLE_COLUMNS[table] if c in present)
                 where = (
                     "sha256 NOT IN (SELECT sha256 FROM variants)"
                     if table == "variants"

@@ -7,21 +7,14 @@ variant uses.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import torch
 
+from tracker.workloads.base import CheckResult
 from tracker.workloads.qr_v2.inputs import EPS32
 
 FACTOR_TOL = 20.0  # x n x eps32 x ||A||_1
 ORTH_TOL = 100.0  # x n x eps32
-
-
-@dataclass
-class CheckResult:
-    passed: bool
-    message: str = ""
-    residuals: dict[str, float] = field(default_factory=dict)
 
 
 def norm1(x: torch.Tensor) -> torch.Tensor:
