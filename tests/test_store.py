@@ -124,7 +124,14 @@ def test_an_old_v1_store_is_migrated_to_the_current_version_keeping_its_runs(tmp
     con.execute("CREATE TABLE schema_version (version INTEGER, applied_at TIMESTAMPTZ)")
     con.execute(store_mod.MIGRATIONS[0])
     con.execute("INSERT INTO schema_version VALUES (1, now())")
-    store_mod.write_run(con, make_run("oldrun000001"))
+    # The run is written by the current write path into a current store, then copied over in v1's columns.
+    with store_mod.connect(tmp_path / "new.duckdb") as new:
+        store_mod.write_run(new, make_run("oldrun000001"))
+    con.execute(f"ATTACH '{tmp_path / 'new.duckdb'}' AS new (READ_ONLY)")
+    for table in ("variants", "runs", *store_mod.RUN_TABLES):
+        v1 = {r[0] for r in con.execute(f"DESCRIBE {table}").fetchall()}
+        cols = ", ".join(c for c in store_mod.TABLE_COLUMNS[table] if c in v1)
+        con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM new.{table}")
     con.close()
     with store_mod.connect(path) as con:
         assert store_mod.schema_version(con) == len(store_mod.MIGRATIONS)
