@@ -264,3 +264,83 @@ def test_args_case_label_is_seed_free_and_spec_carries_the_seed():
     case = ArgsCase.from_args({"m": 64, "k": 32, "seed": 5})
     assert case.spec == "m=64 k=32 seed=5" and case.label == "m=64 k=32"
     assert case.with_seed(9).spec == "m=64 k=32 seed=9" and case.input_count() == 1
+
+
+# ------------------------------------------------------------------------------------------------ dashboard
+
+
+@pytest.fixture
+def dashboard(runs, tmp_path, monkeypatch):
+    """The pages on a copy of the two-problem store, no GPU, no samples; problem folders and kernels from `runs`."""
+    import shutil
+
+    import streamlit as st
+
+    from tracker.capture import envinfo
+
+    store = tmp_path / "store.duckdb"
+    shutil.copy(runs["store"], store)
+    (tmp_path / "no-samples").mkdir()
+    (runs["vecadd"].parent / "notes").mkdir(exist_ok=True)  # a folder that is not a problem is not offered
+    monkeypatch.setenv("KERNELBEAM_STORE", str(store))
+    monkeypatch.setenv("KERNELBEAM_SAMPLES_DIR", str(tmp_path / "no-samples"))
+    monkeypatch.setenv("KERNELBEAM_NO_GPU", "1")
+    monkeypatch.setenv("KERNELBEAM_PROBLEMS_DIR", str(runs["vecadd"].parent))
+    monkeypatch.setenv("KERNELBEAM_KERNELS_DIR", str(runs["kernels"]))
+    envinfo.gpu_available.cache_clear()
+    st.cache_data.clear()
+    return store
+
+
+def open_page(page: str | None = None):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    if page is not None:
+        at.run()
+        at.switch_page(page)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_experiments_offers_the_problem_when_the_store_holds_several(dashboard):
+    at = open_page()
+    problem = at.selectbox(key="problem")
+    assert problem.options == ["any", "row_softmax", "vecadd"]
+    (grid,) = [df.value for df in at.dataframe if "best run" in df.value.columns]
+    assert set(grid["problem"]) == {"vecadd", "row_softmax"}
+    problem.select("vecadd").run()
+    (grid,) = [df.value for df in at.dataframe if "best run" in df.value.columns]
+    assert set(grid["variant"]) == {"vadd_ok", "vadd_wrong"} and "problem" not in grid.columns
+
+
+def test_benchmark_page_runs_a_kernel_against_a_chosen_problem_folder(dashboard):
+    from tracker.capture import jobs
+    from tracker.store import queries
+
+    at = open_page("pages/benchmark.py")
+    problem = at.selectbox(key="bm_problem")
+    assert problem.options == ["qr_v2 (built in)", "softmax", "vecadd"]
+    problem.select("vecadd").run()
+    assert at.selectbox(key="bm_suite").options == ["smoke"]
+    assert at.multiselect(key="bm_cases").options == ["0: size=16 seed=11"]
+    at.selectbox(key="bm_kernel").select("vadd_ok.py")
+    at.selectbox(key="bm_mode").select("test")
+    at.button(key="bm_start").click().run()
+    assert not at.error and "vecadd · smoke/test" in "\n".join(str(s.value) for s in at.success)
+    (job,) = jobs.list_jobs(dashboard)
+    assert job.spec["argv"][job.spec["argv"].index("--problem") + 1] == str(runs_folder(dashboard, "vecadd"))
+    final = jobs.wait(job, timeout=200)
+    assert final["state"] == "finished" and final["status"] == "passed", jobs.log_tail(job)
+    assert queries.get_run(dashboard, final["run_id"])["problem"] == "vecadd"
+    with pytest.raises(ValueError, match="not a folder directly under the problems folder"):
+        jobs.start_job(dashboard, "vadd_ok.py", suite="smoke", problem="../kernels")
+    with pytest.raises(ValueError, match="not a problem folder"):
+        jobs.start_job(dashboard, "vadd_ok.py", suite="smoke", problem="notes")
+
+
+def runs_folder(store: Path, name: str) -> Path:
+    import os
+
+    return Path(os.environ["KERNELBEAM_PROBLEMS_DIR"]).resolve() / name
