@@ -344,3 +344,23 @@ def runs_folder(store: Path, name: str) -> Path:
     import os
 
     return Path(os.environ["KERNELBEAM_PROBLEMS_DIR"]).resolve() / name
+
+
+def test_compare_runs_refuses_different_problems_and_warns_on_a_changed_definition():
+    from tracker.analysis.stats import CaseData, compare_runs
+
+    a = {"n=1": CaseData([10.0, 10.1, 9.9, 10.0]), "n=2": CaseData([20.0, 20.2, 19.8, 20.1])}
+    b = {"n=1": CaseData([12.0, 12.1, 11.9, 12.0]), "n=2": CaseData([20.0, 20.1, 19.9, 20.0])}
+    gpus = {"gpu_a": "H200", "gpu_b": "H200"}
+    other = compare_runs(a, b, **gpus, problem_a="vecadd", problem_b="softmax")
+    assert (
+        not other.comparable and other.geomean_ratio is None and other.reason == "different problems: vecadd vs softmax"
+    )
+    assert {c.verdict for c in other.cases} == {"n/a"}
+    changed = compare_runs(
+        a, b, **gpus, problem_a="p", problem_b="p", problem_hash_a="aa" * 32, problem_hash_b="bb" * 32
+    )
+    assert changed.comparable and "warning: the problem's files differ between the runs" in changed.reason
+    same = compare_runs(a, b, **gpus, problem_a="p", problem_b="p", problem_hash_a="aa" * 32, problem_hash_b="aa" * 32)
+    assert same.comparable and "warning" not in same.reason
+    assert compare_runs(a, b, **gpus).comparable  # runs from before problems were recorded: both qr_v2
