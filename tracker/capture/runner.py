@@ -187,6 +187,12 @@ def build_record(req: RunRequest, run_id: str, started_at, source: str) -> store
     return store_mod.RunRecord(run=run, variant=variant)
 
 
+def _problem_folder(req: RunRequest) -> str | None:
+    """The absolute problem folder the worker loads; None for the built-in qr_v2 (also when named so)."""
+    folder = getattr(req.workload(), "folder", None)
+    return str(folder) if folder is not None else None
+
+
 def run_variant(
     req: RunRequest,
     on_event: Callable[[dict[str, Any]], None] | None = None,
@@ -218,7 +224,7 @@ def run_variant(
         "trace_dir": str(Path(f"{req.store}.traces").resolve() / run_id),
         "events_path": str(events_path),
         "device": req.device,
-        "problem": str(Path(req.problem).resolve()) if req.problem else None,
+        "problem": _problem_folder(req),
     }
     job_path.write_text(json.dumps(job))
     env = dict(os.environ, PYTHONUNBUFFERED="1")
