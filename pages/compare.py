@@ -71,6 +71,14 @@ if (run_a.get("gpu") or "?") != (run_b.get("gpu") or "?"):
         f"Different GPUs: A ran on **{run_a.get('gpu') or 'unknown'}**, B on **{run_b.get('gpu') or 'unknown'}**. "
         "Timings of different GPU models are not compared; only the sources are."
     )
+problem_a, problem_b = run_a.get("problem") or "qr_v2", run_b.get("problem") or "qr_v2"
+if problem_a != problem_b:
+    st.warning(
+        f"Different problems: A was judged by **{problem_a}**, B by **{problem_b}**. Their timings are not "
+        "compared; only the sources are."
+    )
+elif run_a.get("problem_sha256") and run_b.get("problem_sha256") and run_a["problem_sha256"] != run_b["problem_sha256"]:
+    st.warning(f"The files of problem **{problem_a}** changed between the runs: the cases may not be the same.")
 if (run_a["suite"], run_a["mode"]) != (run_b["suite"], run_b["mode"]):
     st.info(
         f"Different suites or modes ({run_a['suite']}/{run_a['mode']} vs {run_b['suite']}/{run_b['mode']}): "

@@ -292,13 +292,15 @@ def dashboard(runs, tmp_path, monkeypatch):
     return store
 
 
-def open_page(page: str | None = None):
+def open_page(page: str | None = None, **params: str):
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     if page is not None:
         at.run()
         at.switch_page(page)
+    for key, value in params.items():
+        at.query_params[key] = value
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
@@ -364,3 +366,10 @@ def test_compare_runs_refuses_different_problems_and_warns_on_a_changed_definiti
     same = compare_runs(a, b, **gpus, problem_a="p", problem_b="p", problem_hash_a="aa" * 32, problem_hash_b="aa" * 32)
     assert same.comparable and "warning" not in same.reason
     assert compare_runs(a, b, **gpus).comparable  # runs from before problems were recorded: both qr_v2
+
+
+def test_compare_page_warns_that_runs_of_different_problems_are_not_compared(dashboard, runs):
+    at = open_page("pages/compare.py", a=runs["vadd_bench"]["run_id"], b=runs["sm_bench"]["run_id"])
+    warnings = "\n".join(str(w.value) for w in at.warning)
+    assert "Different problems: A was judged by **vecadd**, B by **row_softmax**" in warnings
+    assert "different problems: vecadd vs row_softmax" in "\n".join(str(c.value) for c in at.caption)
