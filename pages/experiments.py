@@ -74,7 +74,9 @@ else:
     )
 
 if not points.empty:
-    ctx = points["problem"].fillna("qr_v2") + " · " + points["suite"] + " · " + points["gpu"].fillna("?")
+    ctx = points["suite"] + " · " + points["gpu"].fillna("?")
+    if points["problem"].nunique() > 1:  # name the problem only when the selection holds more than one
+        ctx = points["problem"].fillna("qr_v2") + " · " + ctx
     counts = ctx.value_counts()
     if len(counts) > 1:  # geomeans of different problems, suites or GPUs do not share an axis
         chosen = st.selectbox(

@@ -13,8 +13,7 @@ from typing import Any
 
 import torch
 
-from tracker.workloads.qr_v2.checks import CheckResult, check_outputs
-from tracker.workloads.qr_v2.suites import L2_FLUSH_BYTES
+from tracker.workloads.base import L2_FLUSH_BYTES, CheckResult
 
 
 @dataclass(frozen=True)
@@ -128,7 +127,7 @@ def run_loop(
     recheck: bool = True,
     budget_s: float | None = None,
     on_rep: Callable[[int, float], None] | None = None,
-    check: Callable[[list, list], CheckResult] = check_outputs,
+    check: Callable[[list, list], CheckResult] | None = None,
     flag_mutation: bool = True,
 ) -> TimingResult:
     """Repeat the timed loop over the same input objects until the stop rule says so.
@@ -136,6 +135,8 @@ def run_loop(
     Every repetition is rechecked (outputs with the workload's `check`, and untouched inputs where the workload
     forbids changing them) outside the timed window.
     """
+    if recheck and check is None:
+        raise ValueError("run_loop rechecks each repetition: give it the workload's check")
     samples: list[float] = []
     budget = rules.case_budget_s if budget_s is None else budget_s
     loop_start = time.perf_counter()

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 MODES = ("test", "benchmark", "leaderboard")
+# The contest harness flushes this much L2 before each timed repetition; qr_v2 sizes its input count by it.
+L2_FLUSH_BYTES = 256 * 1024 * 1024
 
 
 @dataclass
