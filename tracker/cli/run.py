@@ -122,8 +122,8 @@ def _print_run(summary: dict[str, Any]) -> None:
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     from tracker.capture.runner import DEFAULT_TIMEOUT_S
+    from tracker.workloads import get_workload
     from tracker.workloads.base import MODES
-    from tracker.workloads.qr_v2.suites import SUITES
 
     p = sub.add_parser(
         "run",
@@ -133,8 +133,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("path", help="kernel file defining custom_kernel(data) -> (H, tau)")
     p.add_argument(
         "--suite",
-        help=f"a suite of the workload (qr_v2: {', '.join(sorted(SUITES))}; a problem folder: its name or smoke); "
-        "default: the full suite with a GPU, smoke without one",
+        help=f"a suite of the workload (qr_v2: {', '.join(get_workload().suites)}; a problem folder: its name or "
+        "smoke); default: the full suite with a GPU, smoke without one",
     )
     p.add_argument(
         "--problem",

@@ -50,6 +50,7 @@ class SuiteLike(Protocol):
     benchmarks: tuple[Any, ...]
 
 
+@runtime_checkable
 class Workload(Protocol):
     """A problem to optimise a kernel for. Generation and checking run in the worker only."""
 
