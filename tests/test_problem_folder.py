@@ -125,6 +125,15 @@ def custom_kernel(data: input_t) -> output_t:
     e = shifted.exp()
     return e / e.sum(dim=-1, keepdim=True)
 """
+SOFTMAX_IN_PLACE = """
+import torch
+from task import input_t, output_t
+
+
+def custom_kernel(data: input_t) -> output_t:
+    data.sub_(data.amax(dim=-1, keepdim=True)).exp_()  # overwrites its input, as GPU Mode allows
+    return data.div_(data.sum(dim=-1, keepdim=True))
+"""
 SOFTMAX_WRONG = """
 import torch
 from task import input_t, output_t
@@ -164,6 +173,7 @@ def runs(tmp_path_factory):
     for name, text in [("vadd_ok", VECADD_OK), ("vadd_wrong", VECADD_WRONG), ("sm_ok", SOFTMAX_OK)]:
         (kernels / f"{name}.py").write_text(text)
     (kernels / "sm_wrong.py").write_text(SOFTMAX_WRONG)
+    (kernels / "sm_in_place.py").write_text(SOFTMAX_IN_PLACE)
     store = tmp / "runs.duckdb"
     out = {"store": store, "vecadd": vecadd, "softmax": softmax, "kernels": kernels}
     out["vadd_test"] = run_json(store, kernels / "vadd_ok.py", vecadd, "--mode", "test", "--suite", "vecadd")
@@ -172,6 +182,7 @@ def runs(tmp_path_factory):
     out["sm_test"] = run_json(store, kernels / "sm_ok.py", softmax, "--mode", "test", "--suite", "row_softmax")
     out["sm_wrong"] = run_json(store, kernels / "sm_wrong.py", softmax, "--mode", "test", "--seed", "777")
     out["sm_bench"] = run_json(store, kernels / "sm_ok.py", softmax, "--suite", "row_softmax")
+    out["sm_in_place"] = run_json(store, kernels / "sm_in_place.py", softmax, "--suite", "row_softmax")
     return out
 
 
@@ -201,6 +212,13 @@ def test_a_wrong_kernel_fails_with_the_folders_own_checker_message(runs):
     sm = runs["sm_wrong"]
     assert sm["status"] == "failed"
     assert all(c["message"].startswith("softmax: rows differ from the reference by") for c in sm["cases"])
+
+
+def test_a_kernel_may_write_into_its_input_as_gpu_mode_allows(runs):
+    # the input is checked from an untouched copy and restored after each timed repetition
+    run = runs["sm_in_place"]
+    assert run["status"] == "passed", run
+    assert run["cases"][0]["runs"] >= 3
 
 
 def test_the_smoke_suite_is_the_first_test_and_a_hidden_seed_transforms_it(runs):

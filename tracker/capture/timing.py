@@ -110,6 +110,19 @@ def _same(x: Any, c: Any) -> bool:
     return x == c
 
 
+def restore_data(data: Any, original: Any) -> None:
+    """Copy the original values back into an input's tensors, in place (the kernel keeps its input objects)."""
+    if isinstance(data, torch.Tensor):
+        if data is not original:
+            data.copy_(original)
+    elif isinstance(data, (tuple, list)):
+        for x, o in zip(data, original, strict=True):
+            restore_data(x, o)
+    elif isinstance(data, dict):
+        for k in data:
+            restore_data(data[k], original[k])
+
+
 def inputs_changed(inputs: list[Any], copies: list[Any]) -> str:
     for i, (x, c) in enumerate(zip(inputs, copies, strict=True)):
         if not _same(x, c):
@@ -133,7 +146,8 @@ def run_loop(
     """Repeat the timed loop over the same input objects until the stop rule says so.
 
     Every repetition is rechecked (outputs with the workload's `check`, and untouched inputs where the workload
-    forbids changing them) outside the timed window.
+    forbids changing them) outside the timed window. Where the workload lets a kernel write into its input (GPU
+    Mode problems: an output buffer, or an in-place kernel), the input is restored after each repetition.
     """
     if recheck and check is None:
         raise ValueError("run_loop rechecks each repetition: give it the workload's check")
@@ -151,6 +165,8 @@ def run_loop(
             if not last_check.passed:
                 return TimingResult(False, f"repetition {i}: {last_check.message}", samples, last_check)
         del outputs
+        if not flag_mutation:
+            restore_data(inputs, copies)
         samples.append(seconds / len(inputs) * 1e6)
         if on_rep is not None:
             on_rep(i, samples[-1])

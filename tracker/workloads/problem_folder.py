@@ -83,8 +83,9 @@ def _cases(spec: dict[str, Any], key: str, where: Path) -> tuple[ArgsCase, ...]:
 
 def _verdict(result: Any) -> CheckResult:
     """check_implementation returns (passed, message) in newer GPU Mode problems, an error string in older ones."""
-    if isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], bool):
-        return CheckResult(result[0], "" if result[0] else str(result[1] or "check_implementation failed"))
+    if isinstance(result, tuple) and len(result) == 2:  # the flag may be a numpy or torch bool
+        passed = bool(result[0])
+        return CheckResult(passed, "" if passed else str(result[1] or "check_implementation failed"))
     if result is None or result is True or result == "":
         return CheckResult(True)
     if result is False:
