@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tracker.capture import jobs, queries
+from tracker.capture import jobs
+from tracker.store import queries
 
 ROOT = Path(__file__).resolve().parent.parent
 SHOTS = ROOT / "artifacts" / "screenshots"
