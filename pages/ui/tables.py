@@ -127,7 +127,10 @@ def run_case_table(cases: pd.DataFrame) -> pd.DataFrame:
                 "message": c.get("message") or "",
             }
         )
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    if "GB/s" in out and out["GB/s"].isna().all():  # runs that recorded no bytes moved (older runs)
+        out = out.drop(columns="GB/s")
+    return out
 
 
 def profile_tables(profile_cases: pd.DataFrame, profile_kernels: pd.DataFrame, top: int = 15) -> dict[str, Any]:
