@@ -29,7 +29,12 @@ def page_setup() -> None:
     called once in the process (always, under AppTest), a request for a page URL such as a shared
     `compare?a=..&b=..` link runs that page file alone, without app.py (no sidebar, no store). Then run app.py
     here, in this same script run (so clicks and form submissions are kept): its st.navigation switches the
-    legacy mode off and runs this page again, with the same URL path and query parameters. Then stop."""
+    legacy mode off and runs this page again, with the same URL path and query parameters. Then stop.
+
+    Still needed with Streamlit 1.67: PagesManager still sets the legacy flag whenever a folder named `pages`
+    sits next to the entry script, and st.navigation clears it only once called. The supported way out is a page
+    folder with another name (Streamlit's own advice: `app_pages/`); the layout keeps `pages/`, so this stays,
+    covered by the deep-link test in tests/test_e2e.py."""
     try:
         from streamlit.runtime.pages_manager import PagesManager
     except ImportError:  # pragma: no cover - a Streamlit without the legacy mode

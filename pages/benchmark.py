@@ -7,7 +7,10 @@ import streamlit as st
 from pages import _common as common
 from tracker.capture import jobs
 from tracker.capture.envinfo import gpu_available
-from tracker.workloads.qr_v2.suites import MODES, SUITES, cases_for, get_suite
+from tracker.workloads import cases_for, get_suite, get_workload
+from tracker.workloads.base import MODES
+
+BUILT_IN = "qr_v2 (built in)"
 
 common.page_setup()
 st.title("Run a benchmark")
@@ -26,15 +29,29 @@ if not has_gpu:
         "labelled CPU and never compared with GPU runs."
     )
 
+problems_dir = jobs.default_problems_dir()
+problems = jobs.list_problems(problems_dir)
+problem = None
+if problems:  # a choice only when there is more than the built-in problem to choose from
+    picked_problem = st.selectbox(
+        f"Problem (GPU Mode folders under {problems_dir})", [BUILT_IN, *problems], key="bm_problem"
+    )
+    problem = None if picked_problem == BUILT_IN else picked_problem
+try:
+    workload = get_workload(jobs.resolve_problem(problem, problems_dir) if problem else None)
+except ValueError as exc:
+    st.error(str(exc))
+    st.stop()
+
 c1, c2 = st.columns([3, 2])
 choice = c1.selectbox(f"Kernel file (under {kernels_dir})", kernels, index=0 if kernels else None, key="bm_kernel")
 typed = c2.text_input("…or a path under that folder", key="bm_path", placeholder="e.g. my_variant.py")
 c3, c4, c5 = st.columns(3)
-suites = list(SUITES) if has_gpu else ["smoke"]
+suites = list(workload.suites) if has_gpu else ["smoke"]
 suite = c3.selectbox("Suite", suites, key="bm_suite", disabled=not has_gpu)
 mode = c4.selectbox("Mode", MODES, index=MODES.index("benchmark"), key="bm_mode")
 device = c5.selectbox("Device", ["auto", "cpu", "cuda"] if has_gpu else ["auto", "cpu"], key="bm_device")
-suite_cases = cases_for(get_suite(suite), mode)
+suite_cases = cases_for(get_suite(workload, suite), mode)
 with st.expander("Options"):
     o1, o2 = st.columns(2)
     picked = o1.multiselect(
@@ -66,12 +83,15 @@ if submitted:
                 store, kernel, suite=suite if has_gpu else "smoke", mode=mode, kernels_dir=kernels_dir,
                 cases=case_list, seed=seed, timeout=timeout, family=family.strip() or None,
                 parent=parent.strip() or None, note=note.strip() or None, profile=profile, device=device,
+                problem=problem, problems_dir=problems_dir,
             )  # fmt: skip
         except (ValueError, OSError) as exc:
             st.error(str(exc))
         else:
             st.session_state["bm_job"] = job.job_id
-            st.success(f"Started job {job.job_id}: {job.spec['kernel']} · {job.spec['suite']}/{mode}")
+            st.success(
+                f"Started job {job.job_id}: {job.spec['kernel']} · {job.spec['problem']} · {job.spec['suite']}/{mode}"
+            )
     elif not kernel:
         st.error("Choose a kernel file.")
 

@@ -78,6 +78,14 @@ if _shared:
         f"{_sides} ran on a shared device (other GPU processes or host load above its cores): differences may be "
         "contention, not the code."
     )
+problem_a, problem_b = run_a.get("problem") or "qr_v2", run_b.get("problem") or "qr_v2"
+if problem_a != problem_b:
+    st.warning(
+        f"Different problems: A was judged by **{problem_a}**, B by **{problem_b}**. Their timings are not "
+        "compared; only the sources are."
+    )
+elif run_a.get("problem_sha256") and run_b.get("problem_sha256") and run_a["problem_sha256"] != run_b["problem_sha256"]:
+    st.warning(f"The files of problem **{problem_a}** changed between the runs: the cases may not be the same.")
 if (run_a["suite"], run_a["mode"]) != (run_b["suite"], run_b["mode"]):
     st.info(
         f"Different suites or modes ({run_a['suite']}/{run_a['mode']} vs {run_b['suite']}/{run_b['mode']}): "

@@ -24,6 +24,9 @@ search = c_search.text_input(
     "Search", key="q", bind="query-params", placeholder="variant, kernel path, family, note or hypothesis, verdict"
 )
 sort = c_sort.selectbox("Sort by", list(VARIANT_SORTS), key="sort", bind="query-params")
+problem = ANY
+if len(facets["problem"]) > 1:  # a choice only when the store holds runs of more than one problem
+    problem = st.selectbox("Problem", [ANY, *facets["problem"]], key="problem", bind="query-params")
 cols = st.columns([1, 1, 1, 1, 2])
 suite = cols[0].selectbox("Suite", [ANY, *facets["suite"]], key="suite", bind="query-params")
 mode = cols[1].selectbox("Mode", [ANY, *facets["mode"]], key="mode", bind="query-params")
@@ -47,6 +50,7 @@ filters = {
     "since": since,
     "until": until,
     "search": search or None,
+    "problem": None if problem == ANY else problem,
 }
 table = common.read("variant_table", status=None if status == ANY else status, sort=sort, **filters)
 if table.empty:
@@ -54,7 +58,7 @@ if table.empty:
     st.stop()
 
 points = common.read("progress_points", **filters)
-contexts = table[["suite", "gpu"]].drop_duplicates()
+contexts = table[["problem", "suite", "gpu"]].drop_duplicates()
 m = st.columns(4)
 m[0].metric("Variants", f"{table['variant_sha256'].nunique():,}")
 m[1].metric("Runs", f"{int(table['runs'].sum()):,}")
@@ -63,16 +67,22 @@ if len(contexts) == 1 and table["best_geomean_us"].notna().any():
     best = table.loc[table["best_geomean_us"].idxmin()]
     m[3].metric("Best geomean", f"{views.fmt_us(best['best_geomean_us'])} µs", help=f"{best['variant']}")
 else:
-    m[3].metric("Contexts (suite · GPU)", len(contexts), help="Geomeans of different suites or GPUs are not compared")
+    m[3].metric(
+        "Contexts (problem · suite · GPU)",
+        len(contexts),
+        help="Geomeans of different problems, suites or GPUs are not compared",
+    )
 
 if not points.empty:
-    counts = (points["suite"] + " · " + points["gpu"].fillna("?")).value_counts()
-    if len(counts) > 1:  # geomeans of different suites or GPUs do not share an axis
+    ctx = points["suite"] + " · " + points["gpu"].fillna("?")
+    if points["problem"].nunique() > 1:  # name the problem only when the selection holds more than one
+        ctx = points["problem"].fillna("qr_v2") + " · " + ctx
+    counts = ctx.value_counts()
+    if len(counts) > 1:  # geomeans of different problems, suites or GPUs do not share an axis
         chosen = st.selectbox(
             "Progress chart of", list(counts.index), format_func=lambda c: f"{c} ({counts[c]} runs)", key="chart_ctx"
         )
-        suite_c, gpu_c = chosen.split(" · ", 1)
-        points = points[(points["suite"] == suite_c) & (points["gpu"].fillna("?") == gpu_c)]
+        points = points[ctx == chosen]
     st.plotly_chart(charts.progress_figure(points), key="progress")
 else:
     st.caption("No passed timed run in this selection, so no progress chart.")

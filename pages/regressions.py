@@ -65,7 +65,11 @@ if contexts.empty:
     st.info(f"No timed (benchmark or leaderboard) runs along {label.lower()} **{scope_value}**"
             + (f" on {gpu}." if gpu else "."))  # fmt: skip
     st.stop()
-ctx_labels = [f"{r['suite']} · {r['gpu']} ({r['runs']} runs)" for r in contexts.to_dict("records")]
+many = contexts["problem"].nunique() > 1  # name the problem only when the store holds more than one
+ctx_labels = [
+    f"{r['problem'] + ' · ' if many else ''}{r['suite']} · {r['gpu']} ({r['runs']} runs)"
+    for r in contexts.to_dict("records")
+]
 c1, c2, c3 = st.columns([2, 1, 1])
 ctx_idx = c1.selectbox("Suite · GPU", range(len(ctx_labels)), format_func=ctx_labels.__getitem__, key="reg_ctx")
 window = c2.selectbox("History", list(WINDOWS), index=1, key="reg_window")
@@ -74,7 +78,7 @@ ctx = contexts.iloc[ctx_idx or 0]
 gpu_value = ctx["gpu"] if isinstance(ctx["gpu"], str) else None
 
 hist, points, changes = common.history(
-    **scope, suite=ctx["suite"], gpu=gpu_value, last=WINDOWS[window]
+    **scope, suite=ctx["suite"], gpu=gpu_value, last=WINDOWS[window], problem=ctx["problem"]
 )  # fmt: skip
 runs = hist["runs"]
 if runs.empty or not points:

@@ -40,7 +40,8 @@ status_icon = {"passed": ":green[:material/check_circle:]", "failed": ":red[:mat
 )
 st.subheader(f"{status_icon} {run['variant']} · {run['status']}")
 st.caption(
-    f"run `{run['run_id']}` · suite **{run['suite']}** · mode **{run['mode']}** · {run.get('gpu') or '?'} · "
+    f"run `{run['run_id']}` · problem **{run.get('problem') or 'qr_v2'}** · suite **{run['suite']}** · "
+    f"mode **{run['mode']}** · {run.get('gpu') or '?'} · "
     f"started {run['started_at']:%Y-%m-%d %H:%M:%S} · trigger {run.get('trigger') or '?'}"
     + (f" · family **{run['family']}**" if isinstance(run.get("family"), str) else "")
 )
@@ -92,6 +93,7 @@ with tabs[0]:
                 "best (µs)": st.column_config.NumberColumn(format="%.2f"),
                 "worst (µs)": st.column_config.NumberColumn(format="%.2f"),
                 "GFLOP/s": st.column_config.NumberColumn(format="%.2f"),
+                "GB/s": st.column_config.NumberColumn(format="%.2f"),
                 "factor res": st.column_config.NumberColumn(format="%.3g"),
                 "tril res": st.column_config.NumberColumn(format="%.3g"),
                 "recon res": st.column_config.NumberColumn(format="%.3g"),
@@ -100,7 +102,8 @@ with tabs[0]:
             key="cases",
             height=common.rows_height(len(cases)),
         )
-        st.caption("GFLOP/s counts 4/3 n³ + 2n² + 14n/3 flops per matrix, times the batch. Residuals are scaled.")
+        st.caption("Rates use the work per call that the workload records (qr_v2: 4/3 n³ + 2n² + 14n/3 flops per "
+                   "matrix, times the batch; a problem folder records none). Residuals are scaled.")  # fmt: skip
     evidence = common.read("run_evidence", run_id)
     if not evidence.empty:
         st.markdown("**Evidence of failed checks** (the worst matrix; judge it again with `python -m tracker recheck`)")

@@ -198,7 +198,7 @@ def test_list_of_a_missing_store_is_empty(tmp_path):
         (["run", "kernels/no_such_kernel.py", "--suite", "smoke"], "no kernel file at kernels/no_such_kernel.py"),
         (["run", REFERENCE, "--suite", "smoke", "--cases", "1,x"], "--cases takes case numbers"),
         (["run", REFERENCE, "--suite", "smoke", "--cases", "99"], "case 99 is out of range"),
-        (["run", REFERENCE, "--suite", "nope"], "invalid choice: 'nope'"),
+        (["run", REFERENCE, "--suite", "nope"], "unknown suite 'nope' for workload qr_v2; choose from qr_v2, smoke"),
         (["run", REFERENCE, "--mode", "fastest"], "invalid choice: 'fastest'"),
         (["run", REFERENCE, "--suite", "smoke", "--timeout", "0"], "expected a finite number of seconds above 0"),
         (["run", REFERENCE, "--suite", "smoke", "--parent", "zzzz"], "--parent 'zzzz' is not a run"),

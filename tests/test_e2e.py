@@ -191,7 +191,7 @@ def test_every_page_and_a_shared_compare_url(server, page):
     goto(page, f"{base}/run?id={ids['profiled']}")
     no_exception(page)
     text = page.get_by_test_id("stMain").inner_text()
-    assert "householder_v4" in text and "GFLOP/s counts" in text
+    assert "householder_v4" in text and "Rates use the work per call" in text
     shot(page, "run")
     page.get_by_role("tab", name="Samples").click()
     settle(page)

@@ -15,7 +15,10 @@ import pytest
 
 from tracker.capture.runner import RunOutcome, RunRequest, run_variant
 from tracker.store import queries
+from tracker.workloads import get_workload
 from tracker.workloads.qr_v2.suites import SMOKE, hidden_seed
+
+QR_CHECK = get_workload("qr_v2").check_outputs
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -204,7 +207,8 @@ def test_timing_loop_keeps_every_sample_up_to_max_reps():
     xs, copies = _loop_inputs()
     seen = []
     rules = ModeRules(case_budget_s=1e9, max_reps=5, warmup_s=0.0, warm_every_case=False)
-    result = run_loop(torch.geqrf, xs, copies, Clock(torch.device("cpu")), rules, on_rep=lambda i, t: seen.append(t))
+    clock = Clock(torch.device("cpu"))
+    result = run_loop(torch.geqrf, xs, copies, clock, rules, on_rep=lambda i, t: seen.append(t), check=QR_CHECK)
     assert result.passed and len(result.samples) == 5 and seen == result.samples
     assert all(t > 0 for t in result.samples)
     assert set(result.check.residuals) == {"factor_res", "tril_res", "recon_res", "orth_res"}
@@ -224,7 +228,7 @@ def test_timing_loop_stops_on_the_case_budget_after_the_minimum_time():
     xs, copies = _loop_inputs()
     rules = ModeRules(case_budget_s=0.05, max_reps=100, warmup_s=0.0, warm_every_case=False)
     t0 = time.perf_counter()
-    result = run_loop(slow, xs, copies, Clock(torch.device("cpu")), rules)
+    result = run_loop(slow, xs, copies, Clock(torch.device("cpu")), rules, check=QR_CHECK)
     assert result.passed
     assert 3 <= len(result.samples) < 10  # i > 1 and past 0.1 s, then mean x runs > budget
     assert time.perf_counter() - t0 >= 0.1
@@ -248,7 +252,7 @@ def test_timing_loop_rechecks_every_repetition():
 
     xs, copies = _loop_inputs()
     rules = ModeRules(case_budget_s=1e9, max_reps=50, warmup_s=0.0, warm_every_case=False)
-    result = run_loop(breaks_later, xs, copies, Clock(torch.device("cpu")), rules)
+    result = run_loop(breaks_later, xs, copies, Clock(torch.device("cpu")), rules, check=QR_CHECK)
     assert not result.passed
     assert result.message.startswith("repetition 1: factor gate failed on matrix 0 of input 1")
     assert len(result.samples) == 1

@@ -30,6 +30,20 @@ def gflops(batch: float | None, n: float | None, mean_us: float | None) -> float
     return batch * flops_per_matrix(n) / (mean_us * 1e3)
 
 
+def _gflops(case: dict, mean_us: float | None) -> float | None:
+    if is_num(case.get("flops")):
+        return case_rate(case, mean_us, "flops")
+    return gflops(case.get("batch"), case.get("n"), mean_us)  # runs from before workloads recorded their work
+
+
+def case_rate(case: dict, mean_us: float | None, key: str) -> float | None:
+    """Work per microsecond / 1e3 (GFLOP/s or GB/s) from the workload's recorded work (`flops` or `bytes`)."""
+    work = case.get(key)
+    if not is_num(work) or not is_num(mean_us) or mean_us <= 0:
+        return None
+    return work / (mean_us * 1e3)
+
+
 def fmt_us(x: Any) -> str:
     if not is_num(x):
         return "–"
@@ -76,6 +90,7 @@ def experiments_table(df: pd.DataFrame) -> pd.DataFrame:
             "variant": df["variant"],
             "sha": df["variant_sha256"].str[:8],
             "family": df["family"],
+            "problem": df.get("problem"),
             "suite": df["suite"],
             "GPU": df["gpu"],
             "best geomean (µs)": df["best_geomean_us"],
@@ -94,6 +109,8 @@ def experiments_table(df: pd.DataFrame) -> pd.DataFrame:
             ],
         }
     )
+    if out["problem"].nunique(dropna=False) <= 1:  # one problem: the column says nothing
+        out = out.drop(columns="problem")
     return out.reset_index(drop=True)
 
 
@@ -114,7 +131,8 @@ def run_case_table(cases: pd.DataFrame) -> pd.DataFrame:
                 "mean (µs)": mean if is_num(mean) else None,
                 "best (µs)": c.get("best_us") if is_num(c.get("best_us")) else None,
                 "worst (µs)": c.get("worst_us") if is_num(c.get("worst_us")) else None,
-                "GFLOP/s": gflops(c.get("batch"), c.get("n"), mean),
+                "GFLOP/s": _gflops(c, mean),
+                "GB/s": case_rate(c, mean, "bytes"),
                 "runs": c.get("runs") if is_num(c.get("runs")) else None,
                 "factor res": c.get("factor_res"),
                 "tril res": c.get("tril_res"),
@@ -123,7 +141,10 @@ def run_case_table(cases: pd.DataFrame) -> pd.DataFrame:
                 "message": c.get("message") or "",
             }
         )
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    if "GB/s" in out and out["GB/s"].isna().all():  # runs that recorded no bytes moved (older runs)
+        out = out.drop(columns="GB/s")
+    return out
 
 
 def evidence_table(evidence: pd.DataFrame) -> pd.DataFrame:

@@ -48,7 +48,23 @@ def case_data(bundle: Mapping[str, Any]) -> dict[str, CaseData]:
 
 
 def compare_bundles(a: Mapping[str, Any], b: Mapping[str, Any]) -> RunComparison:
-    return compare_runs(case_data(a), case_data(b), gpu_a=a["run"].get("gpu"), gpu_b=b["run"].get("gpu"))
+    return compare_runs(
+        case_data(a),
+        case_data(b),
+        gpu_a=a["run"].get("gpu"),
+        gpu_b=b["run"].get("gpu"),
+        **problem_args(a["run"], b["run"]),
+    )
+
+
+def problem_args(run_a: Mapping[str, Any], run_b: Mapping[str, Any]) -> dict[str, Any]:
+    """compare_runs' problem arguments from two run rows (runs recorded before workloads were qr_v2)."""
+    return {
+        "problem_a": run_a.get("problem"),
+        "problem_b": run_b.get("problem"),
+        "problem_hash_a": run_a.get("problem_sha256"),
+        "problem_hash_b": run_b.get("problem_sha256"),
+    }
 
 
 # -------------------------------------------------------------------------------------------- regressions

@@ -207,13 +207,25 @@ def compare_runs(
     gpu_b: str | None,
     min_effect: float = 0.02,
     alpha: float = 0.05,
+    problem_a: str | None = None,
+    problem_b: str | None = None,
+    problem_hash_a: str | None = None,
+    problem_hash_b: str | None = None,
 ) -> RunComparison:
-    """Compare two runs case by case; cases in the order of A, then those only in B."""
+    """Compare two runs case by case; cases in the order of A, then those only in B.
+
+    Runs of different problems (workloads) are never compared; one problem whose files changed between the runs
+    is compared with a warning in the summary.
+    """
     names = list(cases_a) + [name for name in cases_b if name not in cases_a]
     gpu_a_n = gpu_a.strip() if gpu_a else None
     gpu_b_n = gpu_b.strip() if gpu_b else None
     same_gpu = gpu_a_n == gpu_b_n
     gpu_reason = f"different GPU models: {gpu_a_n or 'unknown'} vs {gpu_b_n or 'unknown'}"
+    if (problem_a or "qr_v2") != (problem_b or "qr_v2"):
+        same_gpu = False  # not comparable, for a stronger reason than the GPU
+        gpu_reason = f"different problems: {problem_a or 'qr_v2'} vs {problem_b or 'qr_v2'}"
+    changed = problem_hash_a and problem_hash_b and problem_hash_a != problem_hash_b
 
     rows: list[CaseComparison] = []
     pairs: list[tuple[np.ndarray, np.ndarray]] = []
@@ -242,6 +254,10 @@ def compare_runs(
         ci = _geomean_ci(pairs, 1 - alpha, _seed(*names))
     counts = {v: sum(row.verdict == v for row in rows) for v in ("slower", "faster", "same", "n/a")}
     summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+    if changed:
+        summary += (
+            f"; warning: the problem's files differ between the runs ({problem_hash_a[:8]}, {problem_hash_b[:8]})"
+        )
     return RunComparison(rows, geomean, ci, True, summary)
 
 

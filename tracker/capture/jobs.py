@@ -29,7 +29,9 @@ from typing import Any
 
 from tracker.common.files import write_json_atomic
 from tracker.common.processes import process_alive
-from tracker.workloads.qr_v2.suites import MODES, SUITES, cases_for, get_suite
+from tracker.workloads import cases_for, get_suite, get_workload
+from tracker.workloads.base import MODES
+from tracker.workloads.problem_folder import is_problem_folder
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 _DEFINES_KERNEL = re.compile(r"^(def custom_kernel\b|custom_kernel\s*=|from \S+ import .*\bcustom_kernel\b)", re.M)
@@ -50,6 +52,30 @@ def jobs_dir(store: str | os.PathLike) -> Path:
 def default_kernels_dir() -> Path:
     """The folder kernels may be run from: $KERNELBEAM_KERNELS_DIR, else kernels/ of the repository."""
     return Path(os.environ.get("KERNELBEAM_KERNELS_DIR") or REPO_ROOT / "kernels").resolve()
+
+
+def default_problems_dir() -> Path:
+    """The folder GPU Mode problem folders are offered from: $KERNELBEAM_PROBLEMS_DIR, else problems/."""
+    return Path(os.environ.get("KERNELBEAM_PROBLEMS_DIR") or REPO_ROOT / "problems").resolve()
+
+
+def list_problems(problems_dir: str | os.PathLike) -> list[str]:
+    """Problem folders directly under the folder (names): those holding task.yml and reference.py."""
+    root = Path(problems_dir).resolve()
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if not p.name.startswith(".") and is_problem_folder(p))
+
+
+def resolve_problem(name: str, problems_dir: str | os.PathLike) -> Path:
+    """The problem folder of that name under the problems folder; ValueError for anything else."""
+    root = Path(problems_dir).resolve()
+    resolved = (root / str(name).strip()).resolve()
+    if not str(name).strip() or resolved.parent != root:
+        raise ValueError(f"{name!r} is not a folder directly under the problems folder {root}")
+    if not is_problem_folder(resolved):
+        raise ValueError(f"{resolved} is not a problem folder (it needs task.yml and reference.py)")
+    return resolved
 
 
 def list_kernels(kernels_dir: str | os.PathLike) -> list[str]:
@@ -153,15 +179,21 @@ def start_job(
     note: str | None = None,
     profile: bool = False,
     device: str = "auto",
+    problem: str | None = None,
+    problems_dir: str | os.PathLike | None = None,
 ) -> Job:
-    """Validate, then start the tracker run in the background; returns at once. ValueError for bad input."""
+    """Validate, then start the tracker run in the background; returns at once. ValueError for bad input.
+
+    `problem` names a folder under the problems folder (None: qr_v2)."""
     kernels_dir = Path(kernels_dir) if kernels_dir is not None else default_kernels_dir()
     path = resolve_kernel(kernel, kernels_dir)
-    if suite not in SUITES:
-        raise ValueError(f"unknown suite {suite!r}; choose from {', '.join(SUITES)}")
+    problem_path = None
+    if problem:
+        problem_path = resolve_problem(problem, problems_dir if problems_dir is not None else default_problems_dir())
+    workload = get_workload(problem_path)
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
-    n_cases = len(cases_for(get_suite(suite), mode))
+    n_cases = len(cases_for(get_suite(workload, suite), mode))
     for i in cases or []:
         if not 0 <= i < n_cases:
             raise ValueError(f"case {i} is out of range: suite {suite} has {n_cases} {mode} cases")
@@ -186,6 +218,8 @@ def start_job(
         f"--cancel-file={job.cancel_file}",
         "--json",
     ]  # fmt: skip
+    if problem_path is not None:
+        argv += ["--problem", str(problem_path)]
     if cases:
         argv.append("--cases=" + ",".join(str(int(i)) for i in cases))
     if seed is not None:
@@ -204,6 +238,7 @@ def start_job(
         "job_id": job_id,
         "kernel": _display_path(path),
         "suite": suite,
+        "problem": workload.name,
         "mode": mode,
         "device": device,
         "cases": cases,

@@ -37,7 +37,8 @@ from tracker.capture.gitinfo import capture_git, source_hash
 from tracker.capture.scan import flags_as_dicts, scan_source
 from tracker.capture.worker import sign
 from tracker.common.processes import descendants, end_processes
-from tracker.workloads.qr_v2.suites import cases_for, get_suite, hidden_seed
+from tracker.workloads import cases_for, get_suite, get_workload
+from tracker.workloads.base import combine_seed
 
 LOG_TAIL_CHARS = 4000
 DEFAULT_TIMEOUT_S = 900.0
@@ -66,6 +67,13 @@ class RunRequest:
     store: str = store_mod.DEFAULT_STORE
     trigger: str = "cli"
     device: str = "auto"
+    problem: str | None = None  # a GPU Mode problem folder; None: qr_v2
+
+    def workload(self):
+        return get_workload(self.problem)
+
+    def suite_cases(self) -> tuple:
+        return cases_for(get_suite(self.workload(), self.suite), self.mode)
 
     def validate(self) -> None:
         """Raise ValueError with a clear message for any bad argument, before anything is started."""
@@ -74,7 +82,7 @@ class RunRequest:
             raise ValueError(f"no kernel file at {self.path}")
         if path.suffix != ".py":
             raise ValueError(f"{self.path} is not a Python file")
-        cases = cases_for(get_suite(self.suite), self.mode)
+        cases = self.suite_cases()
         for i in self.cases or []:
             if not 0 <= i < len(cases):
                 raise ValueError(f"case {i} is out of range: suite {self.suite} has {len(cases)} {self.mode} cases")
@@ -82,7 +90,7 @@ class RunRequest:
             # Input generators seed torch with the transformed case seed (plus a small offset per input), which
             # must fit a signed 64-bit integer; the contest's transform grows with the square of the seed.
             for case in cases:
-                top = hidden_seed(case.seed, self.seed) + 42 * (case.input_count() + 1)
+                top = combine_seed(case.seed or 0, self.seed) + 42 * (case.input_count() + 1)
                 if not -(2**63) <= top < 2**63:
                     raise ValueError(
                         f"--seed {self.seed} is out of range: the contest's seed transform takes case seeds past "
@@ -206,20 +214,13 @@ def _exit_text(code: int) -> str:
 def _case_row(event: dict[str, Any]) -> dict[str, Any]:
     case = event["case"]
     row = {k: event.get(k) for k in store_mod.TABLE_COLUMNS["case_results"] if k in event}
-    row.update(
-        inputs=case.get("inputs"),
-        case_idx=event["case_idx"],
-        spec=event["spec"],
-        batch=case["batch"],
-        n=case["n"],
-        cond=case["cond"],
-        seed=case["seed"],
-        case_name=case["case"],
-    )
+    row.update(inputs=case.get("inputs"), case_idx=event["case_idx"], spec=event["spec"])
+    row.update(event.get("columns") or {})  # the workload's description of the case (qr_v2: batch, n, ...)
     return row
 
 
 def build_record(req: RunRequest, run_id: str, started_at, source: str) -> store_mod.RunRecord:
+    workload = req.workload()
     path = Path(req.path)
     git = capture_git(path)
     if git["git_repo"]:  # the same file gets the same recorded path whatever directory the run started from
@@ -246,6 +247,8 @@ def build_record(req: RunRequest, run_id: str, started_at, source: str) -> store
         "trigger": req.trigger,
         "warnings": warnings,
         "flags": json.dumps(flags),
+        "problem": workload.name,
+        "problem_sha256": workload.sha256,
         **git,
     }
     variant = {
@@ -256,6 +259,12 @@ def build_record(req: RunRequest, run_id: str, started_at, source: str) -> store
         "first_seen": started_at,
     }
     return store_mod.RunRecord(run=run, variant=variant)
+
+
+def _problem_folder(req: RunRequest) -> str | None:
+    """The absolute problem folder the worker loads; None for the built-in qr_v2 (also when named so)."""
+    folder = getattr(req.workload(), "folder", None)
+    return str(folder) if folder is not None else None
 
 
 def run_variant(
@@ -278,7 +287,7 @@ def run_variant(
         if on_event is not None:
             on_event({**event, "elapsed_s": time.monotonic() - start})
 
-    total = len(req.cases or cases_for(get_suite(req.suite), req.mode))
+    total = len(req.cases or req.suite_cases())
     emit({"event": "started", "run_id": run_id, "total": total})
     events: list[dict[str, Any]] = []
     returncode = None
@@ -350,6 +359,7 @@ def _drive_worker(req, record, events, emit, should_cancel):
         "workdir": str(workdir),
         "request": {**asdict(req), "store": str(Path(req.store).resolve())},
         "record": {"run": record.run, "variant": record.variant},
+        "problem": _problem_folder(req),
     }
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PACKAGE_ROOT), env.get("PYTHONPATH")) if p)
@@ -478,13 +488,13 @@ def complete_record(record, req, events, status, error, returncode, log_tail) ->
         else:
             status, error = "crashed", _exit_text(returncode)
     for event in unfinished:  # the case the worker was in when it hung, crashed or was stopped
-        case = _case_of(req, event["case_idx"])
-        row = _case_row({**event, "case": case, "passed": False, "message": error})
+        columns = _case_columns(req, event["case_idx"])
+        row = _case_row({**event, "case": {}, "columns": columns, "passed": False, "message": error})
         record.cases.append({**row, "kind": kind})
     # Like the contest's score: only a run of the whole suite in which every case passed has a geomean; a
     # subset (--cases) would not be comparable with full runs.
     means = [c.get("mean_us") for c in record.cases]
-    whole_suite = len(means) == len(cases_for(get_suite(req.suite), req.mode))
+    whole_suite = len(means) == len(req.suite_cases())
     all_timed = req.mode != "test" and status == "passed" and whole_suite and all(means)
     record.run.update(
         status=status,
@@ -495,6 +505,7 @@ def complete_record(record, req, events, status, error, returncode, log_tail) ->
     )
 
 
-def _case_of(req: RunRequest, case_idx: int) -> dict[str, Any]:
-    case = cases_for(get_suite(req.suite), req.mode)[case_idx]
-    return (case.with_seed(hidden_seed(case.seed, req.seed)) if req.seed is not None else case).to_dict()
+def _case_columns(req: RunRequest, case_idx: int) -> dict[str, Any]:
+    workload = req.workload()
+    case = req.suite_cases()[case_idx]
+    return workload.case_columns(workload.hidden_seed(case, req.seed) if req.seed is not None else case)

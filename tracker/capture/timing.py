@@ -10,11 +10,11 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
-from tracker.workloads.qr_v2.checks import CheckResult, check_outputs
-from tracker.workloads.qr_v2.suites import L2_FLUSH_BYTES
+from tracker.workloads.base import L2_FLUSH_BYTES, CheckResult
 
 
 @dataclass(frozen=True)
@@ -100,9 +100,43 @@ class Clock:
         return time.perf_counter() - t0, result
 
 
-def inputs_changed(inputs: list[torch.Tensor], copies: list[torch.Tensor]) -> str:
+def clone_data(data: Any) -> Any:
+    """A deep copy of an input: tensors cloned inside tuples, lists and dicts (GPU Mode inputs are often tuples)."""
+    if isinstance(data, torch.Tensor):
+        return data.clone()
+    if isinstance(data, (tuple, list)):
+        return type(data)(clone_data(x) for x in data)
+    if isinstance(data, dict):
+        return {k: clone_data(v) for k, v in data.items()}
+    return data
+
+
+def _same(x: Any, c: Any) -> bool:
+    if isinstance(x, torch.Tensor):
+        return isinstance(c, torch.Tensor) and torch.equal(x, c)
+    if isinstance(x, (tuple, list)):
+        return len(x) == len(c) and all(_same(a, b) for a, b in zip(x, c, strict=True))
+    if isinstance(x, dict):
+        return x.keys() == c.keys() and all(_same(x[k], c[k]) for k in x)
+    return x == c
+
+
+def restore_data(data: Any, original: Any) -> None:
+    """Copy the original values back into an input's tensors, in place (the kernel keeps its input objects)."""
+    if isinstance(data, torch.Tensor):
+        if data is not original:
+            data.copy_(original)
+    elif isinstance(data, (tuple, list)):
+        for x, o in zip(data, original, strict=True):
+            restore_data(x, o)
+    elif isinstance(data, dict):
+        for k in data:
+            restore_data(data[k], original[k])
+
+
+def inputs_changed(inputs: list[Any], copies: list[Any]) -> str:
     for i, (x, c) in enumerate(zip(inputs, copies, strict=True)):
-        if not torch.equal(x, c):
+        if not _same(x, c):
             return f"custom_kernel modified its input (input {i} differs from the original after the call)"
     return ""
 
@@ -117,11 +151,17 @@ def run_loop(
     recheck: bool = True,
     budget_s: float | None = None,
     on_rep: Callable[[int, float], None] | None = None,
+    check: Callable[[list, list], CheckResult] | None = None,
+    flag_mutation: bool = True,
 ) -> TimingResult:
     """Repeat the timed loop over the same input objects until the stop rule says so.
 
-    Every repetition is rechecked (outputs and untouched inputs) outside the timed window.
+    Every repetition is rechecked (outputs with the workload's `check`, and untouched inputs where the workload
+    forbids changing them) outside the timed window. Where the workload lets a kernel write into its input (GPU
+    Mode problems: an output buffer, or an in-place kernel), the input is restored after each repetition.
     """
+    if recheck and check is None:
+        raise ValueError("run_loop rechecks each repetition: give it the workload's check")
     samples: list[float] = []
     budget = rules.case_budget_s if budget_s is None else budget_s
     loop_start = time.perf_counter()
@@ -129,13 +169,15 @@ def run_loop(
     for i in range(rules.max_reps):
         seconds, outputs = clock.time_loop(lambda: [kernel(x) for x in inputs])
         if recheck:
-            mutation = inputs_changed(inputs, copies)
+            mutation = inputs_changed(inputs, copies) if flag_mutation else ""
             if mutation:
                 return TimingResult(False, mutation, samples)
-            last_check = check_outputs(copies, outputs)
+            last_check = check(copies, outputs)
             if not last_check.passed:
                 return TimingResult(False, f"repetition {i}: {last_check.message}", samples, last_check, i, outputs)
         del outputs
+        if not flag_mutation:
+            restore_data(inputs, copies)
         samples.append(seconds / len(inputs) * 1e6)
         if on_rep is not None:
             on_rep(i, samples[-1])

@@ -76,9 +76,10 @@ class Events:
                     self.on_broken()
 
 
-def load_variant(path: str):
-    """Import a contest file unmodified: `task` comes from the shim, the module is named `submission`."""
-    sys.path.insert(0, str(SHIM_DIR))
+def load_variant(path: str, task_dir: Path = SHIM_DIR):
+    """Import a contest file unmodified: `task` comes from the shim (or the problem folder), the module is named
+    `submission`."""
+    sys.path.insert(0, str(task_dir))
     sys.path.insert(1, str(Path(path).resolve().parent))
     spec = importlib.util.spec_from_file_location("submission", path)
     module = importlib.util.module_from_spec(spec)
@@ -95,21 +96,22 @@ def _kernel_error(exc: BaseException) -> str:
     return f"custom_kernel raised {type(exc).__name__}: {exc}"
 
 
-def run_test_case(kernel, case, device) -> dict[str, Any]:
-    from tracker.capture.timing import inputs_changed
-    from tracker.workloads.qr_v2.checks import check_qr
-    from tracker.workloads.qr_v2.inputs import generate
+def run_test_case(kernel, case, device, workload) -> dict[str, Any]:
+    from tracker.capture.timing import clone_data, inputs_changed
 
-    a = generate(case, device=device)
-    copy = a.clone()
+    a = workload.generate(case, device=device)
+    copy = clone_data(a)
     try:
         out = kernel(a)
     except Exception as exc:
         return {"passed": False, "message": _kernel_error(exc)}
-    mutation = inputs_changed([a], [copy])
+    mutation = inputs_changed([a], [copy]) if workload.flags_mutation else ""
     if mutation:
         return {"passed": False, "message": mutation}
-    result = check_qr(copy, out)
+    try:
+        result = workload.check(copy, out)
+    except Exception as exc:  # a problem's own checker can raise on a malformed output
+        return {"passed": False, "message": f"the checker raised {type(exc).__name__}: {exc}"}
     row = {"passed": result.passed, "message": result.message, **result.residuals}
     if not result.passed:
         row[PENDING_KEY] = failed_check([copy], [out], result, FIRST_PASS)
@@ -142,25 +144,32 @@ def rep_reporter(emit: Callable[..., None], case_idx: int, rules) -> Callable[[i
     return on_rep
 
 
-def run_benchmark_case(kernel, case, device, clock, rules, on_rep=None) -> dict[str, Any]:
-    from tracker.capture.timing import inputs_changed, run_loop, stats
-    from tracker.workloads.qr_v2.checks import check_outputs
-    from tracker.workloads.qr_v2.inputs import benchmark_inputs
+def run_benchmark_case(kernel, case, device, clock, rules, workload, on_rep=None) -> dict[str, Any]:
+    from tracker.capture.timing import clone_data, inputs_changed, run_loop, stats
 
-    inputs = benchmark_inputs(case, device)
-    copies = [x.clone() for x in inputs]
+    inputs = workload.benchmark_inputs(case, device)
+    copies = [clone_data(x) for x in inputs]
     try:
-        scratch = [x.clone() for x in inputs]  # the untimed pass works on clones, as the contest does
+        scratch = [clone_data(x) for x in inputs]  # the untimed pass works on clones, as the contest does
         outs = [kernel(x) for x in scratch]
-        first = check_outputs(copies, outs)
-        mutation = inputs_changed(scratch, copies)
+        first = workload.check_outputs(copies, outs)
+        mutation = inputs_changed(scratch, copies) if workload.flags_mutation else ""
         if mutation:
             return {"passed": False, "message": mutation}
         if not first.passed:
             evidence = failed_check(copies, outs, first, FIRST_PASS)
             return {"passed": False, "message": first.message, **first.residuals, PENDING_KEY: evidence}
         del outs
-        timed = run_loop(kernel, inputs, copies, clock, rules, on_rep=on_rep)
+        timed = run_loop(
+            kernel,
+            inputs,
+            copies,
+            clock,
+            rules,
+            check=workload.check_outputs,
+            flag_mutation=workload.flags_mutation,
+            on_rep=on_rep,
+        )
     except Exception as exc:
         return {"passed": False, "message": _kernel_error(exc)}
     residuals = (timed.check or first).residuals
@@ -186,12 +195,11 @@ def run_benchmark_case(kernel, case, device, clock, rules, on_rep=None) -> dict[
     return result
 
 
-def warm_up(kernel, case, device, clock, rules) -> None:
+def warm_up(kernel, case, device, clock, rules, workload) -> None:
     """Untimed, unchecked runs of a case for the mode's warm-up budget (compilation, caches, clocks)."""
     from tracker.capture.timing import run_loop
-    from tracker.workloads.qr_v2.inputs import benchmark_inputs
 
-    inputs = benchmark_inputs(case, device)
+    inputs = workload.benchmark_inputs(case, device)
     try:
         run_loop(kernel, inputs, inputs, clock, rules, recheck=False, budget_s=rules.warmup_s)
     except Exception:  # the case itself will report the error
@@ -298,12 +306,13 @@ def main() -> int:
     from tracker.capture.envinfo import capture_environment
     from tracker.capture.profiling import profile_call
     from tracker.capture.timing import MODE_RULES, Clock
-    from tracker.workloads.qr_v2.suites import cases_for, get_suite, hidden_seed
+    from tracker.workloads import cases_for, get_suite, get_workload
 
     events.emit("env", **capture_environment(device))
     events.emit("import_start")
     try:
-        kernel = load_variant(job["variant_path"])
+        workload = get_workload(job.get("problem"))
+        kernel = load_variant(job["variant_path"], getattr(workload, "task_dir", SHIM_DIR))
     except BaseException as exc:
         traceback.print_exc()
         events.emit(
@@ -311,21 +320,27 @@ def main() -> int:
             message=f"compile failed: importing the variant failed: {type(exc).__name__}: {exc}",
         )
         return 3
+    try:
+        getattr(workload, "reference", None)  # a problem folder's reference.py, imported after the kernel's task
+    except BaseException as exc:
+        traceback.print_exc()
+        events.emit("error", message=f"importing the problem's reference.py failed: {type(exc).__name__}: {exc}")
+        return 3
     events.emit("import_done")
 
     mode = job["mode"]
-    suite = get_suite(job["suite"])
+    suite = get_suite(workload, job["suite"])
     all_cases = cases_for(suite, mode)
     indices = job.get("cases") or list(range(len(all_cases)))
     cases = [all_cases[i] for i in indices]
     if job.get("seed") is not None:
-        cases = [c.with_seed(hidden_seed(c.seed, int(job["seed"]))) for c in cases]
+        cases = [workload.hidden_seed(c, int(job["seed"])) for c in cases]
     rules = MODE_RULES.get(mode)
     clock = Clock(device) if rules is not None else None  # test mode times nothing: no flush buffer
     if rules is not None and cases:
         for i, case in enumerate(cases):
             if i == 0 or rules.warm_every_case:
-                warm_up(kernel, case, device, clock, rules)
+                warm_up(kernel, case, device, clock, rules, workload)
             if i == 0:  # first calls (Triton JIT, load_inline) are over: the run's timeout starts now
                 events.emit("compiled")
     elif not cases:
@@ -334,10 +349,13 @@ def main() -> int:
     for pos, (idx, case) in enumerate(zip(indices, cases, strict=True)):
         events.emit("case_start", case_idx=idx, position=pos, total=len(cases), spec=case.spec)
         if mode == "test":
-            result = run_test_case(kernel, case, device)
+            result = run_test_case(kernel, case, device, workload)
         else:
-            result = run_benchmark_case(kernel, case, device, clock, rules, rep_reporter(events.emit, idx, rules))
+            result = run_benchmark_case(
+                kernel, case, device, clock, rules, workload, rep_reporter(events.emit, idx, rules)
+            )
         inputs = 1 if mode == "test" else case.input_count()
+        flops, nbytes = workload.work(case)
         save_evidence(job.get("evidence_dir"), idx, result)
         if mode == "test" and pos == 0:
             events.emit("compiled")
@@ -345,7 +363,10 @@ def main() -> int:
             "case_done",
             case_idx=idx,
             case={**case.to_dict(), "inputs": inputs},
+            columns=workload.case_columns(case),
             spec=case.spec,
+            flops=flops,
+            bytes=nbytes,
             **result,
         )
 
@@ -353,10 +374,8 @@ def main() -> int:
     if job.get("profile"):
         trace_dir = Path(job["trace_dir"])
         for idx, case in zip(indices, cases, strict=True):
-            from tracker.workloads.qr_v2.inputs import generate
-
             try:
-                prof = profile_call(kernel, generate(case, device=device), trace_dir / f"case{idx}.json")
+                prof = profile_call(kernel, workload.generate(case, device=device), trace_dir / f"case{idx}.json")
             except Exception as exc:
                 prof = {
                     "error": f"profiling failed: {type(exc).__name__}: {exc}",

@@ -8,6 +8,7 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
+from tracker.analysis.series import problem_args
 from tracker.cli.common import UsageError, fraction, print_columns, readable_store, resolve, time_column
 from tracker.store import queries
 
@@ -39,6 +40,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         gpu_a=a["run"].get("gpu"),
         gpu_b=b["run"].get("gpu"),
         min_effect=args.min_effect,
+        **problem_args(a["run"], b["run"]),
     )
     if args.json:
         doc = {"a": ids[0], "b": ids[1], **asdict(cmp)}
@@ -81,12 +83,12 @@ def cmd_regressions(args: argparse.Namespace) -> int:
         if contexts.empty:
             raise UsageError(f"no timed runs in suite {args.suite} there; suites: {', '.join(suites) or 'none'}")
     found: list[dict[str, Any]] = []
-    for suite, gpu in zip(contexts["suite"], contexts["gpu"], strict=True):
-        hist = queries.case_history(args.store, **scope, suite=suite, gpu=gpu, last=None)
+    for problem, suite, gpu in zip(contexts["problem"], contexts["suite"], contexts["gpu"], strict=True):
+        hist = queries.case_history(args.store, **scope, suite=suite, gpu=gpu, last=None, problem=problem)
         for changes in detect_all(history_points(hist)).values():
             for cp in changes:
                 if args.all or cp.kind == "regression":
-                    found.append({"suite": suite, "gpu": gpu, **asdict(cp)})
+                    found.append({"problem": problem, "suite": suite, "gpu": gpu, **asdict(cp)})
     if args.json:
         print(json.dumps(found, default=str))
         return 0

@@ -18,6 +18,7 @@ def run_summary(outcome) -> dict[str, Any]:
         "run_id": run["run_id"],
         "status": run["status"],
         "suite": run["suite"],
+        "problem": run.get("problem"),
         "mode": run["mode"],
         "gpu": run.get("gpu"),
         "geomean_us": run.get("geomean_us"),
@@ -52,12 +53,20 @@ def run_summary(outcome) -> dict[str, Any]:
 def cmd_run(args: argparse.Namespace) -> int:
     from tracker.capture.progress import ProgressFile, TerminalBar
     from tracker.capture.runner import RunRequest, run_variant
+    from tracker.workloads import get_workload
 
+    try:
+        workload = get_workload(args.problem)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     suite = args.suite
     if suite is None:
         from tracker.capture.envinfo import gpu_available
 
-        suite = "qr_v2" if args.device != "cpu" and gpu_available() else "smoke"
+        suite = workload.default_suite(args.device != "cpu" and gpu_available())
+        if suite == "smoke":
+            full = workload.default_suite(True)
+            print(f"no GPU: running the CPU smoke suite (--suite {full} to insist)", file=sys.stderr)
     req = RunRequest(
         path=args.path,
         suite=suite,
@@ -73,6 +82,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         store=args.store,
         trigger=args.trigger,
         device=args.device,
+        problem=args.problem,
     )
     try:
         req.validate()
@@ -133,7 +143,8 @@ def _print_run(summary: dict[str, Any]) -> None:
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     from tracker.capture.runner import DEFAULT_COMPILE_TIMEOUT_S, DEFAULT_TIMEOUT_S
-    from tracker.workloads.qr_v2.suites import MODES, SUITES
+    from tracker.workloads import get_workload
+    from tracker.workloads.base import MODES
 
     p = sub.add_parser(
         "run",
@@ -141,7 +152,16 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         help="run a kernel variant against a suite and record it",
     )
     p.add_argument("path", type=path_arg, help="kernel file defining custom_kernel(data) -> (H, tau)")
-    p.add_argument("--suite", choices=sorted(SUITES), help="default: qr_v2 with a GPU, smoke without one")
+    p.add_argument(
+        "--suite",
+        help=f"a suite of the workload (qr_v2: {', '.join(get_workload().suites)}; a problem folder: its name or "
+        "smoke); default: the full suite with a GPU, smoke without one",
+    )
+    p.add_argument(
+        "--problem",
+        metavar="DIR",
+        help="a GPU Mode problem folder (task.yml, reference.py, task.py) to judge the kernel by; default: qr_v2",
+    )
     p.add_argument(
         "--mode",
         default="benchmark",

@@ -22,11 +22,12 @@ from tracker.store import SCHEMA_VERSION, connect, pending_dir, pending_run_ids,
 from tracker.store.db import SchemaTooNewError
 
 RUN_LIST_COLUMNS = (
-    "run_id, variant, path, family, status, suite, mode, device, gpu, geomean_us, started_at, finished_at, "
+    "run_id, variant, path, family, status, problem, suite, mode, device, gpu, geomean_us, started_at, finished_at, "
     "git_commit, git_branch, git_dirty, note, parent_run, trigger"
 )
-# A case's seed-free name, as tracker.suites.Case.label spells it: what comparisons and histories key on.
-CASE_LABEL_SQL = "format('{}x{} c{:g} {}', batch, n, CAST(cond AS DOUBLE), case_name)"
+# A case's seed-free name, as its workload's Case.label spells it: what comparisons and histories key on. Runs
+# recorded before workloads stored a label were qr_v2, whose label is built from its columns.
+CASE_LABEL_SQL = "coalesce(label, format('{}x{} c{:g} {}', batch, n, CAST(cond AS DOUBLE), case_name))"
 TIMED_MODES = ("benchmark", "leaderboard")
 
 
@@ -208,15 +209,16 @@ def facets(store: str | os.PathLike) -> dict[str, Any]:
     """The values that filters offer: GPUs, suites, modes, statuses, families, and the date range."""
     with connect(store, read_only=True) as con:
         if not _has_runs_table(con):
-            return {"gpu": [], "suite": [], "mode": [], "status": [], "family": [], "first": None, "last": None}
-        cols = ("gpu", "suite", "mode", "status", "family")  # whitelist: fixed column names
+            empty = {"gpu": [], "suite": [], "mode": [], "status": [], "family": [], "problem": []}
+            return {**empty, "first": None, "last": None}
+        cols = ("gpu", "suite", "mode", "status", "family", "problem")  # whitelist: fixed column names
         row = con.execute(
             "SELECT "
             + ", ".join(f"list(DISTINCT {c} ORDER BY {c}) FILTER (WHERE {c} IS NOT NULL)" for c in cols)
             + ", min(started_at), max(started_at) FROM runs"
         ).fetchone()
-    out: dict[str, Any] = {c: list(v or []) for c, v in zip(cols, row[:5], strict=True)}
-    out["first"], out["last"] = row[5], row[6]
+    out: dict[str, Any] = {c: list(v or []) for c, v in zip(cols, row[: len(cols)], strict=True)}
+    out["first"], out["last"] = row[len(cols)], row[len(cols) + 1]
     return out
 
 
@@ -231,12 +233,14 @@ def _run_filters(
     until: dt.date | None = None,
     search: str | None = None,
     prefix: str = "",
+    problem: str | None = None,
 ) -> tuple[str, list[Any]]:
     """A WHERE clause over the runs table (alias `prefix`) and its parameters."""
     p = prefix
     clauses: list[str] = []
     params: list[Any] = []
-    for col, value in (("gpu", gpu), ("suite", suite), ("mode", mode), ("status", status), ("family", family)):
+    filters = (("gpu", gpu), ("suite", suite), ("mode", mode), ("status", status), ("family", family))
+    for col, value in (*filters, ("problem", problem)):
         if value:
             clauses.append(f"{p}{col} = ?")
             params.append(value)
@@ -280,20 +284,29 @@ def variant_table(
     search: str | None = None,
     sort: str = "best geomean",
     limit: int | None = None,
+    problem: str | None = None,
 ) -> pd.DataFrame:
-    """One row per variant (source hash) and benchmark context (suite, GPU): its best and its latest run.
+    """One row per variant (source hash) and benchmark context (problem, suite, GPU): its best and latest run.
 
-    Geomeans of different suites or GPUs are not comparable, hence the context in the key. Aggregated in SQL,
-    so the cost does not grow with the number of samples.
+    Geomeans of different problems, suites or GPUs are not comparable, hence the context in the key. Aggregated
+    in SQL, so the cost does not grow with the number of samples.
     """
     where, params = _run_filters(
-        gpu=gpu, suite=suite, mode=mode, status=status, family=family, since=since, until=until, search=search
+        gpu=gpu,
+        suite=suite,
+        mode=mode,
+        status=status,
+        family=family,
+        since=since,
+        until=until,
+        search=search,
+        problem=problem,
     )
     order = VARIANT_SORTS.get(sort, VARIANT_SORTS["best geomean"])
     sql = f"""
         WITH r AS (SELECT * FROM runs{where}),
         agg AS (
-            SELECT variant_sha256, suite, gpu,
+            SELECT variant_sha256, problem, suite, gpu,
                 arg_max(variant, started_at) AS variant,
                 arg_max(path, started_at) AS path,
                 arg_max(family, started_at) FILTER (WHERE family IS NOT NULL) AS family,
@@ -309,7 +322,7 @@ def variant_table(
                 min(started_at) AS first_run_at,
                 max(started_at) AS last_run_at,
                 arg_max(flags, started_at) AS latest_flags
-            FROM r GROUP BY variant_sha256, suite, gpu
+            FROM r GROUP BY variant_sha256, problem, suite, gpu
         ),
         v AS (
             SELECT variant_sha256, arg_max(verdict, created_at) AS verdict, arg_max(reason, created_at) AS reason
@@ -338,13 +351,22 @@ def progress_points(
     since: dt.date | None = None,
     until: dt.date | None = None,
     search: str | None = None,
+    problem: str | None = None,
 ) -> pd.DataFrame:
     """Every passed run with a geomean, oldest first: the points of the progress chart (per-run geomeans only)."""
     where, params = _run_filters(
-        gpu=gpu, suite=suite, mode=mode, status="passed", family=family, since=since, until=until, search=search
+        gpu=gpu,
+        suite=suite,
+        mode=mode,
+        status="passed",
+        family=family,
+        since=since,
+        until=until,
+        search=search,
+        problem=problem,
     )
     sql = (
-        "SELECT run_id, started_at, variant, coalesce(family, '(none)') AS family, suite, gpu, geomean_us "
+        "SELECT run_id, started_at, variant, coalesce(family, '(none)') AS family, problem, suite, gpu, geomean_us "
         f"FROM runs{where}{' AND' if where else ' WHERE'} geomean_us IS NOT NULL ORDER BY started_at"
     )
     with connect(store, read_only=True) as con:
@@ -355,7 +377,7 @@ def run_choices(store: str | os.PathLike, *, gpu: str | None = None, limit: int 
     """Recent runs for pickers: run_id, variant, status, suite, mode, gpu, geomean_us, started_at."""
     where, params = _run_filters(gpu=gpu)
     sql = (
-        "SELECT run_id, variant, status, suite, mode, gpu, geomean_us, started_at "
+        "SELECT run_id, variant, status, problem, suite, mode, gpu, geomean_us, started_at "
         f"FROM runs{where} ORDER BY started_at DESC LIMIT ?"
     )
     with connect(store, read_only=True) as con:
@@ -377,7 +399,8 @@ def run_bundle(store: str | os.PathLike, run_id: str, *, with_samples: bool = Tr
         run = runs.iloc[0].to_dict()
         run["status"], run["side_file"] = _live_status(store, con).get(run_id, (run["status"], None))
         cases = con.execute(
-            f"SELECT *, {CASE_LABEL_SQL} AS label FROM case_results WHERE run_id = ? ORDER BY case_idx", [run_id]
+            f"SELECT * REPLACE ({CASE_LABEL_SQL} AS label) FROM case_results WHERE run_id = ? ORDER BY case_idx",
+            [run_id],
         ).df()
         samples = (
             con.execute(
@@ -436,12 +459,12 @@ def _scope_filter(family: str | None, path: str | None) -> tuple[str, list[Any]]
 
 
 def history_contexts(store: str | os.PathLike, *, family: str | None = None, path: str | None = None) -> pd.DataFrame:
-    """The (suite, GPU) pairs with timed runs along a family or kernel file, most runs first."""
+    """The (problem, suite, GPU) contexts with timed runs along a family or kernel file, most runs first."""
     scope, params = _scope_filter(family, path)
     modes = ", ".join("?" * len(TIMED_MODES))
     sql = (
-        f"SELECT suite, gpu, count(*) AS runs FROM runs WHERE {scope} AND mode IN ({modes}) "
-        "GROUP BY suite, gpu ORDER BY runs DESC, suite, gpu"
+        f"SELECT problem, suite, gpu, count(*) AS runs FROM runs WHERE {scope} AND mode IN ({modes}) "
+        "GROUP BY problem, suite, gpu ORDER BY runs DESC, problem, suite, gpu"
     )
     with connect(store, read_only=True) as con:
         return con.execute(sql, [*params, *TIMED_MODES]).df()
@@ -455,6 +478,7 @@ def case_history(
     suite: str,
     gpu: str | None,
     last: int | None = 300,
+    problem: str | None = None,
 ) -> dict[str, pd.DataFrame]:
     """The timed runs along a family or kernel file in one (suite, GPU) context, oldest first (the last `last`).
 
@@ -465,6 +489,9 @@ def case_history(
     modes = ", ".join("?" * len(TIMED_MODES))
     gpu_clause = "gpu = ?" if gpu is not None else "gpu IS NULL"
     params = [*params, suite, *TIMED_MODES] + ([gpu] if gpu is not None else [])
+    if problem is not None:  # one problem's runs only: another problem's cases are not the same cases
+        gpu_clause += " AND problem = ?"
+        params.append(problem)
     limit = " LIMIT ?" if last else ""
     if last:
         params.append(int(last))
@@ -478,7 +505,8 @@ def case_history(
         )
         runs = con.execute("SELECT * FROM hist ORDER BY started_at").df()
         cases = con.execute(
-            f"SELECT c.run_id, c.case_idx, {CASE_LABEL_SQL} AS label, c.passed, c.mean_us, c.err_us "
+            f"SELECT c.run_id, c.case_idx, {CASE_LABEL_SQL.replace('label', 'c.label', 1)} AS label, c.passed, "
+            "c.mean_us, c.err_us "
             "FROM case_results c JOIN hist h USING (run_id) ORDER BY h.started_at, c.case_idx"
         ).df()
         samples = con.execute(

@@ -61,6 +61,16 @@ MIGRATIONS: list[str] = [
     "ALTER TABLE runs ADD COLUMN compile_s DOUBLE; ALTER TABLE runs ADD COLUMN device_load_start VARCHAR; "
     "ALTER TABLE runs ADD COLUMN device_load_end VARCHAR; ALTER TABLE runs ADD COLUMN shared_device BOOLEAN; "
     "ALTER TABLE runs ADD COLUMN flags VARCHAR;",
+    # v6 (workloads): the problem a run was judged by (and a hash of its definition); generic cases as JSON arguments,
+    # their seed-free label, and the work per call for rate columns. Runs from before were all qr_v2.
+    """
+    ALTER TABLE runs ADD COLUMN problem VARCHAR DEFAULT 'qr_v2';
+    ALTER TABLE runs ADD COLUMN problem_sha256 VARCHAR;
+    ALTER TABLE case_results ADD COLUMN args VARCHAR;
+    ALTER TABLE case_results ADD COLUMN label VARCHAR;
+    ALTER TABLE case_results ADD COLUMN flops DOUBLE;
+    ALTER TABLE case_results ADD COLUMN bytes DOUBLE;
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -106,6 +116,8 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
         "device_load_end",
         "shared_device",
         "flags",
+        "problem",
+        "problem_sha256",
     ],
     "case_results": [
         "run_id",
@@ -131,6 +143,10 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
         "best_us",
         "worst_us",
         "median_us",
+        "args",
+        "label",
+        "flops",
+        "bytes",
     ],
     "samples": ("run_id", "case_idx", "rep", "time_us"),
     "profile_cases": (

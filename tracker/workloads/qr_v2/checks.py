@@ -7,26 +7,15 @@ variant uses.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import torch
 
+from tracker.workloads.base import CheckResult
 from tracker.workloads.qr_v2.inputs import EPS32
 from tracker.workloads.qr_v2.numerics import checker_numerics
 
 FACTOR_TOL = 20.0  # x n x eps32 x ||A||_1
 ORTH_TOL = 100.0  # x n x eps32
-
-
-@dataclass
-class CheckResult:
-    passed: bool
-    message: str = ""
-    residuals: dict[str, float] = field(default_factory=dict)
-    # Where a failure is: the input (of several) and the matrix of its batch; None when no matrix is to blame.
-    input_idx: int | None = None
-    matrix_idx: int | None = None
-    worst_residuals: dict[str, float] = field(default_factory=dict)  # the scaled residuals of that matrix
 
 
 def norm1(x: torch.Tensor) -> torch.Tensor:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-L2_FLUSH_BYTES = 256 * 1024 * 1024
+from tracker.workloads.base import L2_FLUSH_BYTES
 
 
 @dataclass(frozen=True)

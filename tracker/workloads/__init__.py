@@ -1,0 +1,31 @@
+"""Workloads: the problems a kernel is tracked on. qr_v2 is built in; any GPU Mode problem folder is another.
+
+`get_workload(None)` is qr_v2; `get_workload(DIR)` loads a problem folder (task.yml, reference.py, task.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tracker.workloads.base import Workload, cases_for, get_suite
+
+DEFAULT = "qr_v2"
+
+__all__ = ["DEFAULT", "Workload", "cases_for", "for_suite", "get_suite", "get_workload"]
+
+
+def get_workload(name: str | Path | None = None) -> Workload:
+    """The workload named (qr_v2, the default) or the GPU Mode problem folder at that path."""
+    if name is None or str(name) == DEFAULT:
+        from tracker.workloads.qr_v2.workload import QrV2Workload
+
+        return QrV2Workload()
+    from tracker.workloads.problem_folder import ProblemFolder
+
+    return ProblemFolder(name)
+
+
+def for_suite(suite_name: str, problem: str | Path | None = None) -> tuple[Workload, object]:
+    """The workload and its suite of that name; ValueError naming the choices when it has none."""
+    workload = get_workload(problem)
+    return workload, get_suite(workload, suite_name)

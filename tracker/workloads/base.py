@@ -1,0 +1,122 @@
+"""The workload interface: what the runner, the worker, the checker and the pages need to know of a problem.
+
+A workload is suites of cases + an input generator + a checker + the work per case. qr_v2 is one
+implementation (tracker.workloads.qr_v2); a GPU Mode problem folder is another (tracker.workloads.problem_folder).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+MODES = ("test", "benchmark", "leaderboard")
+# The contest harness flushes this much L2 before each timed repetition; qr_v2 sizes its input count by it.
+L2_FLUSH_BYTES = 256 * 1024 * 1024
+
+
+@dataclass
+class CheckResult:
+    passed: bool
+    message: str = ""
+    residuals: dict[str, float] = field(default_factory=dict)
+    # Where a failure is: the input (of several) and the matrix of its batch; None when nothing is to blame or the
+    # workload cannot say (a problem folder's checker). Failure evidence is kept for that matrix.
+    input_idx: int | None = None
+    matrix_idx: int | None = None
+    worst_residuals: dict[str, float] = field(default_factory=dict)  # the scaled residuals of that matrix
+
+
+@runtime_checkable
+class Case(Protocol):
+    """One case of a suite. `spec` names it with its seed; `label` without (what history keys on)."""
+
+    seed: int | None
+
+    @property
+    def spec(self) -> str: ...
+
+    @property
+    def label(self) -> str: ...
+
+    def input_count(self) -> int: ...
+
+    def with_seed(self, seed: int) -> Case: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class SuiteLike(Protocol):
+    name: str
+    tests: tuple[Any, ...]
+    benchmarks: tuple[Any, ...]
+
+
+@runtime_checkable
+class Workload(Protocol):
+    """A problem to optimise a kernel for. Generation and checking run in the worker only."""
+
+    name: str
+    # Whether a kernel that changes its input fails (qr_v2's gate); GPU Mode's harness hands the kernel a clone.
+    flags_mutation: bool
+
+    @property
+    def suites(self) -> dict[str, SuiteLike]: ...
+
+    @property
+    def sha256(self) -> str:
+        """Hash of the files that define the problem: runs of different definitions never mix."""
+        ...
+
+    def default_suite(self, gpu: bool) -> str: ...
+
+    def hidden_seed(self, case: Any, run_seed: int) -> Any: ...
+
+    def generate(self, case: Any, seed: int | None = None, device: Any = "cpu") -> Any: ...
+
+    def benchmark_inputs(self, case: Any, device: Any = "cpu") -> list[Any]: ...
+
+    def check(self, data: Any, output: Any) -> CheckResult: ...
+
+    def check_outputs(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> CheckResult: ...
+
+    def work(self, case: Any) -> tuple[float | None, float | None]:
+        """(FLOPs, bytes) of one kernel call on the case, for rate columns; None where unknown."""
+        ...
+
+    def case_columns(self, case: Any) -> dict[str, Any]:
+        """The case_results columns that describe a case (qr_v2: batch, n, cond, seed, case_name; else args)."""
+        ...
+
+
+def get_suite(workload: Workload, name: str) -> SuiteLike:
+    try:
+        return workload.suites[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown suite {name!r} for workload {workload.name}; choose from {', '.join(workload.suites)}"
+        ) from None
+
+
+def cases_for(suite: SuiteLike, mode: str) -> tuple[Any, ...]:
+    """Test mode checks the tests; benchmark and leaderboard modes time the benchmarks."""
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
+    return suite.tests if mode == "test" else suite.benchmarks
+
+
+def files_sha256(paths: Sequence[Path]) -> str:
+    """One hash over several files, each with its name, so renaming or moving content between them counts."""
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def combine_seed(case_seed: int, run_seed: int) -> int:
+    """The contest's hidden-seed transform (a Cantor pairing): a large secret seed gives a large case seed."""
+    a, s = case_seed, run_seed
+    return a + (a + s) * (a + s + 1) // 2

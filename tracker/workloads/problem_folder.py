@@ -1,0 +1,185 @@
+"""A GPU Mode problem folder as a workload: its own case lists (task.yml), generator and checker (reference.py).
+
+The folder holds task.yml (`tests:` and `benchmarks:` as lists of argument dicts, optional `name:`),
+reference.py (generate_input(**args), check_implementation(data, output), ref_kernel(data)) and task.py (the
+types a kernel imports with `from task import ...`). Case lists come from task.yml alone, so the runner never
+imports the reference; the worker does, with the folder first on sys.path so `task` and `utils` are the folder's.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tracker.workloads.base import CheckResult, combine_seed, files_sha256
+
+REQUIRED_FILES = ("task.yml", "reference.py")
+HASHED_FILES = ("task.yml", "reference.py", "task.py", "utils.py")
+
+
+@dataclass(frozen=True)
+class ArgsCase:
+    """A case as GPU Mode writes it: keyword arguments of generate_input (usually with a `seed`)."""
+
+    items: tuple[tuple[str, Any], ...]
+    inputs: int | None = None  # distinct inputs per timed repetition; one unless the case says otherwise
+
+    @classmethod
+    def from_args(cls, args: dict[str, Any]) -> ArgsCase:
+        return cls(tuple(args.items()))
+
+    @property
+    def args(self) -> dict[str, Any]:
+        return dict(self.items)
+
+    @property
+    def seed(self) -> int | None:
+        seed = self.args.get("seed")
+        return int(seed) if isinstance(seed, int) else None
+
+    @property
+    def spec(self) -> str:
+        return " ".join(f"{k}={v}" for k, v in self.items)
+
+    @property
+    def label(self) -> str:
+        return " ".join(f"{k}={v}" for k, v in self.items if k != "seed") or "(no arguments)"
+
+    def input_count(self) -> int:
+        return self.inputs or 1
+
+    def with_seed(self, seed: int) -> ArgsCase:
+        return ArgsCase(tuple((k, seed if k == "seed" else v) for k, v in self.items), self.inputs)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.args
+
+
+@dataclass(frozen=True)
+class ProblemSuite:
+    name: str
+    tests: tuple[ArgsCase, ...]
+    benchmarks: tuple[ArgsCase, ...]
+    description: str = ""
+
+
+def is_problem_folder(path: str | Path) -> bool:
+    return Path(path).is_dir() and all((Path(path) / f).is_file() for f in REQUIRED_FILES)
+
+
+def _cases(spec: dict[str, Any], key: str, where: Path) -> tuple[ArgsCase, ...]:
+    rows = spec.get(key) or []
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise ValueError(f"{where}: `{key}` must be a list of argument mappings, e.g. - {{size: 1024, seed: 42}}")
+    return tuple(ArgsCase.from_args(r) for r in rows)
+
+
+def _verdict(result: Any) -> CheckResult:
+    """check_implementation returns (passed, message) in newer GPU Mode problems, an error string in older ones."""
+    if isinstance(result, tuple) and len(result) == 2:  # the flag may be a numpy or torch bool
+        passed = bool(result[0])
+        return CheckResult(passed, "" if passed else str(result[1] or "check_implementation failed"))
+    if result is None or result is True or result == "":
+        return CheckResult(True)
+    if result is False:
+        return CheckResult(False, "check_implementation failed")
+    return CheckResult(False, str(result))
+
+
+class ProblemFolder:
+    """A GPU Mode problem folder. The main suite is named after the problem; `smoke` is its first test."""
+
+    flags_mutation = False  # GPU Mode's harness gives the kernel a clone: writing into an output buffer is fine
+
+    def __init__(self, folder: str | Path):
+        self.folder = Path(folder).resolve()
+        if not self.folder.is_dir():
+            raise ValueError(f"no problem folder at {folder}")
+        missing = [f for f in REQUIRED_FILES if not (self.folder / f).is_file()]
+        if missing:
+            raise ValueError(f"{folder} is not a problem folder: it lacks {', '.join(missing)}")
+        yml = self.folder / "task.yml"
+        try:
+            spec = yaml.safe_load(yml.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ValueError(f"{yml} is not valid YAML: {exc}") from None
+        if not isinstance(spec, dict):
+            raise ValueError(f"{yml} must be a mapping with `tests:` and `benchmarks:`")
+        self.name = str(spec.get("name") or self.folder.name)
+        tests, benchmarks = _cases(spec, "tests", yml), _cases(spec, "benchmarks", yml)
+        if not tests and not benchmarks:
+            raise ValueError(f"{yml} lists no tests and no benchmarks")
+        first = (tests or benchmarks)[:1]
+        self._suites = {
+            self.name: ProblemSuite(self.name, tests, benchmarks, f"{self.name}: task.yml tests and benchmarks"),
+            "smoke": ProblemSuite("smoke", first, first, f"{self.name}: the first test case"),
+        }
+        self._reference = None
+
+    @property
+    def suites(self) -> dict[str, ProblemSuite]:
+        return self._suites
+
+    @property
+    def sha256(self) -> str:
+        return files_sha256([self.folder / f for f in HASHED_FILES if (self.folder / f).is_file()])
+
+    @property
+    def task_dir(self) -> Path:
+        return self.folder
+
+    def default_suite(self, gpu: bool) -> str:
+        return self.name if gpu else "smoke"
+
+    def hidden_seed(self, case: ArgsCase, run_seed: int) -> ArgsCase:
+        return case if case.seed is None else case.with_seed(combine_seed(case.seed, run_seed))
+
+    @property
+    def reference(self) -> Any:
+        """The folder's reference.py, imported once with the folder first on sys.path (worker only)."""
+        if self._reference is None:
+            if str(self.folder) not in sys.path:
+                sys.path.insert(0, str(self.folder))
+            spec = importlib.util.spec_from_file_location("reference", self.folder / "reference.py")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules["reference"] = module
+            spec.loader.exec_module(module)
+            for fn in ("generate_input", "check_implementation"):
+                if not callable(getattr(module, fn, None)):
+                    raise AttributeError(f"{self.folder / 'reference.py'} defines no {fn}")
+            self._reference = module
+        return self._reference
+
+    def generate(self, case: ArgsCase, seed: int | None = None, device: Any = "cpu") -> Any:
+        args = case.args if seed is None or "seed" not in case.args else {**case.args, "seed": seed}
+        return self.reference.generate_input(**args)
+
+    def benchmark_inputs(self, case: ArgsCase, device: Any = "cpu") -> list[Any]:
+        """The case's own input, then (with more inputs per repetition) seeds seed+42, seed+84, ..."""
+        n = case.input_count()
+        if case.seed is None and n > 1:
+            raise ValueError(f"case {case.spec} asks for {n} inputs but has no seed to vary")
+        return [self.generate(case, None if i == 0 else case.seed + 42 * i, device) for i in range(n)]
+
+    def check(self, data: Any, output: Any) -> CheckResult:
+        return _verdict(self.reference.check_implementation(data, output))
+
+    def check_outputs(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> CheckResult:
+        for i, (data, output) in enumerate(zip(inputs, outputs, strict=True)):
+            result = self.check(data, output)
+            if not result.passed:
+                return result if len(inputs) == 1 else CheckResult(False, f"input {i}: {result.message}")
+        return CheckResult(True)
+
+    def work(self, case: ArgsCase) -> tuple[float | None, float | None]:
+        return None, None  # task.yml does not say; rate columns stay empty
+
+    def case_columns(self, case: ArgsCase) -> dict[str, Any]:
+        return {"seed": case.seed, "label": case.label, "args": json.dumps(case.args, default=str)}
