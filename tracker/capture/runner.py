@@ -191,15 +191,34 @@ def run_variant(
     should_cancel: Callable[[], bool] | None = None,
 ) -> RunOutcome:
     """Run one variant in a worker process and record it. Never raises for anything the kernel does."""
-    req.validate()
-    run_id = _new_run_id()
-    source = Path(req.path).read_text()
-    record = build_record(req, run_id, store_mod.now(), source)
+    record = new_record(req)
     try:
         store_mod.start_run(req.store, record)
     except store_mod.StoreLockedError:
         pass  # the complete run is still written (or saved to a side file) at the end
+    events = capture_variant(req, record, on_event, should_cancel)
+    pending = store_mod.finish_run(req.store, record)
+    return RunOutcome(record, pending, events)
 
+
+def new_record(req: RunRequest, run_id: str | None = None) -> store_mod.RunRecord:
+    """Validate the request and describe the run (source, git state) before it starts; no store access."""
+    req.validate()
+    source = Path(req.path).read_text()
+    return build_record(req, run_id or _new_run_id(), store_mod.now(), source)
+
+
+def capture_variant(
+    req: RunRequest,
+    record: store_mod.RunRecord,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+    should_cancel: Callable[[], bool] | None = None,
+    variant_path: str | None = None,
+) -> list[dict[str, Any]]:
+    """Run the variant in a worker process and complete `record` in memory; never touches the store (the
+    scale-out queue runs this on remote workers and writes from the submitting process). `variant_path` is
+    where this machine has the source, if not at req.path."""
+    run_id = record.run["run_id"]
     workdir = Path(tempfile.mkdtemp(prefix="kernelbeam-"))
     events_path, log_path, job_path = (
         workdir / "events.jsonl",
@@ -207,7 +226,7 @@ def run_variant(
         workdir / "job.json",
     )
     job = {
-        "variant_path": str(Path(req.path).resolve()),
+        "variant_path": str(Path(variant_path or req.path).resolve()),
         "suite": req.suite,
         "mode": req.mode,
         "cases": req.cases,
@@ -267,8 +286,7 @@ def run_variant(
     log_tail = _tail(log_path)
     shutil.rmtree(workdir, ignore_errors=True)
     _complete(record, req, events, status, error, proc.returncode, log_tail)
-    pending = store_mod.finish_run(req.store, record)
-    return RunOutcome(record, pending, events)
+    return events
 
 
 def _complete(record, req, events, status, error, returncode, log_tail) -> None:
