@@ -52,25 +52,33 @@ def cmd_run(args: argparse.Namespace) -> int:
         suite = "qr_v2" if args.device != "cpu" and gpu_available() else "smoke"
         if suite == "smoke":
             print("no GPU: running the CPU smoke suite (--suite qr_v2 to insist)", file=sys.stderr)
-    req = RunRequest(
-        path=args.path,
-        suite=suite,
-        mode=args.mode,
-        cases=parse_cases(args.cases),
-        seed=args.seed,
-        timeout=args.timeout,
-        family=args.family,
-        parent=args.parent,
-        note=args.note,
-        profile=args.profile,
-        store=args.store,
-        trigger=args.trigger,
-        device=args.device,
-    )
+    paths = args.path if isinstance(args.path, list) else [args.path]
+    reqs = [
+        RunRequest(
+            path=path,
+            suite=suite,
+            mode=args.mode,
+            cases=parse_cases(args.cases),
+            seed=args.seed,
+            timeout=args.timeout,
+            family=args.family,
+            parent=args.parent,
+            note=args.note,
+            profile=args.profile,
+            store=args.store,
+            trigger=args.trigger,
+            device=args.device,
+        )
+        for path in paths
+    ]
     try:
-        req.validate()
+        for req in reqs:
+            req.validate()
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if len(reqs) > 1 and not (args.gpus or args.cluster):
+        raise UsageError("several kernel files run as a queue: add --gpus (all, N or 0,2) or --cluster ADDRESS")
+    req = reqs[0]
     if args.parent and Path(args.store).exists() and queries.resolve_run_id(args.store, args.parent) is None:
         raise UsageError(f"--parent {args.parent!r} is not a run in {args.store}")
     bar = TerminalBar() if not args.quiet else None
@@ -82,6 +90,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             if sink is not None:
                 sink(event)
 
+    if args.gpus or args.cluster:
+        from tracker.cli.scaleout import run_queue_cli
+
+        return run_queue_cli(args, reqs, bar, pfile, cancel_file)
     outcome = run_variant(req, on_event, (lambda: cancel_file.exists()) if cancel_file else None)
     if bar is not None:
         bar.close()
@@ -121,7 +133,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         parents=[common],
         help="run a kernel variant against a suite and record it",
     )
-    p.add_argument("path", help="kernel file defining custom_kernel(data) -> (H, tau)")
+    p.add_argument("path", nargs="+", help="kernel file(s) defining custom_kernel(data) -> (H, tau)")
     p.add_argument("--suite", choices=sorted(SUITES), help="default: qr_v2 with a GPU, smoke without one")
     p.add_argument("--mode", default="benchmark", choices=MODES)
     p.add_argument("--cases", help="only these case numbers, e.g. 3,7")
@@ -145,6 +157,12 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         help="also profile one call per case with torch.profiler",
     )
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument(
+        "--gpus",
+        help="run the files as a queue on a local Dask cluster, one worker per GPU: all, N (N CPU workers "
+        "without GPUs) or ids like 0,2",
+    )
+    p.add_argument("--cluster", help="run the queue on the Dask scheduler at this address (tcp://HOST:PORT)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--progress-file", help=argparse.SUPPRESS)
     p.add_argument("--cancel-file", help=argparse.SUPPRESS)
