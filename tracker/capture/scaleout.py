@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -115,6 +116,37 @@ def _dask_config() -> dict[str, Any]:
     }
 
 
+def _set_subreaper(on: bool) -> None:
+    """Linux: orphans of this process tree come back to this process instead of init, so a kernel whose Dask
+    worker died can still be found and stopped here (the Nannies of a local cluster live in this process)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, int(on), 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
+def reap_orphaned_kernels() -> list[int]:
+    """Kill the process group of every runner worker process orphaned to this process (its Dask worker
+    died under it) so it cannot keep a GPU busy under the next run; return their pids."""
+    me, killed = os.getpid(), []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            pid, ppid = int(stat.parent.name), int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (stat.parent / "cmdline").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == me and b"tracker.capture.worker" in cmdline:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError, PermissionError):
+                pass
+            killed.append(pid)
+    return killed
+
+
 @contextmanager
 def local_cluster(choice: GpuChoice) -> Iterator[str]:
     """A scheduler and one single-threaded Nanny worker per GPU (CUDA_VISIBLE_DEVICES pinned) or per CPU
@@ -143,11 +175,14 @@ def local_cluster(choice: GpuChoice) -> Iterator[str]:
         "options": {"host": "127.0.0.1", "dashboard": False, "dashboard_address": "127.0.0.1:0"},
     }
     with dask.config.set(_dask_config()):
+        _set_subreaper(True)
         cluster = SpecCluster(workers=workers, scheduler=scheduler, silence_logs=40)
         try:
             yield cluster.scheduler_address
         finally:
             cluster.close(timeout=30)
+            reap_orphaned_kernels()
+            _set_subreaper(False)
 
 
 def _task(req: RunRequest, record: store_mod.RunRecord, source: str, queue_id: str) -> store_mod.RunRecord:
@@ -224,6 +259,12 @@ def run_queue(
         return _run_on(address, requests, records, on_event, on_result, should_cancel)
 
 
+def _gpu_slots(client) -> int:
+    """How many runs the cluster takes at once: one per GPU resource (a worker started with GPU=1)."""
+    workers = client.scheduler_info(n_workers=-1)["workers"].values()
+    return int(sum(min(w.get("nthreads", 1), (w.get("resources") or {}).get("GPU", 0)) for w in workers))
+
+
 def _run_on(address, requests, records, on_event, on_result, should_cancel) -> list[RunOutcome]:
     import dask
     from distributed import Client, Event, KilledWorker, Queue, as_completed, wait
@@ -231,7 +272,9 @@ def _run_on(address, requests, records, on_event, on_result, should_cancel) -> l
     queue_id = uuid.uuid4().hex[:12]
     outcomes: dict[str, RunOutcome] = {}
     by_id = {rec.run["run_id"]: (req, rec) for req, rec in zip(requests, records, strict=True)}
+    waiting = list(by_id)  # not yet submitted: the queue is held here, so a task only goes to a free GPU
     started: set[str] = set()
+    futures: dict[str, Any] = {}  # run_id -> future, for submitted runs
 
     def record(run_id: str, rec: store_mod.RunRecord) -> None:
         if run_id in outcomes:  # never twice
@@ -242,17 +285,25 @@ def _run_on(address, requests, records, on_event, on_result, should_cancel) -> l
             on_result(outcome)
 
     with dask.config.set(_dask_config()), Client(address, timeout=30) as client:
+        client.wait_for_workers(1, timeout=60)
+        slots = _gpu_slots(client)
+        if slots < 1:
+            raise ValueError(f"no worker of the Dask scheduler at {address} offers a GPU resource (--resources GPU=1)")
         messages = Queue(f"kernelbeam-{queue_id}-messages", client=client)
         cancel = Event(f"kernelbeam-{queue_id}-cancel", client=client)
-        futures = {}
-        for req, rec in zip(requests, records, strict=True):
-            source = rec.variant["source"]
-            fut = client.submit(
-                _task, req, rec, source, queue_id, key=f"kernelbeam-{rec.run['run_id']}", resources={"GPU": 1}
-            )
-            futures[fut.key] = (fut, rec.run["run_id"])
+        pending = as_completed()
         if on_event is not None:
-            on_event({"event": "queue_submitted", "runs": len(futures), "address": address})
+            on_event({"event": "queue_submitted", "runs": len(waiting), "address": address, "slots": slots})
+
+        def submit_more() -> None:
+            while waiting and sum(1 for r in futures if r not in outcomes) < slots:
+                run_id = waiting.pop(0)
+                req, rec = by_id[run_id]
+                fut = client.submit(
+                    _task, req, rec, rec.variant["source"], queue_id, key=f"kernelbeam-{run_id}", resources={"GPU": 1}
+                )
+                futures[run_id] = fut
+                pending.add(fut)
 
         def drain() -> None:
             try:
@@ -272,7 +323,7 @@ def _run_on(address, requests, records, on_event, on_result, should_cancel) -> l
                     on_event(msg)
 
         def handle(fut) -> None:
-            run_id = futures[fut.key][1]
+            run_id = fut.key.removeprefix("kernelbeam-")
             rec = by_id[run_id][1]
             if fut.status == "finished":
                 record(run_id, fut.result())
@@ -281,22 +332,21 @@ def _run_on(address, requests, records, on_event, on_result, should_cancel) -> l
             else:
                 exc = fut.exception()
                 if isinstance(exc, KilledWorker):
+                    reap_orphaned_kernels()  # its kernel, if its worker was ours (local cluster)
                     why = f"the Dask worker running it died (or its machine was lost): {exc}"
                 else:
                     why = f"the Dask task failed: {type(exc).__name__}: {exc}"
                 record(run_id, _ended(rec, "crashed", why))
 
         def stop() -> None:
+            for run_id in waiting:
+                record(run_id, _ended(by_id[run_id][1], "cancelled", "cancelled before it started"))
+            waiting.clear()
             try:
                 cancel.set()  # running tasks kill their worker process and return a cancelled record
             except Exception:
                 pass
-            queued = [f for f, run_id in futures.values() if run_id not in started and run_id not in outcomes]
-            client.cancel(queued, force=True)
-            for fut in queued:
-                run_id = futures[fut.key][1]
-                record(run_id, _ended(by_id[run_id][1], "cancelled", "cancelled before it started"))
-            running = [f for f, run_id in futures.values() if run_id not in outcomes]
+            running = [f for r, f in futures.items() if r not in outcomes]
             try:
                 wait(running, timeout=CANCEL_GRACE_S)
             except Exception:
@@ -304,20 +354,21 @@ def _run_on(address, requests, records, on_event, on_result, should_cancel) -> l
             for fut in running:
                 if fut.done():
                     handle(fut)
-            for fut, run_id in futures.values():
+            for run_id, fut in futures.items():
                 if run_id not in outcomes:
                     client.cancel([fut], force=True)
                     record(run_id, _ended(by_id[run_id][1], "cancelled", "the run was cancelled"))
 
-        pending = as_completed([f for f, _ in futures.values()])
         try:
-            while not pending.is_empty():
+            submit_more()
+            while len(outcomes) < len(by_id):
                 batch = pending.next_batch(block=False) if pending.has_ready() else []
                 drain()
                 for fut in batch:
                     if fut.status == "cancelled" and client.status != "running":
                         raise SchedulerLost(address)
                     handle(fut)
+                submit_more()
                 if should_cancel is not None and should_cancel():
                     stop()
                     break

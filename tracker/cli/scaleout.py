@@ -75,6 +75,8 @@ def run_queue_cli(args: argparse.Namespace, requests: list, bar, pfile, cancel_f
         )
     except scaleout.SchedulerLost as exc:
         lost, outcomes = str(exc), exc.outcomes
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     except OSError as exc:
         raise UsageError(f"cannot reach the Dask scheduler at {args.cluster}: {exc}") from None
     finally:
