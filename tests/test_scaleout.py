@@ -161,3 +161,25 @@ def test_cancel_stops_queued_and_running_runs_and_kills_their_processes(cluster,
     while any(_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not any(_alive(p) for p in pids)
+
+
+def test_a_dashboard_job_with_gpus_runs_the_queue_and_its_cancel_stops_it(tmp_path):
+    from tracker.capture import jobs
+
+    store = tmp_path / "runs.duckdb"
+    with pytest.raises(ValueError):
+        jobs.start_job(store, "hangs_second.py", suite="smoke", kernels_dir=VARIANTS, gpus="0,x")
+    job = jobs.start_job(
+        store, "hangs_second.py", suite="smoke", kernels_dir=VARIANTS, cases=[0], device="cpu", gpus="1"
+    )
+    assert "--gpus=1" in job.spec["argv"]
+    deadline = time.monotonic() + 90
+    while jobs.status(job)["gpu"] is None and time.monotonic() < deadline:  # its worker imported torch
+        time.sleep(0.3)
+    time.sleep(2)  # now inside the hanging kernel's warm-up
+    assert jobs.cancel(store, job.job_id)
+    final = jobs.wait(job, timeout=90)
+    assert final["state"] == "finished" and final["status"] == "cancelled", final
+    run = queries.get_run(store, final["run_id"])
+    assert run["status"] == "cancelled" and run["trigger"] == "ui"
+    assert len(queries.list_runs(store)) == 1

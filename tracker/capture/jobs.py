@@ -146,6 +146,7 @@ def start_job(
     note: str | None = None,
     profile: bool = False,
     device: str = "auto",
+    gpus: str | None = None,
 ) -> Job:
     """Validate, then start the tracker run in the background; returns at once. ValueError for bad input."""
     kernels_dir = Path(kernels_dir) if kernels_dir is not None else default_kernels_dir()
@@ -162,6 +163,8 @@ def start_job(
         raise ValueError("device must be auto, cpu or cuda")
     if timeout is not None and timeout <= 0:
         raise ValueError("the timeout must be positive")
+    if gpus is not None and not re.fullmatch(r"all|[1-9]\d*|\d+(,\d+)*,?", gpus):
+        raise ValueError(f"GPUs must be all, a count N or ids like 0,2; got {gpus!r}")
 
     job_id = _new_job_id()
     folder = jobs_dir(store) / job_id
@@ -187,6 +190,8 @@ def start_job(
             argv += [flag, str(value)]
     if profile:
         argv.append("--profile")
+    if gpus is not None:
+        argv.append(f"--gpus={gpus}")  # the scale-out queue on a local Dask cluster
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
     job.spec = {
@@ -195,6 +200,7 @@ def start_job(
         "suite": suite,
         "mode": mode,
         "device": device,
+        "gpus": gpus,
         "cases": cases,
         "seed": seed,
         "timeout": timeout,
