@@ -183,3 +183,43 @@ def test_a_dashboard_job_with_gpus_runs_the_queue_and_its_cancel_stops_it(tmp_pa
     run = queries.get_run(store, final["run_id"])
     assert run["status"] == "cancelled" and run["trigger"] == "ui"
     assert len(queries.list_runs(store)) == 1
+
+
+def test_a_lost_scheduler_is_a_clear_error_and_keeps_what_finished(tmp_path, monkeypatch):
+    store, port = tmp_path / "runs.duckdb", 8700 + os.getpid() % 200
+    env = dict(os.environ, PYTHONPATH=str(ROOT), DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES="0")
+    address = f"tcp://127.0.0.1:{port}"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(port)]
+            + ["--no-dashboard"],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+    ]  # fmt: skip
+    try:
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1", "--no-dashboard"]
+                + ["--resources", "GPU=1"],
+                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )
+        )  # fmt: skip
+        monkeypatch.setattr(scaleout, "CLIENT_TIMEOUT_S", 5.0)
+        reqs = [_req(REFERENCE, store), _req(VARIANTS / "hangs_second.py", store)]
+        results: list = []
+
+        def on_result(outcome) -> None:
+            results.append(outcome)
+            if outcome.status == "passed":
+                procs[0].kill()  # the scheduler goes away while the hanging run is still on its worker
+
+        with pytest.raises(scaleout.SchedulerLost, match=f"lost the Dask scheduler at {address}") as lost:
+            scaleout.run_queue(reqs, cluster=address, on_result=on_result)
+        first, second = lost.value.outcomes
+        assert first.status == "passed" and second.status == "crashed"
+        assert queries.get_run(store, first.run_id)["status"] == "passed"
+        assert queries.get_run(store, second.run_id)["error"] == f"lost the Dask scheduler at {address}"
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()

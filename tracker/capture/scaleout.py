@@ -31,6 +31,7 @@ from tracker.capture.runner import RunOutcome, RunRequest, capture_variant, new_
 
 CANCEL_POLL_S = 0.5  # how often a running task asks the scheduler whether the queue was cancelled
 CANCEL_GRACE_S = 30.0  # how long running tasks get to stop their kernel and return a cancelled record
+CLIENT_TIMEOUT_S = 30.0  # connecting to the scheduler, and reconnecting before it counts as lost
 
 
 class SchedulerLost(RuntimeError):
@@ -284,7 +285,7 @@ def _run_on(address, requests, records, on_event, on_result, should_cancel) -> l
         if on_result is not None:
             on_result(outcome)
 
-    with dask.config.set(_dask_config()), Client(address, timeout=30) as client:
+    with dask.config.set(_dask_config()), Client(address, timeout=CLIENT_TIMEOUT_S) as client:
         client.wait_for_workers(1, timeout=60)
         slots = _gpu_slots(client)
         if slots < 1:
