@@ -223,3 +223,16 @@ def test_a_lost_scheduler_is_a_clear_error_and_keeps_what_finished(tmp_path, mon
         for proc in procs:
             proc.kill()
             proc.wait()
+
+
+def test_only_the_scale_out_module_imports_the_engine():
+    importers = [
+        str(path.relative_to(ROOT))
+        for folder in ("tracker", "pages")
+        for path in (ROOT / folder).rglob("*.py")
+        if any(
+            line.lstrip().startswith(("import dask", "from dask", "import distributed", "from distributed"))
+            for line in path.read_text().splitlines()
+        )
+    ]
+    assert importers == ["tracker/capture/scaleout.py"]
