@@ -67,6 +67,20 @@ with st.expander("Options"):
     t1, t2 = st.columns(2)
     timeout = t1.number_input("Timeout (s)", min_value=1.0, value=900.0, step=60.0, key="bm_timeout")
     profile = t2.checkbox("Profile one call per case", key="bm_profile")
+    g1, g2 = st.columns(2)
+    gpu_mode = g1.selectbox(
+        "GPUs (a queue on a local Dask cluster, one worker per GPU)",
+        ["this process (no queue)", "all", "N workers", "these GPU ids"]
+        if has_gpu
+        else ["this process (no queue)", "N workers"],
+        key="bm_gpus_mode",
+    )
+    gpus = {"all": "all"}.get(gpu_mode)
+    if gpu_mode == "N workers":
+        gpus = str(int(g2.number_input("N", min_value=1, max_value=64, value=1, step=1, key="bm_gpus_n")))
+    elif gpu_mode == "these GPU ids":
+        gpus = g2.text_input("GPU ids", key="bm_gpus_ids", placeholder="e.g. 0,2").strip().replace(" ", "")
+        gpus = gpus if "," in gpus else (gpus + "," if gpus else None)
 submitted = st.button("Start run", type="primary", key="bm_start")
 
 if submitted:
@@ -84,6 +98,7 @@ if submitted:
                 cases=case_list, seed=seed, timeout=timeout, family=family.strip() or None,
                 parent=parent.strip() or None, note=note.strip() or None, profile=profile, device=device,
                 problem=problem, problems_dir=problems_dir,
+                gpus=gpus,
             )  # fmt: skip
         except (ValueError, OSError) as exc:
             st.error(str(exc))

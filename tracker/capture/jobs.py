@@ -181,6 +181,7 @@ def start_job(
     device: str = "auto",
     problem: str | None = None,
     problems_dir: str | os.PathLike | None = None,
+    gpus: str | None = None,
 ) -> Job:
     """Validate, then start the tracker run in the background; returns at once. ValueError for bad input.
 
@@ -204,6 +205,8 @@ def start_job(
     for label, value in (("family", family), ("parent", parent), ("note", note)):
         if value is not None and "\x00" in str(value):
             raise ValueError(f"the {label} contains a NUL character")
+    if gpus is not None and not re.fullmatch(r"all|[1-9]\d*|\d+(,\d+)*,?", gpus):
+        raise ValueError(f"GPUs must be all, a count N or ids like 0,2; got {gpus!r}")
 
     job_id = _new_job_id()
     folder = jobs_dir(store) / job_id
@@ -231,6 +234,8 @@ def start_job(
             argv.append(f"{flag}={value}")
     if profile:
         argv.append("--profile")
+    if gpus is not None:
+        argv.append(f"--gpus={gpus}")  # the scale-out queue on a local Dask cluster
     argv += ["--", _display_path(path)]  # the kernel path last, after "--": never read as an option
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
@@ -241,6 +246,7 @@ def start_job(
         "problem": workload.name,
         "mode": mode,
         "device": device,
+        "gpus": gpus,
         "cases": cases,
         "seed": seed,
         "timeout": timeout,

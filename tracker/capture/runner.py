@@ -273,14 +273,35 @@ def run_variant(
     should_cancel: Callable[[], bool] | None = None,
 ) -> RunOutcome:
     """Run one variant in a worker process and record it. Never raises for anything the kernel does."""
-    req.validate()
-    run_id = _new_run_id()
-    source = Path(req.path).read_text()
-    record = build_record(req, run_id, store_mod.now(), source)
+    record = new_record(req)
     try:
         store_mod.start_run(req.store, record)
     except store_mod.StoreLockedError:
         pass  # the complete run is still written (or saved to a side file) at the end
+    events = capture_variant(req, record, on_event, should_cancel)
+    flushed = store_mod.FlushResult()
+    pending = store_mod.finish_run(req.store, record, flushed=flushed)
+    return RunOutcome(record, pending, flushed, events)
+
+
+def new_record(req: RunRequest, run_id: str | None = None) -> store_mod.RunRecord:
+    """Validate the request and describe the run (source, git state) before it starts; no store access."""
+    req.validate()
+    source = Path(req.path).read_text()
+    return build_record(req, run_id or _new_run_id(), store_mod.now(), source)
+
+
+def capture_variant(
+    req: RunRequest,
+    record: store_mod.RunRecord,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+    should_cancel: Callable[[], bool] | None = None,
+    variant_path: str | None = None,
+) -> list[dict[str, Any]]:
+    """Run the variant in a worker process and complete `record` in memory; never touches the store (the
+    scale-out queue runs this on remote workers and writes from the submitting process). `variant_path` is
+    where this machine has the source, if not at req.path."""
+    run_id = record.run["run_id"]
     start = time.monotonic()
 
     def emit(event: dict[str, Any]) -> None:
@@ -305,11 +326,12 @@ def run_variant(
         lock.acquire(on_wait=waiting, should_cancel=should_cancel)
     except (InterruptedError, KeyboardInterrupt):
         complete_record(record, req, [], "cancelled", "the run was cancelled while waiting for the device", None, "")
-        flushed = store_mod.FlushResult()
-        return RunOutcome(record, store_mod.finish_run(req.store, record, flushed=flushed), flushed, [])
+        return []
     try:
         record.run["device_load_start"] = devicelock.device_load(key)
-        status, error, returncode, log_tail, compile_s, forged = _drive_worker(req, record, events, emit, should_cancel)
+        status, error, returncode, log_tail, compile_s, forged = _drive_worker(
+            req, record, events, emit, should_cancel, variant_path
+        )
         record.run["device_load_end"] = devicelock.device_load(key)
     finally:
         lock.release()
@@ -324,9 +346,7 @@ def run_variant(
              "worker's channel failed authentication and were ignored"}
         ]  # fmt: skip
         record.run["flags"] = json.dumps(flags)
-    flushed = store_mod.FlushResult()
-    pending = store_mod.finish_run(req.store, record, flushed=flushed)
-    return RunOutcome(record, pending, flushed, events)
+    return events
 
 
 def _gpu_available() -> bool:
@@ -335,7 +355,7 @@ def _gpu_available() -> bool:
     return gpu_available()
 
 
-def _drive_worker(req, record, events, emit, should_cancel):
+def _drive_worker(req, record, events, emit, should_cancel, variant_path=None):
     """Start the worker, feed it the job, follow its events under the compile budget and then the timeout, and
     end every process it started. Returns (status, error, returncode, log_tail, compile_s, forged lines)."""
     workdir = Path(tempfile.mkdtemp(prefix="kernelbeam-"))
@@ -344,7 +364,7 @@ def _drive_worker(req, record, events, emit, should_cancel):
     token = f"KERNELBEAM_RUN_TOKEN={secrets.token_hex(8)}"
     read_fd, write_fd = os.pipe()
     job = {
-        "variant_path": str(Path(req.path).resolve()),
+        "variant_path": str(Path(variant_path or req.path).resolve()),
         "suite": req.suite,
         "mode": req.mode,
         "cases": req.cases,

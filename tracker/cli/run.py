@@ -67,28 +67,36 @@ def cmd_run(args: argparse.Namespace) -> int:
         if suite == "smoke":
             full = workload.default_suite(True)
             print(f"no GPU: running the CPU smoke suite (--suite {full} to insist)", file=sys.stderr)
-    req = RunRequest(
-        path=args.path,
-        suite=suite,
-        mode=args.mode,
-        cases=parse_cases(args.cases),
-        seed=args.seed,
-        timeout=args.timeout,
-        compile_timeout=args.compile_timeout,
-        family=args.family,
-        parent=args.parent,
-        note=args.note,
-        profile=args.profile,
-        store=args.store,
-        trigger=args.trigger,
-        device=args.device,
-        problem=args.problem,
-    )
+    paths = args.path if isinstance(args.path, list) else [args.path]
+    reqs = [
+        RunRequest(
+            path=path,
+            suite=suite,
+            mode=args.mode,
+            cases=parse_cases(args.cases),
+            seed=args.seed,
+            timeout=args.timeout,
+            compile_timeout=args.compile_timeout,
+            family=args.family,
+            parent=args.parent,
+            note=args.note,
+            profile=args.profile,
+            store=args.store,
+            trigger=args.trigger,
+            device=args.device,
+            problem=args.problem,
+        )
+        for path in paths
+    ]
     try:
-        req.validate()
+        for req in reqs:
+            req.validate()
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     check_store(args.store, write=True)
+    if len(reqs) > 1 and not (args.gpus or args.cluster):
+        raise UsageError("several kernel files run as a queue: add --gpus (all, N or 0,2) or --cluster ADDRESS")
+    req = reqs[0]
     if args.parent and Path(args.store).exists() and queries.resolve_run_id(args.store, args.parent) is None:
         raise UsageError(f"--parent {args.parent!r} is not a run in {args.store}")
     if args.suite is None and suite == "smoke":  # said only once the input is known to be good
@@ -102,6 +110,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             if sink is not None:
                 sink(event)
 
+    if args.gpus or args.cluster:
+        from tracker.cli.scaleout import run_queue_cli
+
+        return run_queue_cli(args, reqs, bar, pfile, cancel_file)
     outcome = run_variant(req, on_event, (lambda: cancel_file.exists()) if cancel_file else None)
     if bar is not None:
         bar.close()
@@ -151,7 +163,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         parents=[common],
         help="run a kernel variant against a suite and record it",
     )
-    p.add_argument("path", type=path_arg, help="kernel file defining custom_kernel(data) -> (H, tau)")
+    p.add_argument("path", nargs="+", type=path_arg, help="kernel file(s) defining custom_kernel(data) -> (H, tau)")
     p.add_argument(
         "--suite",
         help=f"a suite of the workload (qr_v2: {', '.join(get_workload().suites)}; a problem folder: its name or "
@@ -201,6 +213,12 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         choices=("auto", "cpu", "cuda"),
         help="where the kernel runs: auto takes the GPU when there is one (default %(default)s)",
     )
+    p.add_argument(
+        "--gpus",
+        help="run the files as a queue on a local Dask cluster, one worker per GPU: all, N (N CPU workers "
+        "without GPUs) or ids like 0,2",
+    )
+    p.add_argument("--cluster", help="run the queue on the Dask scheduler at this address (tcp://HOST:PORT)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--progress-file", help=argparse.SUPPRESS)
     p.add_argument("--cancel-file", help=argparse.SUPPRESS)

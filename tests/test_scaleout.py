@@ -1,0 +1,240 @@
+"""Scale-out queue on a local Dask cluster of CPU worker processes: same records as the sequential path, a worker
+that dies mid-run is recorded as crashed while the queue goes on, cancel stops queued and running runs, and
+the store is written by the submitting process only (each run exactly once)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("distributed")
+
+from tracker.capture import scaleout  # noqa: E402
+from tracker.capture.runner import RunRequest, run_variant  # noqa: E402
+from tracker.store import queries  # noqa: E402
+
+pytestmark = pytest.mark.timeout(180)
+
+ROOT = Path(__file__).resolve().parent.parent
+VARIANTS = Path(__file__).resolve().parent / "variants"
+REFERENCE = ROOT / "kernels" / "geqrf_reference.py"
+RESIDUALS = ("factor_res", "tril_res", "recon_res", "orth_res")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _req(path: Path, store: Path, **kw) -> RunRequest:
+    return RunRequest(path=str(path), suite="smoke", cases=[0, 1], device="cpu", store=str(store), **kw)
+
+
+def _comparable(store: Path, run_id: str) -> dict:
+    """What must match between the queue and the sequential path: everything but timings and ids."""
+    run = queries.get_run(store, run_id)
+    cases = queries.case_results(store, run_id).sort_values("case_idx").to_dict("records")
+    return {
+        "variant": run["variant"],
+        "path": run["path"],
+        "status": run["status"],
+        "error": run["error"],
+        "suite": run["suite"],
+        "gpu": run["gpu"],
+        "cases": [
+            (c["case_idx"], c["spec"], bool(c["passed"]), c["message"] or "", c["runs"] is not None and c["runs"] > 0)
+            for c in cases
+        ],
+        "residuals": [float("nan") if c[k] is None else c[k] for c in cases for k in RESIDUALS],
+    }
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """One local cluster of 2 CPU workers (Nanny processes, nthreads=1) shared by the queue tests."""
+    pids = tmp_path_factory.mktemp("pids") / "pids.txt"
+    os.environ["KB_TEST_PIDS"] = str(pids)  # inherited by the workers: where kills_dask_worker.py says its pid
+    try:
+        with scaleout.local_cluster(scaleout.GpuChoice(cpu_workers=2)) as address:
+            yield address, pids
+    finally:
+        del os.environ["KB_TEST_PIDS"]
+
+
+def test_gpu_choice_and_core_split():
+    assert scaleout.parse_gpus("all", ["0", "1", "2"]).gpus == ("0", "1", "2")
+    assert scaleout.parse_gpus("2", ["0", "1", "2"]).gpus == ("0", "1")
+    assert scaleout.parse_gpus("0,2", ["0", "1", "2"]).gpus == ("0", "2")
+    assert scaleout.parse_gpus("2,", ["0", "1", "2"]).gpus == ("2",)
+    assert scaleout.parse_gpus("3", []) == scaleout.GpuChoice(cpu_workers=3)
+    for bad, available in (("all", []), ("4", ["0"]), ("0,5", ["0", "1"]), ("0,0", ["0"]), ("x", ["0"]), ("0", [])):
+        with pytest.raises(ValueError):
+            scaleout.parse_gpus(bad, available)
+    assert scaleout.split_cores(2, list(range(16))) == [list(range(8)), list(range(8, 16))]
+    assert scaleout.split_cores(3, [0, 1, 2, 3, 4]) == [[0, 1], [2, 3], [4]]
+    assert scaleout.split_cores(2, [5]) == [[5], [5]]
+
+
+def test_cli_queue_matches_the_sequential_path_record_for_record(tmp_path, monkeypatch):
+    variants = [REFERENCE, VARIANTS / "raises.py", VARIANTS / "wrong_shape.py"]
+    queued, sequential = tmp_path / "queued.duckdb", tmp_path / "sequential.duckdb"
+    cmd = [sys.executable, "-m", "tracker", "run", *map(str, variants), "--gpus", "2", "--cases", "0,1"]
+    cmd += ["--device", "cpu", "--store", str(queued), "--json", "--quiet"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=150)
+    assert proc.returncode == 1, proc.stderr[-3000:]  # two of the three variants fail on purpose
+    summaries = json.loads(proc.stdout)
+    assert [s["status"] for s in summaries] == ["passed", "failed", "failed"]
+    assert "3 run(s) queued on the Dask scheduler" in proc.stderr
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # as each queue worker has (one of 2 cores): same LAPACK sums
+    for path in variants:
+        outcome = run_variant(_req(path, sequential))
+        assert outcome.pending is None
+    runs_q = queries.list_runs(queued).sort_values("variant")
+    runs_s = queries.list_runs(sequential).sort_values("variant")
+    assert len(runs_q) == len(runs_s) == 3
+    assert sorted(runs_q["run_id"]) == sorted(s["run_id"] for s in summaries)
+    for q, s in zip(runs_q["run_id"], runs_s["run_id"], strict=True):
+        a, b = _comparable(queued, q), _comparable(sequential, s)
+        assert {k: v for k, v in a.items() if k != "residuals"} == {k: v for k, v in b.items() if k != "residuals"}
+        assert a["residuals"] == pytest.approx(b["residuals"], rel=1e-6, abs=1e-12, nan_ok=True)
+    samples = queries.run_samples(queued, summaries[0]["run_id"])
+    assert len(samples) == sum(c["runs"] for c in summaries[0]["cases"]) > 0
+
+
+def test_a_worker_killed_mid_run_is_recorded_crashed_once_and_the_queue_goes_on(cluster, tmp_path):
+    store = tmp_path / "runs.duckdb"
+    reqs = [_req(VARIANTS / "kills_dask_worker.py", store), _req(REFERENCE, store), _req(REFERENCE, store)]
+    address, pids = cluster
+    outcomes = scaleout.run_queue(reqs, cluster=address)
+    assert [o.status for o in outcomes] == ["crashed", "passed", "passed"]
+    (orphan,) = map(int, pids.read_text().split())
+    assert not _alive(orphan)  # the kernel of the dead worker was stopped, not left to load the machine
+    crashed = queries.get_run(store, outcomes[0].run_id)
+    assert crashed["status"] == "crashed"
+    # Either the submitter saw the worker die, or the kernel's worker process, orphaned, saved what it had
+    # finished under the same run id (the worker's own hygiene); both are one `crashed` row for this run.
+    assert "Dask worker running it died" in crashed["error"] or "the tracker process went away" in crashed["error"]
+    runs = queries.list_runs(store)
+    assert sorted(runs["run_id"]) == sorted(o.run_id for o in outcomes)  # each run exactly once
+    assert runs["status"].ne("running").all()
+    for o in outcomes[1:]:
+        assert len(queries.case_results(store, o.run_id)) == 2
+
+
+def test_cancel_stops_queued_and_running_runs_and_kills_their_processes(cluster, tmp_path):
+    store = tmp_path / "runs.duckdb"
+    reqs = [_req(VARIANTS / "hangs_second.py", store) for _ in range(3)]
+    seen: list[float] = []
+    start = time.monotonic()
+
+    def on_event(event: dict) -> None:
+        if event["event"] == "env":  # the worker imported torch; its kernel hangs in the warm-up next
+            seen.append(time.monotonic())
+
+    def should_cancel() -> bool:  # as the dashboard's cancel file would, once a run is stuck in its kernel
+        return bool(seen) and time.monotonic() - seen[0] > 3
+
+    outcomes = scaleout.run_queue(reqs, cluster=cluster[0], on_event=on_event, should_cancel=should_cancel)
+    assert time.monotonic() - start < 60  # the 300 s sleeps were stopped
+    assert [o.status for o in outcomes] == ["cancelled"] * 3
+    errors = {queries.get_run(store, o.run_id)["error"] for o in outcomes}
+    assert errors <= {"the run was cancelled", "cancelled before it started"}
+    assert "cancelled before it started" in errors  # 3 runs on 2 workers: one never started
+    runs = queries.list_runs(store)
+    assert len(runs) == 3 and runs["status"].eq("cancelled").all()
+    pids = [
+        int(p)
+        for o in outcomes
+        for line in (o.record.run.get("log_tail") or "").splitlines()
+        if line.startswith("KB-PIDS")
+        for p in line.split()[1:]
+    ]
+    assert pids  # at least one run was inside its hanging kernel
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(p) for p in pids)
+
+
+def test_a_dashboard_job_with_gpus_runs_the_queue_and_its_cancel_stops_it(tmp_path):
+    from tracker.capture import jobs
+
+    store = tmp_path / "runs.duckdb"
+    with pytest.raises(ValueError):
+        jobs.start_job(store, "hangs_second.py", suite="smoke", kernels_dir=VARIANTS, gpus="0,x")
+    job = jobs.start_job(
+        store, "hangs_second.py", suite="smoke", kernels_dir=VARIANTS, cases=[0], device="cpu", gpus="1"
+    )
+    assert "--gpus=1" in job.spec["argv"]
+    deadline = time.monotonic() + 90
+    while jobs.status(job)["gpu"] is None and time.monotonic() < deadline:  # its worker imported torch
+        time.sleep(0.3)
+    time.sleep(2)  # now inside the hanging kernel's warm-up
+    assert jobs.cancel(store, job.job_id)
+    final = jobs.wait(job, timeout=90)
+    assert final["state"] == "finished" and final["status"] == "cancelled", final
+    run = queries.get_run(store, final["run_id"])
+    assert run["status"] == "cancelled" and run["trigger"] == "ui"
+    assert len(queries.list_runs(store)) == 1
+
+
+def test_a_lost_scheduler_is_a_clear_error_and_keeps_what_finished(tmp_path, monkeypatch):
+    store, port = tmp_path / "runs.duckdb", 8700 + os.getpid() % 200
+    env = dict(os.environ, PYTHONPATH=str(ROOT), DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES="0")
+    address = f"tcp://127.0.0.1:{port}"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(port)]
+            + ["--no-dashboard"],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+    ]  # fmt: skip
+    try:
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1", "--no-dashboard"]
+                + ["--resources", "GPU=1"],
+                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )
+        )  # fmt: skip
+        monkeypatch.setattr(scaleout, "CLIENT_TIMEOUT_S", 5.0)
+        reqs = [_req(REFERENCE, store), _req(VARIANTS / "hangs_second.py", store)]
+        results: list = []
+
+        def on_result(outcome) -> None:
+            results.append(outcome)
+            if outcome.status == "passed":
+                procs[0].kill()  # the scheduler goes away while the hanging run is still on its worker
+
+        with pytest.raises(scaleout.SchedulerLost, match=f"lost the Dask scheduler at {address}") as lost:
+            scaleout.run_queue(reqs, cluster=address, on_result=on_result)
+        first, second = lost.value.outcomes
+        assert first.status == "passed" and second.status == "crashed"
+        assert queries.get_run(store, first.run_id)["status"] == "passed"
+        assert queries.get_run(store, second.run_id)["error"] == f"lost the Dask scheduler at {address}"
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
+def test_only_the_scale_out_module_imports_the_engine():
+    importers = [
+        str(path.relative_to(ROOT))
+        for folder in ("tracker", "pages")
+        for path in (ROOT / folder).rglob("*.py")
+        if any(
+            line.lstrip().startswith(("import dask", "from dask", "import distributed", "from distributed"))
+            for line in path.read_text().splitlines()
+        )
+    ]
+    assert importers == ["tracker/capture/scaleout.py"]
