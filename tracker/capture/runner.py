@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import socket
@@ -24,7 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from tracker import store as store_mod
+from tracker.capture.gitinfo import EMPTY as NO_GIT
 from tracker.capture.gitinfo import capture_git, source_hash
+from tracker.capture.naming import variant_name
 from tracker.workloads.qr_v2.suites import cases_for, get_suite, hidden_seed
 
 LOG_TAIL_CHARS = 4000
@@ -48,6 +51,10 @@ class RunRequest:
     store: str = store_mod.DEFAULT_STORE
     trigger: str = "cli"
     device: str = "auto"
+    name: str | None = None  # the variant's name; default from the path (tracker.capture.naming)
+    recorded_path: str | None = None  # a registered snapshot run from a temp copy: the path and commit it has
+    commit: str | None = None
+    gpu_present: bool | None = None  # None: probe (only when a variant needs CUDA)
 
     def validate(self) -> None:
         """Raise ValueError with a clear message for any bad argument, before anything is started."""
@@ -150,8 +157,10 @@ def _case_row(event: dict[str, Any]) -> dict[str, Any]:
 
 def build_record(req: RunRequest, run_id: str, started_at, source: str) -> store_mod.RunRecord:
     path = Path(req.path)
-    git = capture_git(path)
-    if git["git_repo"]:  # the same file gets the same recorded path whatever directory the run started from
+    git = capture_git(path) if req.recorded_path is None else dict(NO_GIT, git_commit=req.commit)
+    if req.recorded_path is not None:
+        path = Path(req.recorded_path)
+    elif git["git_repo"]:  # the same file gets the same recorded path whatever directory the run started from
         path = path.resolve().relative_to(Path(git["git_repo"]).resolve())
     sha = source_hash(source)
     banned = "stream" in source.lower()
@@ -159,7 +168,7 @@ def build_record(req: RunRequest, run_id: str, started_at, source: str) -> store
     run = {
         "run_id": run_id,
         "variant_sha256": sha,
-        "variant": path.stem,
+        "variant": req.name or variant_name(path),
         "path": str(path),
         "family": req.family,
         "parent_run": req.parent,
@@ -177,7 +186,7 @@ def build_record(req: RunRequest, run_id: str, started_at, source: str) -> store
     }
     variant = {
         "sha256": sha,
-        "name": path.stem,
+        "name": req.name or variant_name(path),
         "path": str(path),
         "source": source,
         "first_seen": started_at,
@@ -195,6 +204,11 @@ def run_variant(
     run_id = _new_run_id()
     source = Path(req.path).read_text()
     record = build_record(req, run_id, store_mod.now(), source)
+    reason = cannot_run_here(source, req)
+    if reason is not None:  # decided before any worker starts: `skipped` is not a failure of the variant
+        # Recorded in the CPU context it was tried in, so `run --pending` does not offer it again here.
+        record.run.update(status="skipped", error=reason, finished_at=store_mod.now(), gpu="CPU", device="cpu")
+        return RunOutcome(record, store_mod.finish_run(req.store, record), [])
     try:
         store_mod.start_run(req.store, record)
     except store_mod.StoreLockedError:
@@ -267,6 +281,8 @@ def run_variant(
     log_tail = _tail(log_path)
     shutil.rmtree(workdir, ignore_errors=True)
     _complete(record, req, events, status, error, proc.returncode, log_tail)
+    if record.run["status"] in ("failed", "crashed") and _NO_CUDA.search(f"{record.run['error']}\n{log_tail}"):
+        record.run.update(status="skipped", error=f"cannot run here: {record.run['error']}")
     pending = store_mod.finish_run(req.store, record)
     return RunOutcome(record, pending, events)
 
@@ -321,6 +337,41 @@ def _complete(record, req, events, status, error, returncode, log_tail) -> None:
         finished_at=store_mod.now(),
         geomean_us=_geomean(means) if all_timed else None,
     )
+
+
+# Static signs that a variant needs CUDA or a compiler (checked before the worker starts).
+_NEEDS_CUDA = (
+    (
+        re.compile(r"torch\.utils\.cpp_extension|from\s+torch\.utils\s+import\s+cpp_extension"),
+        "builds a C++/CUDA extension",
+    ),
+    (re.compile(r"\bload_inline\s*\("), "compiles inline C++/CUDA (load_inline)"),
+    (re.compile(r"\.cuda\(\s*\)"), "moves tensors with .cuda()"),
+    (re.compile(r"device\s*=\s*['\"]cuda"), "allocates on device='cuda'"),
+)
+# A worker error that says the same thing at run time.
+_NO_CUDA = re.compile(
+    r"CUDA is not available|Torch not compiled with CUDA|Found no NVIDIA driver|no CUDA GPUs are available|"
+    r"CUDA_HOME environment variable is not set|nvcc.*not found",
+    re.IGNORECASE,
+)
+
+
+def cannot_run_here(source: str, req: RunRequest) -> str | None:
+    """Why this variant cannot run on this machine (it needs CUDA or a compiler and there is no GPU), or None."""
+    needs = [why for pattern, why in _NEEDS_CUDA if pattern.search(source)]
+    if not needs:
+        return None
+    if req.device == "cuda":
+        return None
+    present = req.gpu_present
+    if present is None:
+        from tracker.capture.envinfo import gpu_available
+
+        present = req.device != "cpu" and gpu_available()
+    if req.device == "cpu" or not present:
+        return f"cannot run here: needs CUDA ({'; '.join(needs)}) and no GPU is available"
+    return None
 
 
 def _case_of(req: RunRequest, case_idx: int) -> dict[str, Any]:

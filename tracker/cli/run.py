@@ -45,6 +45,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from tracker.capture.progress import ProgressFile, TerminalBar
     from tracker.capture.runner import RunRequest, run_variant
 
+    single = len(args.path) == 1 and not args.glob and not args.pending and Path(args.path[0]).is_file()
+    if not single:
+        from tracker.cli.run_many import run_many
+
+        return run_many(args)
     suite = args.suite
     if suite is None:
         from tracker.capture.envinfo import gpu_available
@@ -53,7 +58,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if suite == "smoke":
             print("no GPU: running the CPU smoke suite (--suite qr_v2 to insist)", file=sys.stderr)
     req = RunRequest(
-        path=args.path,
+        path=args.path[0],
         suite=suite,
         mode=args.mode,
         cases=parse_cases(args.cases),
@@ -121,7 +126,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         parents=[common],
         help="run a kernel variant against a suite and record it",
     )
-    p.add_argument("path", help="kernel file defining custom_kernel(data) -> (H, tau)")
+    p.add_argument("path", nargs="*", help="kernel files defining custom_kernel(data) -> (H, tau), or folders of them")
+    p.add_argument("--glob", help="also every file matching this pattern (** allowed)")
+    p.add_argument("--pending", action="store_true", help="every registered variant with no run in this context")
     p.add_argument("--suite", choices=sorted(SUITES), help="default: qr_v2 with a GPU, smoke without one")
     p.add_argument("--mode", default="benchmark", choices=MODES)
     p.add_argument("--cases", help="only these case numbers, e.g. 3,7")

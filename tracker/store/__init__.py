@@ -18,15 +18,17 @@ from tracker.store.db import (
     now,
     pending_dir,
     reap_dead_runs,
+    register_variants,
     schema_version,
     start_run,
     write_run,
 )
-from tracker.store.schema import MIGRATIONS, RUN_TABLES, SCHEMA_VERSION, TABLE_COLUMNS, VERDICTS
+from tracker.store.schema import MIGRATIONS, RUN_STATUSES, RUN_TABLES, SCHEMA_VERSION, TABLE_COLUMNS, VERDICTS
 
 __all__ = [
     "DEFAULT_STORE",
     "MIGRATIONS",
+    "RUN_STATUSES",
     "RUN_TABLES",
     "SCHEMA_VERSION",
     "TABLE_COLUMNS",
@@ -43,6 +45,7 @@ __all__ = [
     "now",
     "pending_dir",
     "reap_dead_runs",
+    "register_variants",
     "schema_version",
     "start_run",
     "write_run",

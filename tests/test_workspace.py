@@ -1,0 +1,181 @@
+"""A workspace as an agent loop keeps it: one folder per variant in a git repository, made here. It goes through
+`add` (git history, lineage), `variants`, `run --pending` (smoke suite on the CPU), `since` and the dashboard's
+leaderboard, lineage and since pages."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tracker.capture.naming import unique_names, variant_name
+from tracker.capture.register import parent_line
+from tracker.capture.runner import RunRequest, cannot_run_here
+
+pytestmark = pytest.mark.timeout(300)
+ROOT = Path(__file__).resolve().parent.parent
+
+BASE = '''"""Baseline: torch.geqrf."""
+import torch
+
+
+def custom_kernel(data):
+    return torch.geqrf(data)
+'''
+BASE_V2 = BASE.replace("Baseline: torch.geqrf.", "Baseline: torch.geqrf, contiguous input.").replace(
+    "torch.geqrf(data)", "torch.geqrf(data.contiguous())"
+)
+CHILD = '''"""Clone before factoring.
+
+Parent: v01_base
+"""
+import torch
+
+
+def custom_kernel(data):
+    return torch.geqrf(data.clone())
+'''
+CUDA_EXT = '''"""Builds a CUDA extension -- *fast*."""
+import torch
+from torch.utils.cpp_extension import load_inline
+
+
+def custom_kernel(data):
+    return torch.geqrf(data.cuda())
+'''
+
+
+def git(repo: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@x",
+           "HOME": str(repo), "PATH": "/usr/bin:/bin"}  # fmt: skip
+    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True).stdout
+
+
+def cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tracker", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**__import__("os").environ, "KERNELBEAM_NO_GPU": "1"},
+    )
+
+
+def cli_json(*args: str):
+    proc = cli(*args, "--json")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def make_workspace(root: Path) -> Path:
+    """3 commits: v01_base; v01_base changed + v02_clone (Parent line); v03_cuda (a CUDA extension)."""
+    repo = root / "ws"
+    sol = repo / "solutions"
+    (sol / "v01_base").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    (sol / "v01_base" / "submission.py").write_text(BASE)
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "v01: baseline")
+    (sol / "v01_base" / "submission.py").write_text(BASE_V2)
+    (sol / "v02_clone").mkdir()
+    (sol / "v02_clone" / "submission.py").write_text(CHILD)
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "v02: clone the input")
+    (sol / "v03_cuda").mkdir()
+    (sol / "v03_cuda" / "submission.py").write_text(CUDA_EXT)
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "v03: CUDA extension")
+    return repo
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("ws")
+    repo = make_workspace(folder)
+    store = str(folder / "ws.duckdb")
+    added = cli_json("add", str(repo / "solutions"), "--family", "beam", "--store", store)
+    again = cli_json("add", str(repo / "solutions"), "--family", "beam", "--store", store)
+    ran = cli_json("run", "--pending", "--suite", "smoke", "--cases", "0", "--device", "cpu", "--store", store)
+    return {"repo": repo, "store": store, "added": added, "again": again, "ran": ran}
+
+
+def test_names_from_paths():
+    assert variant_name("solutions/v43_cholqr/submission.py") == "v43_cholqr"
+    assert variant_name("kernels/graphed.py") == "graphed"
+    assert unique_names(["a/v1/submission.py", "b/v1/submission.py", "kernels/x.py"]) == {
+        "a/v1/submission.py": "a/v1",
+        "b/v1/submission.py": "b/v1",
+        "kernels/x.py": "x",
+    }
+    assert parent_line(CHILD) == "v01_base"
+    assert parent_line(BASE) is None
+
+
+def test_static_check_marks_cuda_variants(tmp_path):
+    req = RunRequest(path="x.py", device="cpu")
+    assert "needs CUDA" in cannot_run_here(CUDA_EXT, req)
+    assert cannot_run_here(BASE, req) is None
+
+
+def test_add_registers_every_version_with_lineage(workspace):
+    added = workspace["added"]
+    assert len(added) == 4 and all(r["added"] for r in added)  # v01 twice (two commits), v02, v03
+    assert not any(r["added"] for r in workspace["again"])  # the same content adds nothing
+    by = {(r["variant"], r["message"]): r for r in added}
+    v01a, v01b = by[("v01_base", "v01: baseline")], by[("v01_base", "v02: clone the input")]
+    v02 = by[("v02_clone", "v02: clone the input")]
+    assert v01a["parent"] is None and v01b["parent"] == v01a["sha256"]  # the previous version of the same file
+    assert v02["parent"] == v01b["sha256"]  # `Parent: v01_base` names the latest v01_base
+    assert all(len(r["commit"]) == 40 and r["committed_at"] for r in added)
+    listed = cli_json("variants", "--family", "beam", "--store", workspace["store"])
+    assert [v["variant"] for v in listed] == ["v01_base", "v01_base", "v02_clone", "v03_cuda"]
+    assert {v["path"] for v in listed} == {
+        "solutions/v01_base/submission.py",
+        "solutions/v02_clone/submission.py",
+        "solutions/v03_cuda/submission.py",
+    }
+    assert set(listed[0]) == {"variant", "path", "sha256", "commit", "parent", "family", "runs", "best_geomean_us"}
+    assert all(v["runs"] == 1 for v in listed)  # run --pending ran each once
+
+
+def test_run_pending_runs_snapshots_and_skips_cuda(workspace):
+    ran = {(r["variant"], r["run_id"]): r for r in workspace["ran"]}
+    statuses = sorted((v, r["status"]) for (v, _), r in ran.items())
+    assert statuses == [
+        ("v01_base", "passed"),
+        ("v01_base", "passed"),
+        ("v02_clone", "passed"),
+        ("v03_cuda", "skipped"),
+    ]
+    skipped = next(r for r in workspace["ran"] if r["status"] == "skipped")
+    assert "needs CUDA" in skipped["error"]
+    # Nothing is pending any more in this context.
+    again = cli_json(
+        "run", "--pending", "--suite", "smoke", "--cases", "0", "--device", "cpu", "--store", workspace["store"]
+    )
+    assert again == []
+    runs = cli_json("list", "--store", workspace["store"])
+    assert {r["path"] for r in runs} == {"solutions/v01_base/submission.py", "solutions/v02_clone/submission.py",
+                                         "solutions/v03_cuda/submission.py"}  # fmt: skip
+
+
+def test_since_reports_runs_bests_and_failures(workspace):
+    out = cli_json("since", "2h", "--store", workspace["store"])
+    assert set(out) == {"runs", "new_bests", "regressions", "failures", "verdicts"}
+    assert len(out["runs"]) == 4
+    assert out["failures"] == []  # skipped is not a failure
+    cases = {b["case"] for b in out["new_bests"]}
+    assert len(cases) == 1  # --cases 0: one case, its best is new; no geomean for a subset run
+    assert cli_json("since", "2030-01-01T00:00:00", "--store", workspace["store"])["runs"] == []
+
+
+def test_run_folder_and_glob(workspace, tmp_path):
+    store = str(tmp_path / "f.duckdb")
+    out = cli_json("run", str(workspace["repo"] / "solutions"), "--suite", "smoke", "--cases", "0", "--device", "cpu",
+                   "--store", store)  # fmt: skip
+    assert sorted((r["variant"], r["status"]) for r in out) == [
+        ("v01_base", "passed"), ("v02_clone", "passed"), ("v03_cuda", "skipped")]  # fmt: skip
