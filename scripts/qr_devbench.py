@@ -325,25 +325,12 @@ def main():
                 if mutated:
                     ok, msg = False, "input mutated"
                 mean, best, nrep = sum(smp) / len(smp), min(smp), len(smp)
-            row = dict(
-                case=ci,
-                shape=f"{batch}x{n}",
-                kind=case,
-                ok=ok,
-                msg=msg,
-                mean_us=mean,
-                best_us=best,
-                reps=nrep,
-                first_s=round(first_s, 2),
-                **{k: round(v, 3) for k, v in res.items()},
-            )
+            row = dict(case=ci, shape=f"{batch}x{n}", kind=case, ok=ok, msg=msg, mean_us=mean, best_us=best,
+                       reps=nrep, first_s=round(first_s, 2), **{k: round(v, 3) for k, v in res.items()})
             rows.append(row)
             rs = " ".join(f"{k}={v:.3f}" for k, v in res.items())
-            print(
-                f"  [{ci:2d}] {batch}x{n} {case:9s} {'PASS' if ok else 'FAIL'} mean {mean:10.1f} best {best:10.1f} "
-                f"us reps {nrep} first {first_s:.1f}s {rs} {msg}",
-                flush=True,
-            )
+            print(f"  [{ci:2d}] {batch}x{n} {case:9s} {'PASS' if ok else 'FAIL'} mean {mean:10.1f} best {best:10.1f} "
+                  f"us reps {nrep} first {first_s:.1f}s {rs} {msg}", flush=True)
             if args.profile and ok and dev.type == "cuda":
                 print(profile_case(mod, inputs[0]), flush=True)
             del inputs, keep, outs
