@@ -73,6 +73,9 @@ pages = [
     st.Page("pages/run.py", title="Run", icon=":material/monitoring:", url_path="run"),
     st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:", url_path="compare"),
     st.Page("pages/regressions.py", title="Regressions", icon=":material/trending_up:", url_path="regressions"),
+    st.Page("pages/leaderboard.py", title="Leaderboard", icon=":material/leaderboard:", url_path="leaderboard"),
+    st.Page("pages/lineage.py", title="Lineage", icon=":material/account_tree:", url_path="lineage"),
+    st.Page("pages/since.py", title="Since", icon=":material/history:", url_path="since"),
     st.Page("pages/benchmark.py", title="Benchmark", icon=":material/play_circle:", url_path="benchmark"),
 ]
 page = st.navigation(pages)

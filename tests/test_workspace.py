@@ -179,3 +179,48 @@ def test_run_folder_and_glob(workspace, tmp_path):
                    "--store", store)  # fmt: skip
     assert sorted((r["variant"], r["status"]) for r in out) == [
         ("v01_base", "passed"), ("v02_clone", "passed"), ("v03_cuda", "skipped")]  # fmt: skip
+
+
+def _open(monkeypatch, tmp_path, store: str, page: str, **params: str):
+    from streamlit.testing.v1 import AppTest
+
+    import streamlit as st
+
+    empty = tmp_path / "no-samples"
+    empty.mkdir(exist_ok=True)
+    monkeypatch.setenv("KERNELBEAM_SAMPLES_DIR", str(empty))
+    monkeypatch.setenv("KERNELBEAM_NO_GPU", "1")
+    monkeypatch.setenv("KERNELBEAM_STORE", store)
+    st.cache_data.clear()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.run()
+    at.switch_page(page)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_leaderboard_page(workspace, monkeypatch, tmp_path):
+    at = _open(monkeypatch, tmp_path, workspace["store"], "pages/leaderboard.py")
+    frames = [df.value for df in at.dataframe]
+    assert frames, "the leaderboard shows a table"
+    board = frames[0]
+    # Data frames from a Styler come back as the underlying frame.
+    board = getattr(board, "data", board)
+    assert sorted(board["variant"]) == ["v01_base", "v01_base", "v02_clone"]  # the skipped one has no result
+    assert set(board["path"]) == {"solutions/v01_base/submission.py", "solutions/v02_clone/submission.py"}
+    case_cols = [c for c in board.columns if " c" in c and "x" in c]
+    assert len(case_cols) == 1 and board[case_cols[0]].notna().all()
+
+
+def test_lineage_and_since_pages(workspace, monkeypatch, tmp_path):
+    at = _open(monkeypatch, tmp_path, workspace["store"], "pages/lineage.py", lin_family="beam", lin_suite="smoke")
+    tree = at.dataframe[0].value
+    names = [v.strip() for v in tree["variant"]]
+    assert names[0] == "v01_base" and "└─ v01_base" in names and "└─ v02_clone" in names
+    assert tree["vs parent"].str.startswith("compare?a=").sum() == 2  # both children link to their parent's run
+    at = _open(monkeypatch, tmp_path, workspace["store"], "pages/since.py", since="2h")
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Runs"] == "4" and metrics["Failures"] == "0"

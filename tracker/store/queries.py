@@ -407,7 +407,7 @@ def variant_index(store: str | os.PathLike) -> list[dict[str, Any]]:
         if not _has_runs_table(con):
             return []
         at = "coalesce(committed_at, first_seen)" if _has_column(con, "variants", "committed_at") else "first_seen"
-        rows = con.execute(f"SELECT sha256, name, path, {at} AS at FROM variants").fetchall()
+        rows = con.execute(f"SELECT sha256, name, path, {at} AS seen_at FROM variants").fetchall()
     return [{"sha256": r[0], "name": r[1], "path": r[2], "at": r[3]} for r in rows]
 
 
@@ -470,7 +470,8 @@ def leaderboard_cells(
         con.execute(
             "CREATE TEMP TABLE lb_runs AS SELECT r.run_id, r.variant_sha256, r.status, r.geomean_us, r.started_at, "
             f"r.variant, r.path, coalesce(r.family, {vfam}) AS family FROM runs r "
-            f"LEFT JOIN variants v ON v.sha256 = r.variant_sha256 WHERE r.suite = ? AND r.mode = ? AND r.{gpu_clause}"
+            "LEFT JOIN variants v ON v.sha256 = r.variant_sha256 WHERE r.status NOT IN ('skipped', 'running') "
+            f"AND r.suite = ? AND r.mode = ? AND r.{gpu_clause}"
             f"{fam}",
             params + ([family] if family else []),
         )
@@ -522,12 +523,12 @@ def lineage_nodes(
             SELECT v.sha256, v.name AS variant, v.path, {vcommit},
                 coalesce({vparent}, pr.variant_sha256) AS parent, coalesce({vfam}, r.family) AS family,
                 coalesce(r.runs, 0) AS runs, r.best_geomean_us, r.best_run, r.latest_run, r.latest_status,
-                vd.verdict, coalesce({"v.committed_at, " if registered else ""}v.first_seen) AS at
+                vd.verdict, coalesce({"v.committed_at, " if registered else ""}v.first_seen) AS seen_at
             FROM variants v LEFT JOIN r ON r.variant_sha256 = v.sha256
             LEFT JOIN runs pr ON pr.run_id = r.parent_run
             LEFT JOIN vd ON vd.variant_sha256 = v.sha256
         """
-        df = con.execute(f"SELECT * FROM ({sql}){' WHERE family = ?' if family else ''} ORDER BY at, variant",
+        df = con.execute(f"SELECT * FROM ({sql}){' WHERE family = ?' if family else ''} ORDER BY seen_at, variant",
                          params + ([family] if family else [])).df()  # fmt: skip
     return df
 
@@ -589,3 +590,12 @@ def since_activity(store: str | os.PathLike, since: dt.datetime) -> dict[str, pd
             [since],
         ).df()
     return {"runs": runs, "cases": cases, "best_geomean": best_geo, "previous": prev, "verdicts": verdicts}
+
+
+def variant_families(store: str | os.PathLike) -> list[str]:
+    """Families of registered variants and of runs."""
+    with connect(store, read_only=True) as con:
+        vfam = "SELECT family FROM variants UNION " if _has_column(con, "variants", "family") else ""
+        rows = con.execute(f"SELECT DISTINCT family FROM ({vfam}SELECT family FROM runs) WHERE family IS NOT NULL "
+                           "ORDER BY family").fetchall()  # fmt: skip
+    return [r[0] for r in rows]
