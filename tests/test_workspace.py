@@ -182,9 +182,8 @@ def test_run_folder_and_glob(workspace, tmp_path):
 
 
 def _open(monkeypatch, tmp_path, store: str, page: str, **params: str):
-    from streamlit.testing.v1 import AppTest
-
     import streamlit as st
+    from streamlit.testing.v1 import AppTest
 
     empty = tmp_path / "no-samples"
     empty.mkdir(exist_ok=True)
