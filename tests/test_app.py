@@ -217,11 +217,14 @@ def test_run_page_cases_samples_profile_source_env(demo_store):
 
 def test_run_page_unknown_and_ambiguous_ids(demo_store):
     at = open_page("pages/run.py", id="no-such-run")
-    assert "No run matches **no-such-run**" in texts(at.error)
-    at = open_page("pages/run.py", id="hh0")  # a prefix of ten runs
-    assert "No run matches" in texts(at.error)
+    # User text is escaped so Markdown leaves it as typed (`--` stays two dashes).
+    assert "No run matches **no\\-such\\-run**" in texts(at.error)
+    at = open_page("pages/run.py", id="hh0")  # a prefix of ten runs: listed, not "no run matches"
+    assert "is ambiguous: 10 runs start with it" in texts(at.error)
+    listed = [df.value for df in at.dataframe if "run_id" in df.value.columns][0]
+    assert len(listed) == 10 and listed["run_id"].str.startswith("run?id=hh0").all()
     at = open_page("pages/run.py", id="wy01")  # a unique prefix
-    assert not at.error and "wy_v1" in texts(at.subheader)
+    assert not at.error and "wy\\_v1" in texts(at.subheader)  # escaped: rendered as typed
     at = open_page("pages/run.py", id="'; DROP TABLE runs; --")
     assert "No run matches" in texts(at.error)
 
@@ -295,7 +298,7 @@ def test_compare_gpu_mismatch_warns_and_does_not_compare(demo_store):
 def test_compare_bad_ids(demo_store):
     _, ids = demo_store
     at = open_page("pages/compare.py", a=ids["householder"][0], b="nope'--")
-    assert "No run matches **nope'--**" in texts(at.error)
+    assert "No run matches **nope'\\-\\-**" in texts(at.error)
     at = open_page("pages/compare.py")
     assert "Choose a baseline run A" in texts(at.info)
 
@@ -379,7 +382,9 @@ def test_regressions_by_kernel_path_and_bad_scope(demo_store):
     assert at.radio[0].value == "Kernel file"
     assert list(table(at, "reg_table")["run"]) == [ids["regressed"]]
     at = open_page("pages/regressions.py", family="no-such-family")
-    assert "No runs with family **no-such-family**" in texts(at.error)
+    assert "No runs with family **no\\-such\\-family**" in texts(at.error)
+    at = open_page("pages/regressions.py", path="kernels/no_such_file.py")  # not another file's results
+    assert "No runs with kernel file" in texts(at.error) and not charts(at) and not find_tables(at, "reg_table")
     at = open_page("pages/regressions.py", family="wy")  # no step along wy
     assert "No regression detected" in texts(at.success)
 

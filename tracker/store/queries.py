@@ -73,6 +73,16 @@ def resolve_run_id(store: str | os.PathLike, prefix: str) -> str | None:
     return rows[0][0] if len(rows) == 1 else None
 
 
+def run_candidates(store: str | os.PathLike, prefix: str, *, limit: int = 20) -> pd.DataFrame:
+    """Runs whose id starts with `prefix` (to list when a prefix is ambiguous), newest first."""
+    with connect(store, read_only=True) as con:
+        return con.execute(
+            "SELECT run_id, variant, path, status, suite, mode, gpu, started_at FROM runs "
+            "WHERE starts_with(run_id, ?) ORDER BY started_at DESC LIMIT ?",
+            [prefix, int(limit)],
+        ).df()
+
+
 # ------------------------------------------------------------------------------------------- dashboard
 
 
@@ -254,11 +264,13 @@ def progress_points(
         return con.execute(sql, params).df()
 
 
-def run_choices(store: str | os.PathLike, *, gpu: str | None = None, limit: int = 300) -> pd.DataFrame:
-    """Recent runs for pickers: run_id, variant, status, suite, mode, gpu, geomean_us, started_at."""
-    where, params = _run_filters(gpu=gpu)
+def run_choices(
+    store: str | os.PathLike, *, gpu: str | None = None, limit: int = 300, search: str | None = None
+) -> pd.DataFrame:
+    """Recent runs for pickers: run_id, variant, path, status, suite, mode, gpu, geomean_us, started_at."""
+    where, params = _run_filters(gpu=gpu, search=search)
     sql = (
-        "SELECT run_id, variant, status, suite, mode, gpu, geomean_us, started_at "
+        "SELECT run_id, variant, path, status, suite, mode, gpu, geomean_us, started_at "
         f"FROM runs{where} ORDER BY started_at DESC LIMIT ?"
     )
     with connect(store, read_only=True) as con:
