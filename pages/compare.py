@@ -80,6 +80,14 @@ if (run_a["suite"], run_a["mode"]) != (run_b["suite"], run_b["mode"]):
         "only cases present in both are compared."
     )
 
+not_passed = [
+    f"{side} is **{run['status']}**" for side, run in (("A", run_a), ("B", run_b)) if run["status"] != "passed"
+]
+if not_passed:
+    st.warning(
+        f"{' and '.join(not_passed)}: a run that did not pass is no baseline. A timeout or a failure is "
+        "inconclusive; the ratios below cover only the cases it did time and say nothing about the variant."
+    )
 m = st.columns(4)
 if cmp.geomean_ratio is not None:
     ci = f" (95% CI {cmp.geomean_ci[0]:.3f}–{cmp.geomean_ci[1]:.3f})" if cmp.geomean_ci else ""

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -100,10 +101,14 @@ def test_experiments_one_row_per_variant_with_best_and_latest(demo_store):
     failed = df[df["variant"] == "wy_v2"].iloc[0]
     assert failed["latest"] == "failed"
     assert df[df["variant"] == "wy_v1"].iloc[0]["verdict"] == "promoted"
-    # sorted by best geomean, variants without a passed run last
-    best = df["best geomean (µs)"].tolist()
-    finite = [b for b in best if not math.isnan(b)]
-    assert finite == sorted(finite) and math.isnan(best[-1])
+    # sorted by best geomean within each context (suite, GPU): a CPU geomean never ranks among GPU ones;
+    # variants without a passed run last in their context
+    contexts = list(dict.fromkeys(zip(df["suite"], df["GPU"], strict=True)))
+    assert len(contexts) == 2
+    for suite, gpu in contexts:
+        best = df[(df["suite"] == suite) & (df["GPU"] == gpu)]["best geomean (µs)"].tolist()
+        finite = [b for b in best if not math.isnan(b)]
+        assert finite == sorted(finite) and best[: len(finite)] == finite
     assert {m.label: m.value for m in at.metric}["Variants"] == "14"
 
 
@@ -593,3 +598,21 @@ def test_fresh_store_shows_the_shipped_h200_runs(tmp_path, monkeypatch):
     family = runs["family"].dropna().iloc[0]
     at = open_page("pages/regressions.py", family=family)
     assert not at.error
+
+
+def test_compare_with_a_timeout_baseline_warns(demo_store):
+    _, ids = demo_store
+    at = open_page("pages/compare.py", a=ids["timeout"], b=ids["regressed"])
+    assert "A is **timeout**" in texts(at.warning) and "no baseline" in texts(at.warning)
+
+
+def test_latest_geomean_is_the_latest_runs_own(tmp_path, monkeypatch):
+    store = tmp_path / "latest.duckdb"
+    src = "def custom_kernel(data):\n    return data\n"
+    for i, status in enumerate(("passed", "timeout")):  # the latest run (a timeout) has no geomean
+        rec = make_record(f"lat{i}", variant="v", source=src, path="kernels/v.py", family=None,
+                          started=T0 + timedelta(hours=i), means=BASE_US, status=status)  # fmt: skip
+        store_mod.finish_run(store, rec)
+    df = queries.variant_table(store)
+    assert df.loc[0, "latest_run"] == "lat1" and math.isnan(df.loc[0, "latest_geomean_us"])
+    assert df.loc[0, "best_geomean_us"] > 0

@@ -176,7 +176,8 @@ def _run_filters(
 
 
 VARIANT_SORTS = {
-    "best geomean": "best_geomean_us ASC NULLS LAST, last_run_at DESC",
+    # Geomeans of different contexts (suite, GPU or CPU) are not comparable: ranked within each context.
+    "best geomean": "suite, gpu, best_geomean_us ASC NULLS LAST, last_run_at DESC",
     "latest run": "last_run_at DESC",
     "most runs": "runs DESC, last_run_at DESC",
     "name": "variant ASC, last_run_at DESC",
@@ -221,7 +222,8 @@ def variant_table(
                     AS best_run,
                 arg_max(run_id, started_at) AS latest_run,
                 arg_max(status, started_at) AS latest_status,
-                arg_max(geomean_us, started_at) AS latest_geomean_us,
+                -- arg_max skips NULLs, which would show an older run's geomean as the latest one's
+                arg_max_null(geomean_us, started_at) AS latest_geomean_us,
                 min(started_at) AS first_run_at,
                 max(started_at) AS last_run_at
             FROM r GROUP BY variant_sha256, suite, gpu
