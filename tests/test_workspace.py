@@ -223,3 +223,42 @@ def test_lineage_and_since_pages(workspace, monkeypatch, tmp_path):
     at = _open(monkeypatch, tmp_path, workspace["store"], "pages/since.py", since="2h")
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Runs"] == "4" and metrics["Failures"] == "0"
+
+
+def _stream(cases, *, mean_ns) -> str:
+    lines = [f"benchmark-count: {len(cases)}"]
+    for i, c in enumerate(cases):
+        lines += [f"benchmark.{i}.spec: batch: {c.batch}; n: {c.n}; cond: {c.cond:g}; seed: {c.seed}; case: {c.case}",
+                  f"benchmark.{i}.runs: 100", f"benchmark.{i}.mean: {mean_ns(i)}", f"benchmark.{i}.std: 50.0",
+                  f"benchmark.{i}.err: 5.0", f"benchmark.{i}.best: {mean_ns(i) - 100}",
+                  f"benchmark.{i}.worst: {mean_ns(i) + 900}"]  # fmt: skip
+    return "\n".join(["some harness chatter", *lines, "check: pass"]) + "\n"
+
+
+def test_import_results_stream(workspace, tmp_path):
+    import math
+
+    from tracker.workloads.qr_v2.suites import QR_V2
+
+    store = str(tmp_path / "imp.duckdb")
+    variant = workspace["repo"] / "solutions" / "v02_clone" / "submission.py"
+    log = tmp_path / "b200.log"
+    log.write_text(_stream(QR_V2.benchmarks, mean_ns=lambda i: 10_000.0 * (i + 1)))
+    out = cli_json("import-results", str(log), "--variant", str(variant), "--gpu", "NVIDIA B200", "--store", store)
+    assert out["status"] == "passed" and out["gpu"] == "NVIDIA B200" and out["mode"] == "leaderboard"
+    assert out["variant"] == "v02_clone" and out["cases"] == 12
+    expected = math.exp(sum(math.log(10.0 * (i + 1)) for i in range(12)) / 12)  # ns -> µs
+    assert out["geomean_us"] == pytest.approx(expected)
+    shown = cli_json("show", out["run_id"], "--store", store)
+    first = shown["cases"][0]
+    assert first["mean_us"] == pytest.approx(10.0) and first["best_us"] == pytest.approx(9.9)
+    # A stream whose test failed is recorded as a failed test-mode run with the harness's message.
+    bad = tmp_path / "tests.log"
+    bad.write_text("test.0.spec: batch: 2; n: 8; cond: 1; seed: 5; case: dense\ntest.0.status: pass\n"
+                   "test.1.spec: batch: 2; n: 16; cond: 1; seed: 6; case: dense\ntest.1.status: fail\n"
+                   "test.1.error: mismatch found! custom implementation doesn't match reference\ncheck: fail\n")  # fmt: skip
+    out = cli_json("import-results", str(bad), "--variant", str(variant), "--gpu", "NVIDIA B200", "--mode", "test",
+                   "--store", store)  # fmt: skip
+    assert out["status"] == "failed" and "1 case(s) failed" in out["error"]
+    assert cli("import-results", str(tmp_path / "none.log"), "--variant", str(variant), "--gpu", "x",
+               "--store", store).returncode == 2  # fmt: skip

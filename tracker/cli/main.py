@@ -10,11 +10,11 @@ import argparse
 import os
 import sys
 
-from tracker.cli import add, compare, run, runs, since, transfer
+from tracker.cli import add, compare, import_results, run, runs, since, transfer
 from tracker.cli.common import UsageError, common_options
 from tracker.store import NotAStoreError, StoreLockedError
 
-COMMAND_GROUPS = (run, runs, transfer, compare, add, since)
+COMMAND_GROUPS = (run, runs, transfer, compare, add, since, import_results)
 
 
 def build_parser() -> argparse.ArgumentParser:
