@@ -256,7 +256,7 @@ def test_import_results_stream(workspace, tmp_path):
     bad = tmp_path / "tests.log"
     bad.write_text("test.0.spec: batch: 2; n: 8; cond: 1; seed: 5; case: dense\ntest.0.status: pass\n"
                    "test.1.spec: batch: 2; n: 16; cond: 1; seed: 6; case: dense\ntest.1.status: fail\n"
-                   "test.1.error: mismatch found! custom implementation doesn't match reference\ncheck: fail\n")  # fmt: skip
+                   "test.1.error: mismatch found! output differs from reference\ncheck: fail\n")  # fmt: skip
     out = cli_json("import-results", str(bad), "--variant", str(variant), "--gpu", "NVIDIA B200", "--mode", "test",
                    "--store", store)  # fmt: skip
     assert out["status"] == "failed" and "1 case(s) failed" in out["error"]
