@@ -262,3 +262,17 @@ def test_import_results_stream(workspace, tmp_path):
     assert out["status"] == "failed" and "1 case(s) failed" in out["error"]
     assert cli("import-results", str(tmp_path / "none.log"), "--variant", str(variant), "--gpu", "x",
                "--store", store).returncode == 2  # fmt: skip
+
+
+def test_history_case_missing_from_a_run_is_not_a_failure():
+    import pandas as pd
+
+    from tracker.analysis.series import history_points
+
+    runs = pd.DataFrame({"run_id": ["r1", "r2"], "status": ["passed", "passed"]})
+    cases = pd.DataFrame({"run_id": ["r1", "r1", "r2"], "label": ["a", "b", "a"], "case_idx": [0, 1, 0],
+                          "passed": [True, True, True], "mean_us": [1.0, 2.0, 1.1]})  # fmt: skip
+    samples = pd.DataFrame({"run_id": [], "case_idx": [], "samples": []})
+    points = history_points({"runs": runs, "cases": cases, "samples": samples})
+    assert [p.status for p in points["b"]] == ["passed", "absent"]  # r2 ran only case a (--cases 0)
+    assert [p.status for p in points["a"]] == ["passed", "passed"]

@@ -54,6 +54,9 @@ def compare_bundles(a: Mapping[str, Any], b: Mapping[str, Any]) -> RunComparison
 # -------------------------------------------------------------------------------------------- regressions
 
 
+ABSENT = "absent"  # status of a case a run did not include
+
+
 def history_points(hist: Mapping[str, pd.DataFrame]) -> dict[str, list[HistoryPoint]]:
     """Per case label, one HistoryPoint per run of the history (oldest first); failed runs are kept as such."""
     runs, cases, samples = hist["runs"], hist["cases"], hist["samples"]
@@ -69,8 +72,8 @@ def history_points(hist: Mapping[str, pd.DataFrame]) -> dict[str, list[HistoryPo
         not_passed = status if status != "passed" else "failed"
         for label in labels:
             row = rows.get((run_id, label))
-            if row is None:
-                out[label].append(HistoryPoint(run_id, None, (), not_passed))
+            if row is None:  # the run did not include this case (--cases): no result, not a failure
+                out[label].append(HistoryPoint(run_id, None, (), ABSENT))
                 continue
             idx, ok, mean = row
             got = sample_map.get((run_id, idx))

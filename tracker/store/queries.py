@@ -386,7 +386,7 @@ def case_history(
         con.execute(
             "CREATE TEMP TABLE hist AS SELECT * FROM ("
             "SELECT run_id, variant, variant_sha256, path, family, status, started_at, geomean_us, git_commit "
-            f"FROM runs WHERE {scope} AND suite = ? AND mode IN ({modes}) AND {gpu_clause} "
+            f"FROM runs WHERE {scope} AND suite = ? AND mode IN ({modes}) AND {gpu_clause} AND status <> 'skipped' "
             f"ORDER BY started_at DESC{limit}) ORDER BY started_at",
             params,
         )
