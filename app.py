@@ -66,10 +66,17 @@ def _seed(store: str, version: tuple[int, ...]) -> tuple[int, str | None]:
         return 0, f"Could not seed {store} from samples/: {exc}"
 
 
+def _experiments_alias() -> None:
+    """`/experiments`: the default page is served at `/` only (Streamlit), so its name would be "Page not found"
+    without this hidden page forwarding to it. The default page reserves another name, `home`."""
+    st.switch_page("pages/experiments.py", query_params=st.query_params.to_dict())
+
+
 pages = [
     st.Page(
-        "pages/experiments.py", title="Experiments", icon=":material/science:", url_path="experiments", default=True
+        "pages/experiments.py", title="Experiments", icon=":material/science:", url_path="home", default=True
     ),
+    st.Page(_experiments_alias, title="Experiments", url_path="experiments", visibility="hidden"),
     st.Page("pages/run.py", title="Run", icon=":material/monitoring:", url_path="run"),
     st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:", url_path="compare"),
     st.Page("pages/regressions.py", title="Regressions", icon=":material/trending_up:", url_path="regressions"),

@@ -274,6 +274,11 @@ def test_start_a_cpu_smoke_run_from_the_browser(server, page):
 
 def test_leaderboard_lineage_and_since_pages(server, page):
     base, path, ids = server
+    goto(page, f"{base}/experiments?q=wy")  # the default page by its own name: no "Page not found"
+    no_exception(page)
+    assert page.get_by_role("heading", name="Experiments").is_visible()
+    assert page.get_by_text("Page not found").count() == 0
+    assert page.get_by_role("textbox", name="Search").input_value() == "wy"
     goto(page, f"{base}/leaderboard?lb_suite=qr_v2&lb_gpu=NVIDIA%20H200")
     no_exception(page)
     main = page.get_by_test_id("stMain")
