@@ -73,9 +73,7 @@ def _experiments_alias() -> None:
 
 
 pages = [
-    st.Page(
-        "pages/experiments.py", title="Experiments", icon=":material/science:", url_path="home", default=True
-    ),
+    st.Page("pages/experiments.py", title="Experiments", icon=":material/science:", url_path="home", default=True),
     st.Page(_experiments_alias, title="Experiments", url_path="experiments", visibility="hidden"),
     st.Page("pages/run.py", title="Run", icon=":material/monitoring:", url_path="run"),
     st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:", url_path="compare"),
