@@ -276,3 +276,13 @@ def test_history_case_missing_from_a_run_is_not_a_failure():
     points = history_points({"runs": runs, "cases": cases, "samples": samples})
     assert [p.status for p in points["b"]] == ["passed", "absent"]  # r2 ran only case a (--cases 0)
     assert [p.status for p in points["a"]] == ["passed", "passed"]
+
+
+def test_same_folder_name_in_two_places_gets_told_apart(tmp_path):
+    store = str(tmp_path / "names.duckdb")
+    for top in ("a", "b"):
+        (tmp_path / top / "v1").mkdir(parents=True)
+        (tmp_path / top / "v1" / "submission.py").write_text(BASE.replace("Baseline", f"Baseline {top}"))
+    first = cli_json("add", str(tmp_path / "a"), "--store", store)
+    second = cli_json("add", str(tmp_path / "b" / "v1" / "submission.py"), "--store", store)
+    assert first[0]["variant"] == "v1" and second[0]["variant"] == "b/v1"

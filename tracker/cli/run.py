@@ -71,6 +71,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         store=args.store,
         trigger=args.trigger,
         device=args.device,
+        name=_unique_name(args.path[0], args.store),
     )
     try:
         req.validate()
@@ -104,6 +105,18 @@ def cmd_run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0 if outcome.status == "passed" else 1
+
+
+def _unique_name(path: str, store: str) -> str | None:
+    """The variant's name from its path, told apart from other paths of the same name already in the store."""
+    from tracker.capture.naming import unique_names
+    from tracker.capture.register import recorded_path
+
+    if not Path(path).is_file():
+        return None
+    rel = recorded_path(Path(path))[0]
+    taken = {v["name"]: v["path"] for v in queries.variant_index(store)} if Path(store).exists() else {}
+    return unique_names([rel], taken)[rel]
 
 
 def _print_run(summary: dict[str, Any]) -> None:

@@ -497,10 +497,14 @@ def leaderboard_cells(
             "arg_max(run_id, started_at) AS latest_run FROM lb_runs GROUP BY variant_sha256"
         ).df()
         cells = con.execute(
-            f"SELECT r.variant_sha256, min(c.case_idx) AS case_idx, {_case_label('c')} AS label, "
+            # Grouped on the raw shape columns; the label is formatted once per group, not once per case row.
+            f"SELECT variant_sha256, case_idx, {_case_label('g')} AS label, best_us, run_id FROM ("
+            # In one suite a case index is one shape (a hidden seed changes the seed only), so group on the integer.
+            "SELECT r.variant_sha256, c.case_idx, any_value(c.batch) AS batch, any_value(c.n) AS n, "
+            "any_value(c.cond) AS cond, any_value(c.case_name) AS case_name, "
             "min(c.mean_us) AS best_us, arg_min(c.run_id, c.mean_us) AS run_id "
             "FROM case_results c JOIN lb_runs r USING (run_id) WHERE c.passed AND c.mean_us IS NOT NULL "
-            "GROUP BY r.variant_sha256, label"
+            "GROUP BY r.variant_sha256, c.case_idx) g"
         ).df()
     return {"variants": variants, "cells": cells}
 
@@ -566,10 +570,12 @@ def since_activity(store: str | os.PathLike, since: dt.datetime) -> dict[str, pd
                 FROM case_results c JOIN new_runs n USING (run_id)
             ),
             before AS (
-                SELECT r.suite, r.mode, r.gpu, {_case_label("c")} AS label, min(c.mean_us) AS best_before_us
-                FROM case_results c JOIN runs r USING (run_id)
-                WHERE r.started_at < CAST(? AS TIMESTAMPTZ) AND c.passed AND c.mean_us IS NOT NULL
-                GROUP BY ALL
+                SELECT suite, mode, gpu, {_case_label("g")} AS label, best_before_us FROM (
+                    SELECT r.suite, r.mode, r.gpu, c.case_idx, any_value(c.batch) AS batch, any_value(c.n) AS n,
+                        any_value(c.cond) AS cond, any_value(c.case_name) AS case_name, min(c.mean_us) AS best_before_us
+                    FROM case_results c JOIN runs r USING (run_id)
+                    WHERE r.started_at < CAST(? AS TIMESTAMPTZ) AND c.passed AND c.mean_us IS NOT NULL
+                    GROUP BY r.suite, r.mode, r.gpu, c.case_idx) g
             )
             SELECT nc.*, b.best_before_us FROM nc LEFT JOIN before b
                 ON b.suite = nc.suite AND b.mode = nc.mode AND b.gpu IS NOT DISTINCT FROM nc.gpu AND b.label = nc.label
