@@ -44,8 +44,8 @@ table, ratio = board["table"].head(MAX_ROWS), board["ratio"].head(MAX_ROWS)
 more = len(board["table"]) - len(table)
 st.caption(
     f"{len(board['table']):,} variants · {len(board['cases'])} cases · {suite} · {mode} · {gpu}. "
-    "A cell is the variant's best passed mean (µs) on that case; green is the best in its column, red 2x or more slower. Select a cell to open "
-    "its run."
+    "A cell is the variant's best passed mean (µs) on that case; green is the best in its column, red 2x or more "
+    "slower. Select a cell to open its run."
     + (f" Showing the first {MAX_ROWS} in this order ({more:,} more: filter by family or sort)." if more else "")
 )
 shown = heatmap.leaderboard_frame(table, board["cases"])
