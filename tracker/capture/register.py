@@ -50,7 +50,7 @@ def find_variant_files(paths: Iterable[str], pattern: str | None = None) -> list
         elif p.is_file():
             found.append(p)
         else:
-            raise ValueError(f"no kernel file or folder at {text}")
+            raise ValueError(f"no kernel file at {text}")
     if pattern:
         matched = sorted(Path(f) for f in _glob(pattern) if Path(f).is_file())
         if not matched:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker.cli.common import UsageError, fmt_us, parse_cases, print_cases
-from tracker.store import queries
+from tracker.store import NotAStoreError, StoreLockedError, queries
 
 
 def run_summary(outcome) -> dict[str, Any]:
@@ -115,7 +115,10 @@ def _unique_name(path: str, store: str) -> str | None:
     if not Path(path).is_file():
         return None
     rel = recorded_path(Path(path))[0]
-    taken = {v["name"]: v["path"] for v in queries.variant_index(store)} if Path(store).exists() else {}
+    try:
+        taken = {v["name"]: v["path"] for v in queries.variant_index(store)} if Path(store).exists() else {}
+    except (StoreLockedError, NotAStoreError):  # the run itself copes with a busy store (side file)
+        taken = {}
     return unique_names([rel], taken)[rel]
 
 

@@ -192,8 +192,10 @@ def start_run(path: str | os.PathLike, record: RunRecord) -> None:
 
 def _upsert_variant(con: duckdb.DuckDBPyConnection, variant: dict[str, Any]) -> None:
     exists = con.execute("SELECT 1 FROM variants WHERE sha256 = ?", [variant["sha256"]]).fetchone()
-    if not exists:
-        _insert(con, "variants", [variant])
+    if not exists:  # only the columns a run knows, so a store not yet migrated (see migrate) still takes it
+        cols = [c for c in TABLE_COLUMNS["variants"] if c in variant]
+        sql = f"INSERT INTO variants ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+        con.execute(sql, [variant[c] for c in cols])
 
 
 # Registration metadata filled in on a variant that a run recorded first (a run knows no commit message).
