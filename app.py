@@ -94,13 +94,21 @@ def _problem(store: str, version: tuple[int, ...]) -> str | None:
         return None  # busy: the pages say so
 
 
+def _experiments_alias() -> None:
+    """`/experiments`: the default page is served at `/` only (Streamlit), so its name would be "Page not found"
+    without this hidden page forwarding to it. The default page reserves another name, `home`."""
+    st.switch_page("pages/experiments.py", query_params=st.query_params.to_dict())
+
+
 pages = [
-    st.Page(
-        "pages/experiments.py", title="Experiments", icon=":material/science:", url_path="experiments", default=True
-    ),
+    st.Page("pages/experiments.py", title="Experiments", icon=":material/science:", url_path="home", default=True),
+    st.Page(_experiments_alias, title="Experiments", url_path="experiments", visibility="hidden"),
     st.Page("pages/run.py", title="Run", icon=":material/monitoring:", url_path="run"),
     st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:", url_path="compare"),
     st.Page("pages/regressions.py", title="Regressions", icon=":material/trending_up:", url_path="regressions"),
+    st.Page("pages/leaderboard.py", title="Leaderboard", icon=":material/leaderboard:", url_path="leaderboard"),
+    st.Page("pages/lineage.py", title="Lineage", icon=":material/account_tree:", url_path="lineage"),
+    st.Page("pages/since.py", title="Since", icon=":material/history:", url_path="since"),
     st.Page("pages/benchmark.py", title="Benchmark", icon=":material/play_circle:", url_path="benchmark"),
 ]
 page = st.navigation(pages)

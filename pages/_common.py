@@ -7,6 +7,7 @@ kept: every query opens the store read-only and closes it.
 
 from __future__ import annotations
 
+import re
 import runpy
 from pathlib import Path
 from typing import Any
@@ -150,8 +151,25 @@ def resolve_run(text: str) -> str | None:
         return None
     run_id = read("resolve_run_id", text)
     if run_id is None:
-        st.error(f"No run matches **{text}** in {store()} (give a run id or a unique prefix).")
+        candidates = read("run_candidates", text)
+        if len(candidates) > 1:
+            st.error(f"**{md(text)}** is ambiguous: {len(candidates)} runs start with it. Give more characters:")
+            st.dataframe(
+                candidates.assign(run_id="run?id=" + candidates["run_id"]),
+                hide_index=True,
+                column_config={"run_id": st.column_config.LinkColumn("run", display_text=r"run\?id=(.*)")},
+            )
+        else:
+            st.error(f"No run matches **{md(text)}** in {store()} (give a run id or a unique prefix).")
     return run_id
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~<>$:])")
+
+
+def md(text: object) -> str:
+    """User text (notes, paths, messages) made literal inside Markdown: `--` stays two dashes, `*x*` no italic."""
+    return _MD_SPECIAL.sub(r"\\\1", str(text))
 
 
 def run_link(run_id: str, label: str | None = None) -> None:

@@ -24,7 +24,9 @@ def _pick(side: str) -> None:
 
 recent = common.read("run_choices", gpu=common.gpu_filter(), limit=300)
 labels = {
-    r["run_id"]: f"{r['run_id']} · {r['variant']} · {r['status']} · {r['suite']}/{r['mode']} · {r['gpu']} · "
+    r[
+        "run_id"
+    ]: f"{r['run_id']} · {r['variant']} ({r['path'] or '?'}) · {r['status']} · {r['suite']}/{r['mode']} · {r['gpu']} · "
     f"{r['started_at']:%Y-%m-%d %H:%M}"
     for r in recent.to_dict("records")
 }
@@ -53,7 +55,8 @@ run_a, run_b = bundle_a["run"], bundle_b["run"]
 
 def _header(col, side: str, run: dict) -> None:
     col.markdown(
-        f"**{side}: {run['variant']}** · `{run['run_id']}` · {run['status']}  \n"
+        f"**{side}: {common.md(run['variant'])}** · `{run['run_id']}` · {run['status']}  \n"
+        f"{common.md(run.get('path') or '?')}  \n"
         f"{run.get('gpu') or '?'} · {run['suite']}/{run['mode']} · {run['started_at']:%Y-%m-%d %H:%M} · "
         f"commit `{(run.get('git_commit') or '–')[:10] if isinstance(run.get('git_commit'), str) else '–'}`"
         + (" (dirty)" if run.get("git_dirty") is True and isinstance(run.get("git_commit"), str) else "")
@@ -92,6 +95,14 @@ if (run_a["suite"], run_a["mode"]) != (run_b["suite"], run_b["mode"]):
         "only cases present in both are compared."
     )
 
+not_passed = [
+    f"{side} is **{run['status']}**" for side, run in (("A", run_a), ("B", run_b)) if run["status"] != "passed"
+]
+if not_passed:
+    st.warning(
+        f"{' and '.join(not_passed)}: a run that did not pass is no baseline. A timeout or a failure is "
+        "inconclusive; the ratios below cover only the cases it did time and say nothing about the variant."
+    )
 m = st.columns(4)
 if cmp.geomean_ratio is not None:
     ci = f" (95% CI {cmp.geomean_ci[0]:.3f}–{cmp.geomean_ci[1]:.3f})" if cmp.geomean_ci else ""

@@ -44,8 +44,8 @@ else:
     wanted = qp_path
     label = "Kernel file"
 if wanted and wanted not in options:
-    st.error(f"No runs with {label.lower()} **{wanted}** in {common.store()}.")
-    wanted = None
+    st.error(f"No runs with {label.lower()} **{common.md(wanted)}** in {common.store()}.")
+    st.stop()
 if not options:
     st.info(f"No run has a {label.lower()} yet (runs get one with `--family`).")
     st.stop()

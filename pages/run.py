@@ -21,7 +21,8 @@ run_id = common.resolve_run(typed)
 if run_id is None:
     if not typed:
         st.info("Give a run id above, or open one of the recent runs:")
-    recent = common.read("run_choices", gpu=common.gpu_filter(), limit=20)
+    find = st.text_input("Search runs", key="run_search", placeholder="variant, path, family, note or run id")
+    recent = common.read("run_choices", gpu=common.gpu_filter(), limit=500, search=find or None)
     st.dataframe(
         recent.assign(run_id="run?id=" + recent["run_id"]),
         hide_index=True,
@@ -38,12 +39,13 @@ run, cases = bundle["run"], bundle["cases"]
 status_icon = {"passed": ":green[:material/check_circle:]", "failed": ":red[:material/cancel:]"}.get(
     run["status"], ":orange[:material/warning:]"
 )
-st.subheader(f"{status_icon} {run['variant']} · {run['status']}")
+st.subheader(f"{status_icon} {common.md(run['variant'])} · {run['status']}")
 st.caption(
-    f"run `{run['run_id']}` · problem **{run.get('problem') or 'qr_v2'}** · suite **{run['suite']}** · "
+    f"{common.md(run.get('path') or '?')} · run `{run['run_id']}` · problem **{run.get('problem') or 'qr_v2'}** · "
+    f"suite **{run['suite']}** · "
     f"mode **{run['mode']}** · {run.get('gpu') or '?'} · "
     f"started {run['started_at']:%Y-%m-%d %H:%M:%S} · trigger {run.get('trigger') or '?'}"
-    + (f" · family **{run['family']}**" if isinstance(run.get("family"), str) else "")
+    + (f" · family **{common.md(run['family'])}**" if isinstance(run.get("family"), str) else "")
 )
 if run["status"] == "pending":
     st.info(
@@ -55,7 +57,7 @@ elif run["status"] == "crashed" and (run.get("error") is None or run.get("error"
 if run.get("gpu") == "CPU" or run.get("device") == "cpu":
     st.info("CPU run: timings are CPU timings, never compared with GPU runs.")
 if isinstance(run.get("note"), str) and run["note"]:
-    st.markdown(f"**Note / hypothesis:** {run['note']}")
+    st.markdown(f"**Note / hypothesis:** {common.md(run['note'])}")
 if isinstance(run.get("error"), str) and run["error"]:
     st.error(run["error"])
 if isinstance(run.get("warnings"), str) and run["warnings"]:
@@ -139,7 +141,7 @@ with tabs[2]:
 
 with tabs[3]:
     if bundle["source"]:
-        st.caption(f"{run.get('path')} · sha256 {run['variant_sha256'][:16]}")
+        st.caption(f"{common.md(run.get('path'))} · sha256 {run['variant_sha256'][:16]}")
         st.code(bundle["source"], language="python", line_numbers=True)
     else:
         st.info("The source of this variant is not in the store.")

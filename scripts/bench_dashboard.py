@@ -1,6 +1,7 @@
 """Time every dashboard page's server-side render on a large synthetic store.
 
     python scripts/bench_dashboard.py [--store /tmp/kernelbeam-bench.duckdb] [--runs 20000] [--repeat 3]
+    python scripts/bench_dashboard.py --bulk --runs 100000 --variants 2000 --store /tmp/kb-100k.duckdb
 
 Builds (once; reused while it has the asked-for number of runs) a store of 20,000 runs with 12 cases and 50
 samples each through the tracker's write path (store.write_run, one transaction per run, in one connection),
@@ -113,12 +114,94 @@ def build(path: Path, n_runs: int, n_cases: int, n_samples: int) -> None:
     print(f"built {path} in {time.perf_counter() - start:.0f} s", file=sys.stderr)
 
 
+def build_bulk(path: Path, n_runs: int, n_variants: int, n_cases: int, n_samples: int) -> None:
+    """The same shape of store generated in bulk with DuckDB SQL (minutes for 100,000 runs, where a write per run
+    would take hours): registered variants in 8 families with parent links, runs spread over the variants, cases,
+    samples, verdicts. Schema and indexes come from the tracker's migrations."""
+    for p in (path, Path(f"{path}.wal")):
+        p.unlink(missing_ok=True)
+    start = time.perf_counter()
+    cases = QR_V2.benchmarks[:n_cases]
+    base = BASE_US[:n_cases]
+    with store_mod.connect(path) as con:
+        con.execute("SET preserve_insertion_order = false")
+        con.execute("CREATE TEMP TABLE fam AS SELECT unnest(?) AS family, generate_subscripts(?, 1) - 1 AS f",
+                    [FAMILIES, FAMILIES])  # fmt: skip
+        con.execute(
+            "CREATE TEMP TABLE cs (case_idx INTEGER, spec VARCHAR, batch INTEGER, n INTEGER, cond DOUBLE, "
+            "seed BIGINT, case_name VARCHAR, inputs INTEGER, base DOUBLE)"
+        )
+        con.executemany(
+            "INSERT INTO cs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [[k, c.spec, c.batch, c.n, c.cond, c.seed, c.case, c.input_count(), float(base[k])]
+             for k, c in enumerate(cases)],
+        )  # fmt: skip
+        t0 = "TIMESTAMPTZ '2026-01-01 00:00:00+00'"
+        # Variant v belongs to family v % 8; its parent is the family's previous variant (v - 8).
+        con.execute(f"""
+            CREATE TEMP TABLE vv AS SELECT v, fam.family, fam.family || '_v' || (v // 8) AS name,
+                sha256('bench variant ' || v) AS sha, CASE WHEN v >= 8 THEN sha256('bench variant ' || (v - 8)) END
+                AS parent, 0.5 + (hash(v) % 1000) / 1000.0 AS lvl, {t0} + to_seconds(v * 400) AS seen_at
+            FROM range({n_variants}) t(v) JOIN fam ON fam.f = v % 8
+        """)  # fmt: skip
+        con.execute("""
+            INSERT INTO variants (sha256, name, path, source, first_seen, commit, committed_at, message, family,
+                                  parent, registered_at)
+            SELECT sha, name, 'solutions/' || name || '/submission.py',
+                'import torch\n\n\ndef custom_kernel(data):\n    # variant ' || v || '\n    return torch.geqrf(data)\n',
+                seen_at, substr(sha256('commit ' || v), 1, 40), seen_at, 'variant ' || name, family, parent, seen_at
+            FROM vv
+        """)  # fmt: skip
+        con.execute(f"""
+            CREATE TEMP TABLE rr AS SELECT i, printf('%012x', i) AS run_id, vv.*, {t0} + to_seconds(i * 60) AS started,
+                CASE WHEN hash(i, 'status') % 100 < 95 THEN 'passed'
+                     WHEN hash(i, 'status') % 3 = 0 THEN 'timeout' ELSE 'failed' END AS status
+            FROM range({n_runs}) t(i) JOIN vv ON vv.v = i % {n_variants}
+        """)  # fmt: skip
+        con.execute(f"""
+            INSERT INTO case_results (run_id, case_idx, spec, kind, batch, n, cond, seed, case_name, inputs, passed,
+                message, factor_res, tril_res, recon_res, orth_res, runs, mean_us, std_us, err_us, best_us, worst_us)
+            SELECT run_id, case_idx, spec, 'benchmark', batch, n, cond, seed, case_name, inputs, status = 'passed',
+                CASE WHEN status = 'passed' THEN '' ELSE 'synthetic failure' END, 0.2, 0.1, 0.1, 0.7,
+                CASE WHEN status = 'passed' THEN {n_samples} END, m, m * 0.02, m * 0.02 / sqrt({n_samples}),
+                m * 0.97, m * 1.05
+            FROM (SELECT rr.run_id, rr.status, cs.*, CASE WHEN rr.status = 'passed' THEN
+                      cs.base * rr.lvl * (1 + ((hash(rr.i, cs.case_idx) % 1000) / 1000.0 - 0.5) * 0.04) END AS m
+                  FROM rr CROSS JOIN cs)
+        """)  # fmt: skip
+        con.execute(f"""
+            INSERT INTO runs (run_id, variant_sha256, variant, path, family, note, status, suite, mode, started_at,
+                finished_at, host, pid, device, gpu, sm_count, torch, triton, python, trigger, error, geomean_us)
+            SELECT rr.run_id, sha, name, 'solutions/' || name || '/submission.py', family, 'hypothesis ' || name,
+                status, 'qr_v2', 'benchmark', started, started + INTERVAL 200 SECOND, 'bench', 1, 'cuda', '{GPU}', 132,
+                '2.11.0', '3.6.0', '3.12', 'cli', CASE WHEN status <> 'passed' THEN 'synthetic ' || status END, g.geo
+            FROM rr LEFT JOIN (SELECT run_id, exp(avg(ln(mean_us))) AS geo FROM case_results
+                               WHERE mean_us IS NOT NULL GROUP BY run_id) g USING (run_id)
+        """)  # fmt: skip
+        print(f"  runs and cases in {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
+        con.execute(f"""
+            INSERT INTO samples SELECT run_id, case_idx, rep,
+                mean_us * (1 + ((hash(run_id, case_idx, rep) % 1000) / 1000.0 - 0.5) * 0.06)
+            FROM case_results CROSS JOIN range({n_samples}) t(rep) WHERE mean_us IS NOT NULL
+        """)  # fmt: skip
+        con.execute(
+            "INSERT INTO verdicts SELECT run_id, variant_sha256, 'promoted', 'best of its family so far', "
+            "started_at + INTERVAL 1 HOUR FROM runs WHERE hash(run_id) % 50 = 0 AND status = 'passed'"
+        )
+        con.execute("CHECKPOINT")
+    print(f"built {path} in {time.perf_counter() - start:.0f} s", file=sys.stderr)
+
+
 PAGES = [
     ("experiments", None, {}),
     ("run", "pages/run.py", {"id": "RUN"}),
     ("compare", "pages/compare.py", {"a": "A", "b": "B"}),
     ("regressions", "pages/regressions.py", {"family": FAMILIES[0]}),
     ("benchmark", "pages/benchmark.py", {}),
+    ("leaderboard", "pages/leaderboard.py", {"lb_suite": "qr_v2", "lb_gpu": GPU}),
+    ("lineage", "pages/lineage.py", {"lin_family": FAMILIES[0], "lin_suite": "qr_v2", "lin_gpu": GPU}),
+    ("lineage (all)", "pages/lineage.py", {"lin_suite": "qr_v2", "lin_gpu": GPU}),
+    ("since", "pages/since.py", {"since": "SINCE"}),
 ]
 
 
@@ -130,6 +213,8 @@ def render_times(store: Path, repeat: int) -> list[tuple[str, float, float]]:
     runs = queries.list_runs(store, limit=200)
     passed = runs[runs["status"] == "passed"]
     ids = {"RUN": passed.iloc[0]["run_id"], "A": passed.iloc[1]["run_id"], "B": passed.iloc[0]["run_id"]}
+    last = runs.iloc[0]["started_at"]
+    ids["SINCE"] = (last - timedelta(days=1)).isoformat()  # the last day of the store
     out = []
     for name, page, params in PAGES:
         cold, warm = [], []
@@ -162,13 +247,18 @@ def main() -> int:
     parser.add_argument("--samples", type=int, default=50)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--rebuild", action="store_true", help="build the store even if it has the runs already")
+    parser.add_argument("--bulk", action="store_true", help="generate the store with DuckDB SQL (for 100,000 runs)")
+    parser.add_argument("--variants", type=int, default=2000, help="with --bulk: number of variants")
     args = parser.parse_args()
     path = Path(args.store)
     have = queries.count_runs(path) if path.exists() else 0
     if args.rebuild or have != args.runs:
         print(f"building a store of {args.runs:,} runs x {args.cases} cases x {args.samples} samples ...",
               file=sys.stderr)  # fmt: skip
-        build(path, args.runs, args.cases, args.samples)
+        if args.bulk:
+            build_bulk(path, args.runs, args.variants, args.cases, args.samples)
+        else:
+            build(path, args.runs, args.cases, args.samples)
     size = path.stat().st_size / 2**20
     print(f"store {path}: {queries.count_runs(path):,} runs, {size:,.0f} MiB")
     results = render_times(path, args.repeat)

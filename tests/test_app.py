@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import duckdb
@@ -102,10 +103,14 @@ def test_experiments_one_row_per_variant_with_best_and_latest(demo_store):
     failed = df[df["variant"] == "wy_v2"].iloc[0]
     assert failed["latest"] == "failed"
     assert df[df["variant"] == "wy_v1"].iloc[0]["verdict"] == "promoted"
-    # sorted by best geomean, variants without a passed run last
-    best = df["best geomean (µs)"].tolist()
-    finite = [b for b in best if not math.isnan(b)]
-    assert finite == sorted(finite) and math.isnan(best[-1])
+    # sorted by best geomean within each context (suite, GPU): a CPU geomean never ranks among GPU ones;
+    # variants without a passed run last in their context
+    contexts = list(dict.fromkeys(zip(df["suite"], df["GPU"], strict=True)))
+    assert len(contexts) == 2
+    for suite, gpu in contexts:
+        best = df[(df["suite"] == suite) & (df["GPU"] == gpu)]["best geomean (µs)"].tolist()
+        finite = [b for b in best if not math.isnan(b)]
+        assert finite == sorted(finite) and best[: len(finite)] == finite
     assert {m.label: m.value for m in at.metric}["Variants"] == "14"
 
 
@@ -219,11 +224,14 @@ def test_run_page_cases_samples_profile_source_env(demo_store):
 
 def test_run_page_unknown_and_ambiguous_ids(demo_store):
     at = open_page("pages/run.py", id="no-such-run")
-    assert "No run matches **no-such-run**" in texts(at.error)
-    at = open_page("pages/run.py", id="hh0")  # a prefix of ten runs
-    assert "No run matches" in texts(at.error)
+    # User text is escaped so Markdown leaves it as typed (`--` stays two dashes).
+    assert "No run matches **no\\-such\\-run**" in texts(at.error)
+    at = open_page("pages/run.py", id="hh0")  # a prefix of ten runs: listed, not "no run matches"
+    assert "is ambiguous: 10 runs start with it" in texts(at.error)
+    listed = [df.value for df in at.dataframe if "run_id" in df.value.columns][0]
+    assert len(listed) == 10 and listed["run_id"].str.startswith("run?id=hh0").all()
     at = open_page("pages/run.py", id="wy01")  # a unique prefix
-    assert not at.error and "wy_v1" in texts(at.subheader)
+    assert not at.error and "wy\\_v1" in texts(at.subheader)  # escaped: rendered as typed
     at = open_page("pages/run.py", id="'; DROP TABLE runs; --")
     assert "No run matches" in texts(at.error)
 
@@ -297,7 +305,7 @@ def test_compare_gpu_mismatch_warns_and_does_not_compare(demo_store):
 def test_compare_bad_ids(demo_store):
     _, ids = demo_store
     at = open_page("pages/compare.py", a=ids["householder"][0], b="nope'--")
-    assert "No run matches **nope'--**" in texts(at.error)
+    assert "No run matches **nope'\\-\\-**" in texts(at.error)
     at = open_page("pages/compare.py")
     assert "Choose a baseline run A" in texts(at.info)
 
@@ -381,7 +389,9 @@ def test_regressions_by_kernel_path_and_bad_scope(demo_store):
     assert at.radio[0].value == "Kernel file"
     assert list(table(at, "reg_table")["run"]) == [ids["regressed"]]
     at = open_page("pages/regressions.py", family="no-such-family")
-    assert "No runs with family **no-such-family**" in texts(at.error)
+    assert "No runs with family **no\\-such\\-family**" in texts(at.error)
+    at = open_page("pages/regressions.py", path="kernels/no_such_file.py")  # not another file's results
+    assert "No runs with kernel file" in texts(at.error) and not charts(at) and not find_tables(at, "reg_table")
     at = open_page("pages/regressions.py", family="wy")  # no step along wy
     assert "No regression detected" in texts(at.success)
 
@@ -603,3 +613,21 @@ def test_fresh_store_shows_the_shipped_h200_runs(tmp_path, monkeypatch):
     family = runs["family"].dropna().iloc[0]
     at = open_page("pages/regressions.py", family=family)
     assert not at.error
+
+
+def test_compare_with_a_timeout_baseline_warns(demo_store):
+    _, ids = demo_store
+    at = open_page("pages/compare.py", a=ids["timeout"], b=ids["regressed"])
+    assert "A is **timeout**" in texts(at.warning) and "no baseline" in texts(at.warning)
+
+
+def test_latest_geomean_is_the_latest_runs_own(tmp_path, monkeypatch):
+    store = tmp_path / "latest.duckdb"
+    src = "def custom_kernel(data):\n    return data\n"
+    for i, status in enumerate(("passed", "timeout")):  # the latest run (a timeout) has no geomean
+        rec = make_record(f"lat{i}", variant="v", source=src, path="kernels/v.py", family=None,
+                          started=T0 + timedelta(hours=i), means=BASE_US, status=status)  # fmt: skip
+        store_mod.finish_run(store, rec)
+    df = queries.variant_table(store)
+    assert df.loc[0, "latest_run"] == "lat1" and math.isnan(df.loc[0, "latest_geomean_us"])
+    assert df.loc[0, "best_geomean_us"] > 0

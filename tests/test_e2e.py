@@ -292,3 +292,35 @@ def test_start_a_cpu_smoke_run_from_the_browser(server, page):
     settle(page)
     assert page.get_by_test_id("stMetricValue").first.inner_text() == "2"  # the demo's and the real source
     shot(page, "experiments-after-ui-run")
+
+
+def test_leaderboard_lineage_and_since_pages(server, page):
+    base, path, ids = server
+    goto(page, f"{base}/experiments?q=wy")  # the default page by its own name: no "Page not found"
+    no_exception(page)
+    assert page.get_by_role("heading", name="Experiments").is_visible()
+    assert page.get_by_text("Page not found").count() == 0
+    assert page.get_by_role("textbox", name="Search").input_value() == "wy"
+    goto(page, f"{base}/leaderboard?lb_suite=qr_v2&lb_gpu=NVIDIA%20H200")
+    no_exception(page)
+    main = page.get_by_test_id("stMain")
+    assert page.get_by_role("heading", name="Leaderboard").is_visible()
+    assert re.search(r"\d+ variants · 12 cases · qr_v2 · benchmark · NVIDIA H200", main.inner_text())
+    assert page.get_by_test_id("stDataFrame").count() == 1
+    shot(page, "leaderboard")
+
+    goto(page, f"{base}/lineage?lin_family=householder&lin_suite=qr_v2&lin_gpu=NVIDIA%20H200")
+    no_exception(page)
+    assert page.get_by_role("heading", name="Lineage").is_visible()
+    assert re.search(r"\d+ variants, 1 roots · geomeans on qr_v2", page.get_by_test_id("stMain").inner_text())
+    shot(page, "lineage")
+
+    goto(page, f"{base}/since?since=2026-01-01T00:00:00")
+    no_exception(page)
+    assert page.get_by_role("heading", name="Since").is_visible()
+    labels = page.get_by_test_id("stMetricLabel").all_inner_texts()
+    values = page.get_by_test_id("stMetricValue").all_inner_texts()
+    metrics = dict(zip(labels, values, strict=True))
+    assert int(metrics["Runs"]) >= 10 and int(metrics["Failures"]) >= 1
+    assert page.get_by_role("heading", name="New bests").is_visible()
+    shot(page, "since")

@@ -180,7 +180,7 @@ def timeline_figure(
                 ys.append(p.mean)
                 es.append(errs.get((p.run_id, label)) or 0.0)
                 text.append(f"{name} · {p.run_id}")
-            else:
+            elif p.status != "absent":  # a case the run did not include is no failure: not drawn
                 fx.append(i)
                 ftext.append(f"{name} · {p.run_id} · {p.status}")
         traces.append({

@@ -88,6 +88,7 @@ def experiments_table(df: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame(
         {
             "variant": df["variant"],
+            "path": df["path"],
             "sha": df["variant_sha256"].str[:8],
             "family": df["family"],
             "problem": df.get("problem"),

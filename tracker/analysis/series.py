@@ -70,6 +70,9 @@ def problem_args(run_a: Mapping[str, Any], run_b: Mapping[str, Any]) -> dict[str
 # -------------------------------------------------------------------------------------------- regressions
 
 
+ABSENT = "absent"  # status of a case a run did not include
+
+
 def history_points(hist: Mapping[str, pd.DataFrame]) -> dict[str, list[HistoryPoint]]:
     """Per case label, one HistoryPoint per run of the history (oldest first); failed runs are kept as such."""
     runs, cases, samples = hist["runs"], hist["cases"], hist["samples"]
@@ -85,8 +88,8 @@ def history_points(hist: Mapping[str, pd.DataFrame]) -> dict[str, list[HistoryPo
         not_passed = status if status != "passed" else "failed"
         for label in labels:
             row = rows.get((run_id, label))
-            if row is None:
-                out[label].append(HistoryPoint(run_id, None, (), not_passed))
+            if row is None:  # the run did not include this case (--cases): no result, not a failure
+                out[label].append(HistoryPoint(run_id, None, (), ABSENT))
                 continue
             idx, ok, mean = row
             got = sample_map.get((run_id, idx))

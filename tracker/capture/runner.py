@@ -33,7 +33,9 @@ from typing import Any
 from tracker import store as store_mod
 from tracker.capture import devicelock
 from tracker.capture.evidence import collect as collect_evidence
+from tracker.capture.gitinfo import EMPTY as NO_GIT
 from tracker.capture.gitinfo import capture_git, source_hash
+from tracker.capture.naming import variant_name
 from tracker.capture.scan import flags_as_dicts, scan_source
 from tracker.capture.worker import sign
 from tracker.common.processes import descendants, end_processes
@@ -74,6 +76,11 @@ class RunRequest:
 
     def suite_cases(self) -> tuple:
         return cases_for(get_suite(self.workload(), self.suite), self.mode)
+
+    name: str | None = None  # the variant's name; default from the path (tracker.capture.naming)
+    recorded_path: str | None = None  # a registered snapshot run from a temp copy: the path and commit it has
+    commit: str | None = None
+    gpu_present: bool | None = None  # None: probe (only when a variant needs CUDA)
 
     def validate(self) -> None:
         """Raise ValueError with a clear message for any bad argument, before anything is started."""
@@ -222,8 +229,10 @@ def _case_row(event: dict[str, Any]) -> dict[str, Any]:
 def build_record(req: RunRequest, run_id: str, started_at, source: str) -> store_mod.RunRecord:
     workload = req.workload()
     path = Path(req.path)
-    git = capture_git(path)
-    if git["git_repo"]:  # the same file gets the same recorded path whatever directory the run started from
+    git = capture_git(path) if req.recorded_path is None else dict(NO_GIT, git_commit=req.commit)
+    if req.recorded_path is not None:
+        path = Path(req.recorded_path)
+    elif git["git_repo"]:  # the same file gets the same recorded path whatever directory the run started from
         path = path.resolve().relative_to(Path(git["git_repo"]).resolve())
     sha = source_hash(source)
     banned = "stream" in source.lower()
@@ -232,7 +241,7 @@ def build_record(req: RunRequest, run_id: str, started_at, source: str) -> store
     run = {
         "run_id": run_id,
         "variant_sha256": sha,
-        "variant": path.stem,
+        "variant": req.name or variant_name(path),
         "path": str(path),
         "family": req.family,
         "parent_run": req.parent,
@@ -253,7 +262,7 @@ def build_record(req: RunRequest, run_id: str, started_at, source: str) -> store
     }
     variant = {
         "sha256": sha,
-        "name": path.stem,
+        "name": req.name or variant_name(path),
         "path": str(path),
         "source": source,
         "first_seen": started_at,
@@ -302,6 +311,11 @@ def capture_variant(
     scale-out queue runs this on remote workers and writes from the submitting process). `variant_path` is
     where this machine has the source, if not at req.path."""
     run_id = record.run["run_id"]
+    reason = cannot_run_here(record.variant["source"], req)
+    if reason is not None:  # decided before any worker starts: `skipped` is not a failure of the variant
+        # Recorded in the CPU context it was tried in, so `run --pending` does not offer it again here.
+        record.run.update(status="skipped", error=reason, finished_at=store_mod.now(), gpu="CPU", device="cpu")
+        return []
     start = time.monotonic()
 
     def emit(event: dict[str, Any]) -> None:
@@ -340,6 +354,8 @@ def capture_variant(
     record.run["device_load_start"], record.run["device_load_end"] = (json.dumps(x) for x in loads)
     record.run["compile_s"] = compile_s
     complete_record(record, req, events, status, error, returncode, log_tail)
+    if record.run["status"] in ("failed", "crashed") and _NO_CUDA.search(f"{record.run['error']}\n{log_tail}"):
+        record.run.update(status="skipped", error=f"cannot run here: {record.run['error']}")
     if forged:
         flags = json.loads(record.run["flags"]) + [
             {"code": "forged-events", "line": 0, "severity": "hack", "message": f"{forged} event line(s) on the "
@@ -529,3 +545,38 @@ def _case_columns(req: RunRequest, case_idx: int) -> dict[str, Any]:
     workload = req.workload()
     case = req.suite_cases()[case_idx]
     return workload.case_columns(workload.hidden_seed(case, req.seed) if req.seed is not None else case)
+
+
+# Static signs that a variant needs CUDA or a compiler (checked before the worker starts).
+_NEEDS_CUDA = (
+    (
+        re.compile(r"torch\.utils\.cpp_extension|from\s+torch\.utils\s+import\s+cpp_extension"),
+        "builds a C++/CUDA extension",
+    ),
+    (re.compile(r"\bload_inline\s*\("), "compiles inline C++/CUDA (load_inline)"),
+    (re.compile(r"\.cuda\(\s*\)"), "moves tensors with .cuda()"),
+    (re.compile(r"device\s*=\s*['\"]cuda"), "allocates on device='cuda'"),
+)
+# A worker error that says the same thing at run time.
+_NO_CUDA = re.compile(
+    r"CUDA is not available|Torch not compiled with CUDA|Found no NVIDIA driver|no CUDA GPUs are available|"
+    r"CUDA_HOME environment variable is not set|nvcc.*not found",
+    re.IGNORECASE,
+)
+
+
+def cannot_run_here(source: str, req: RunRequest) -> str | None:
+    """Why this variant cannot run on this machine (it needs CUDA or a compiler and there is no GPU), or None."""
+    needs = [why for pattern, why in _NEEDS_CUDA if pattern.search(source)]
+    if not needs:
+        return None
+    if req.device == "cuda":
+        return None
+    present = req.gpu_present
+    if present is None:
+        from tracker.capture.envinfo import gpu_available
+
+        present = req.device != "cpu" and gpu_available()
+    if req.device == "cpu" or not present:
+        return f"cannot run here: needs CUDA ({'; '.join(needs)}) and no GPU is available"
+    return None

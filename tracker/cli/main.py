@@ -12,11 +12,11 @@ import os
 import sys
 from typing import NoReturn
 
-from tracker.cli import compare, queue, recheck, run, runs, transfer
+from tracker.cli import add, compare, import_results, queue, recheck, run, runs, since, transfer
 from tracker.cli.common import UsageError, common_options
 from tracker.store import StoreError
 
-COMMAND_GROUPS = (run, runs, transfer, compare, recheck, queue)
+COMMAND_GROUPS = (run, runs, transfer, compare, recheck, queue, add, since, import_results)
 DEBUG_ENV = "KERNELBEAM_DEBUG"
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker.cli.common import UsageError, fmt_us, int64, parse_cases, path_arg, positive_seconds, print_cases
-from tracker.store import check_store, queries
+from tracker.store import NotAStoreError, StoreLockedError, check_store, queries
 
 
 def run_summary(outcome) -> dict[str, Any]:
@@ -59,6 +59,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         workload = get_workload(args.problem)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    queue = bool(args.gpus or args.cluster)
+    single = len(args.path) == 1 and not args.glob and not args.pending and Path(args.path[0]).is_file()
+    if not single and not queue:
+        from tracker.cli.run_many import run_many
+
+        return run_many(args)
     suite = args.suite
     if suite is None:
         from tracker.capture.envinfo import gpu_available
@@ -67,10 +73,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         if suite == "smoke":
             full = workload.default_suite(True)
             print(f"no GPU: running the CPU smoke suite (--suite {full} to insist)", file=sys.stderr)
-    paths = args.path if isinstance(args.path, list) else [args.path]
+    if single:
+        targets = [{"path": args.path[0], "name": _unique_name(args.path[0], args.store)}]
+    else:  # a queue of files (folders and --glob expanded as `run` of many does)
+        from tracker.capture.envinfo import gpu_available
+        from tracker.cli.run_many import _targets
+
+        if args.pending:
+            raise UsageError("--pending runs one after the other; run it without --gpus/--cluster")
+        targets = _targets(args, suite, args.device != "cpu" and gpu_available())
     reqs = [
         RunRequest(
-            path=path,
+            path=t["path"],
             suite=suite,
             mode=args.mode,
             cases=parse_cases(args.cases),
@@ -85,8 +99,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             trigger=args.trigger,
             device=args.device,
             problem=args.problem,
+            name=t["name"],
         )
-        for path in paths
+        for t in targets
     ]
     try:
         for req in reqs:
@@ -94,8 +109,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     check_store(args.store, write=True)
-    if len(reqs) > 1 and not (args.gpus or args.cluster):
-        raise UsageError("several kernel files run as a queue: add --gpus (all, N or 0,2) or --cluster ADDRESS")
     req = reqs[0]
     if args.parent and Path(args.store).exists() and queries.resolve_run_id(args.store, args.parent) is None:
         raise UsageError(f"--parent {args.parent!r} is not a run in {args.store}")
@@ -138,6 +151,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0 if outcome.status == "passed" else 1
 
 
+def _unique_name(path: str, store: str) -> str | None:
+    """The variant's name from its path, told apart from other paths of the same name already in the store."""
+    from tracker.capture.naming import unique_names
+    from tracker.capture.register import recorded_path
+
+    if not Path(path).is_file():
+        return None
+    rel = recorded_path(Path(path))[0]
+    try:
+        taken = {v["name"]: v["path"] for v in queries.variant_index(store)} if Path(store).exists() else {}
+    except (StoreLockedError, NotAStoreError):  # the run itself copes with a busy store (side file)
+        taken = {}
+    return unique_names([rel], taken)[rel]
+
+
 def _print_run(summary: dict[str, Any]) -> None:
     print_cases(summary["cases"])
     print(
@@ -163,7 +191,14 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         parents=[common],
         help="run a kernel variant against a suite and record it",
     )
-    p.add_argument("path", nargs="+", type=path_arg, help="kernel file(s) defining custom_kernel(data) -> (H, tau)")
+    p.add_argument(
+        "path",
+        nargs="*",
+        type=path_arg,
+        help="kernel files defining custom_kernel(data) -> (H, tau), or folders of them",
+    )
+    p.add_argument("--glob", help="also every file matching this pattern (** allowed)")
+    p.add_argument("--pending", action="store_true", help="every registered variant with no run in this context")
     p.add_argument(
         "--suite",
         help=f"a suite of the workload (qr_v2: {', '.join(get_workload().suites)}; a problem folder: its name or "

@@ -25,16 +25,18 @@ from tracker.store.db import (
     pending_dir,
     pending_run_ids,
     reap_dead_runs,
+    register_variants,
     schema_version,
     start_run,
     write_run,
 )
-from tracker.store.schema import MIGRATIONS, RUN_TABLES, SCHEMA_VERSION, TABLE_COLUMNS, VERDICTS
+from tracker.store.schema import MIGRATIONS, RUN_STATUSES, RUN_TABLES, SCHEMA_VERSION, TABLE_COLUMNS, VERDICTS
 
 __all__ = [
     "DEFAULT_STORE",
     "FlushResult",
     "MIGRATIONS",
+    "RUN_STATUSES",
     "RUN_TABLES",
     "SCHEMA_VERSION",
     "TABLE_COLUMNS",
@@ -57,6 +59,7 @@ __all__ = [
     "pending_dir",
     "pending_run_ids",
     "reap_dead_runs",
+    "register_variants",
     "schema_version",
     "start_run",
     "write_run",

@@ -350,8 +350,39 @@ def start_run(path: str | os.PathLike, record: RunRecord) -> None:
 
 def _upsert_variant(con: duckdb.DuckDBPyConnection, variant: dict[str, Any]) -> None:
     exists = con.execute("SELECT 1 FROM variants WHERE sha256 = ?", [variant["sha256"]]).fetchone()
-    if not exists:
-        _insert(con, "variants", [variant])
+    if not exists:  # only the columns a run knows, so a store not yet migrated (see migrate) still takes it
+        cols = [c for c in TABLE_COLUMNS["variants"] if c in variant]
+        sql = f"INSERT INTO variants ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+        con.execute(sql, [variant[c] for c in cols])
+
+
+# Registration metadata filled in on a variant that a run recorded first (a run knows no commit message).
+_VARIANT_META = ("commit", "committed_at", "message", "family", "parent", "registered_at")
+
+
+def register_variants(path: str | os.PathLike, variants: Sequence[dict[str, Any]]) -> list[str]:
+    """Register variants without running them, in one transaction; returns the sha256 of those added.
+
+    Content already in the store adds nothing; only registration fields it lacks are filled in."""
+    added: list[str] = []
+    with connect(path) as con:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            for v in variants:
+                if con.execute("SELECT 1 FROM variants WHERE sha256 = ?", [v["sha256"]]).fetchone():
+                    sets = ", ".join(f"{c} = coalesce({c}, ?)" for c in _VARIANT_META)
+                    con.execute(
+                        f"UPDATE variants SET {sets} WHERE sha256 = ?",
+                        [*(v.get(c) for c in _VARIANT_META), v["sha256"]],
+                    )
+                else:
+                    _insert(con, "variants", [v])
+                    added.append(v["sha256"])
+            con.execute("COMMIT")
+        except Exception:
+            con.execute("ROLLBACK")
+            raise
+    return added
 
 
 def write_run(con: duckdb.DuckDBPyConnection, record: RunRecord) -> None:

@@ -74,6 +74,13 @@ def side_file_runs(store: str | os.PathLike) -> list[dict[str, Any]]:
     return out
 
 
+def _case_label(alias: str) -> str:
+    """CASE_LABEL_SQL over the case_results columns of table alias `alias`."""
+    return (
+        f"format('{{}}x{{}} c{{:g}} {{}}', {alias}.batch, {alias}.n, CAST({alias}.cond AS DOUBLE), {alias}.case_name)"
+    )
+
+
 def list_runs(store: str | os.PathLike, *, limit: int | None = None) -> pd.DataFrame:
     """All runs, newest first."""
     sql = f"SELECT {RUN_LIST_COLUMNS} FROM runs ORDER BY started_at DESC"
@@ -137,6 +144,16 @@ def match_run_ids(store: str | os.PathLike, prefix: str, *, limit: int = 10) -> 
             [prefix, int(limit)],
         ).fetchall()
     return [r[0] for r in rows]
+
+
+def run_candidates(store: str | os.PathLike, prefix: str, *, limit: int = 20) -> pd.DataFrame:
+    """Runs whose id starts with `prefix` (to list when a prefix is ambiguous), newest first."""
+    with connect(store, read_only=True) as con:
+        return con.execute(
+            "SELECT run_id, variant, path, status, suite, mode, gpu, started_at FROM runs "
+            "WHERE starts_with(run_id, ?) ORDER BY started_at DESC LIMIT ?",
+            [prefix, int(limit)],
+        ).df()
 
 
 # ------------------------------------------------------------------------------------------- dashboard
@@ -264,7 +281,8 @@ def _run_filters(
 
 
 VARIANT_SORTS = {
-    "best geomean": "best_geomean_us ASC NULLS LAST, last_run_at DESC",
+    # Geomeans of different contexts (suite, GPU or CPU) are not comparable: ranked within each context.
+    "best geomean": "suite, gpu, best_geomean_us ASC NULLS LAST, last_run_at DESC",
     "latest run": "last_run_at DESC",
     "most runs": "runs DESC, last_run_at DESC",
     "name": "variant ASC, last_run_at DESC",
@@ -318,7 +336,8 @@ def variant_table(
                     AS best_run,
                 arg_max(run_id, started_at) AS latest_run,
                 arg_max(status, started_at) AS latest_status,
-                arg_max(geomean_us, started_at) AS latest_geomean_us,
+                -- arg_max skips NULLs, which would show an older run's geomean as the latest one's
+                arg_max_null(geomean_us, started_at) AS latest_geomean_us,
                 min(started_at) AS first_run_at,
                 max(started_at) AS last_run_at,
                 arg_max(flags, started_at) AS latest_flags
@@ -373,11 +392,13 @@ def progress_points(
         return con.execute(sql, params).df()
 
 
-def run_choices(store: str | os.PathLike, *, gpu: str | None = None, limit: int = 300) -> pd.DataFrame:
-    """Recent runs for pickers: run_id, variant, status, suite, mode, gpu, geomean_us, started_at."""
-    where, params = _run_filters(gpu=gpu)
+def run_choices(
+    store: str | os.PathLike, *, gpu: str | None = None, limit: int = 300, search: str | None = None
+) -> pd.DataFrame:
+    """Recent runs for pickers: run_id, variant, path, status, suite, mode, gpu, geomean_us, started_at."""
+    where, params = _run_filters(gpu=gpu, search=search)
     sql = (
-        "SELECT run_id, variant, status, problem, suite, mode, gpu, geomean_us, started_at "
+        "SELECT run_id, variant, path, status, problem, suite, mode, gpu, geomean_us, started_at "
         f"FROM runs{where} ORDER BY started_at DESC LIMIT ?"
     )
     with connect(store, read_only=True) as con:
@@ -499,7 +520,7 @@ def case_history(
         con.execute(
             "CREATE TEMP TABLE hist AS SELECT * FROM ("
             "SELECT run_id, variant, variant_sha256, path, family, status, started_at, geomean_us, git_commit, note "
-            f"FROM runs WHERE {scope} AND suite = ? AND mode IN ({modes}) AND {gpu_clause} "
+            f"FROM runs WHERE {scope} AND suite = ? AND mode IN ({modes}) AND {gpu_clause} AND status <> 'skipped' "
             f"ORDER BY started_at DESC{limit}) ORDER BY started_at",
             params,
         )
@@ -562,4 +583,223 @@ def shared_device_runs(store: str | os.PathLike, run_ids: list[str] | tuple[str,
             "SELECT run_id FROM runs WHERE shared_device AND list_contains(?, run_id) ORDER BY started_at",
             [list(run_ids)],
         ).fetchall()
+    return [r[0] for r in rows]
+
+
+# ------------------------------------------------------------------------------------ workspace variants
+
+
+def _has_column(con, table: str, column: str) -> bool:
+    """Whether an older store (opened read-only, so not migrated) already has a column."""
+    return bool(
+        con.execute(
+            "SELECT count(*) FROM information_schema.columns WHERE table_name = ? AND column_name = ?", [table, column]
+        ).fetchone()[0]
+    )
+
+
+def variant_index(store: str | os.PathLike) -> list[dict[str, Any]]:
+    """Every variant's sha256, name, path and when it appeared (commit time, else first seen): for naming and
+    resolving parents."""
+    with connect(store, read_only=True) as con:
+        if not _has_runs_table(con):
+            return []
+        at = "coalesce(committed_at, first_seen)" if _has_column(con, "variants", "committed_at") else "first_seen"
+        rows = con.execute(f"SELECT sha256, name, path, {at} AS seen_at FROM variants").fetchall()
+    return [{"sha256": r[0], "name": r[1], "path": r[2], "at": r[3]} for r in rows]
+
+
+def variant_list(store: str | os.PathLike, *, family: str | None = None) -> pd.DataFrame:
+    """Registered and run variants: variant, path, sha256, commit, committed_at, message, parent, family, runs,
+    best_geomean_us (best passed geomean of any context), oldest first."""
+    where = " WHERE coalesce(v.family, r.family) = ?" if family else ""
+    sql = f"""
+        WITH r AS (
+            SELECT variant_sha256, count(*) AS runs, min(geomean_us) FILTER (WHERE status = 'passed') AS best,
+                arg_max(family, started_at) FILTER (WHERE family IS NOT NULL) AS family
+            FROM runs GROUP BY variant_sha256
+        )
+        SELECT v.name AS variant, v.path, v.sha256, v.commit, v.committed_at, v.message, v.parent,
+            coalesce(v.family, r.family) AS family, coalesce(r.runs, 0) AS runs, r.best AS best_geomean_us
+        FROM variants v LEFT JOIN r ON r.variant_sha256 = v.sha256{where}
+        ORDER BY coalesce(v.committed_at, v.first_seen), v.name
+    """
+    with connect(store, read_only=True) as con:
+        return con.execute(sql, [family] if family else []).df()
+
+
+def pending_variants(
+    store: str | os.PathLike, *, suite: str, mode: str, gpu: str | None, family: str | None = None
+) -> pd.DataFrame:
+    """Registered variants with no run in this suite, mode and GPU (None: no GPU): sha256, name, path, commit,
+    family, source; oldest first."""
+    gpu_clause = "r.gpu = ?" if gpu is not None else "r.gpu IS NULL"
+    params: list[Any] = [suite, mode] + ([gpu] if gpu is not None else [])
+    fam = ""
+    if family:
+        fam = " AND v.family = ?"
+        params.append(family)
+    sql = f"""
+        SELECT v.sha256, v.name, v.path, v.commit, v.family, v.source FROM variants v
+        WHERE v.registered_at IS NOT NULL AND NOT EXISTS (
+            SELECT 1 FROM runs r WHERE r.variant_sha256 = v.sha256 AND r.suite = ? AND r.mode = ? AND {gpu_clause}
+            AND r.status <> 'running'){fam}
+        ORDER BY coalesce(v.committed_at, v.first_seen), v.name
+    """
+    with connect(store, read_only=True) as con:
+        return con.execute(sql, params).df()
+
+
+def leaderboard_cells(
+    store: str | os.PathLike,
+    *,
+    suite: str,
+    mode: str = "benchmark",
+    gpu: str | None = None,
+    family: str | None = None,
+) -> dict[str, pd.DataFrame]:
+    """The leaderboard in one aggregate pass: per (variant, case) the best passed mean and its run, and per
+    variant its name, path, family, run count and best passed geomean. GPU None means every run without a GPU."""
+    gpu_clause = "gpu = ?" if gpu is not None else "gpu IS NULL"
+    params: list[Any] = [suite, mode] + ([gpu] if gpu is not None else [])
+    with connect(store, read_only=True) as con:
+        vfam = "v.family" if _has_column(con, "variants", "family") else "NULL"
+        fam = f" AND coalesce(r.family, {vfam}) = ?" if family else ""
+        con.execute(
+            "CREATE TEMP TABLE lb_runs AS SELECT r.run_id, r.variant_sha256, r.status, r.geomean_us, r.started_at, "
+            f"r.variant, r.path, coalesce(r.family, {vfam}) AS family FROM runs r "
+            "LEFT JOIN variants v ON v.sha256 = r.variant_sha256 WHERE r.status NOT IN ('skipped', 'running') "
+            f"AND r.suite = ? AND r.mode = ? AND r.{gpu_clause}"
+            f"{fam}",
+            params + ([family] if family else []),
+        )
+        variants = con.execute(
+            "SELECT variant_sha256, arg_max(variant, started_at) AS variant, arg_max(path, started_at) AS path, "
+            "arg_max(family, started_at) AS family, count(*) AS runs, "
+            "min(geomean_us) FILTER (WHERE status = 'passed') AS best_geomean_us, "
+            "arg_min(run_id, geomean_us) FILTER (WHERE status = 'passed' AND geomean_us IS NOT NULL) AS best_run, "
+            "arg_max(run_id, started_at) AS latest_run FROM lb_runs GROUP BY variant_sha256"
+        ).df()
+        cells = con.execute(
+            # Grouped on the raw shape columns; the label is formatted once per group, not once per case row.
+            f"SELECT variant_sha256, case_idx, {_case_label('g')} AS label, best_us, run_id FROM ("
+            # In one suite a case index is one shape (a hidden seed changes the seed only), so group on the integer.
+            "SELECT r.variant_sha256, c.case_idx, any_value(c.batch) AS batch, any_value(c.n) AS n, "
+            "any_value(c.cond) AS cond, any_value(c.case_name) AS case_name, "
+            "min(c.mean_us) AS best_us, arg_min(c.run_id, c.mean_us) AS run_id "
+            "FROM case_results c JOIN lb_runs r USING (run_id) WHERE c.passed AND c.mean_us IS NOT NULL "
+            "GROUP BY r.variant_sha256, c.case_idx) g"
+        ).df()
+    return {"variants": variants, "cells": cells}
+
+
+def lineage_nodes(
+    store: str | os.PathLike, *, family: str | None = None, suite: str | None = None, gpu: str | None = None
+) -> pd.DataFrame:
+    """Every variant (of a family) with its parent variant: from registration, else from its first run's
+    parent run. With its best passed run and geomean (in the suite and GPU if given), latest run and verdict."""
+    clauses, params = ["status <> 'running'"], []
+    if suite:
+        clauses.append("suite = ?")
+        params.append(suite)
+    if gpu:
+        clauses.append("gpu = ?")
+        params.append(gpu)
+    where = " AND ".join(clauses)
+    with connect(store, read_only=True) as con:
+        registered = _has_column(con, "variants", "parent")
+        vparent = "v.parent" if registered else "NULL"
+        vfam = "v.family" if registered else "NULL"
+        vcommit = "v.commit, v.message" if registered else "NULL AS commit, NULL AS message"
+        sql = f"""
+            WITH r AS (
+                SELECT variant_sha256, count(*) AS runs,
+                    min(geomean_us) FILTER (WHERE status = 'passed') AS best_geomean_us,
+                    arg_min(run_id, geomean_us) FILTER (WHERE status = 'passed' AND geomean_us IS NOT NULL) AS best_run,
+                    arg_max(run_id, started_at) AS latest_run, arg_max(status, started_at) AS latest_status,
+                    arg_min(parent_run, started_at) FILTER (WHERE parent_run IS NOT NULL) AS parent_run,
+                    arg_max(family, started_at) FILTER (WHERE family IS NOT NULL) AS family
+                FROM runs WHERE {where} GROUP BY variant_sha256
+            ),
+            vd AS (SELECT variant_sha256, arg_max(verdict, created_at) AS verdict FROM verdicts GROUP BY 1)
+            SELECT v.sha256, v.name AS variant, v.path, {vcommit},
+                coalesce({vparent}, pr.variant_sha256) AS parent, coalesce({vfam}, r.family) AS family,
+                coalesce(r.runs, 0) AS runs, r.best_geomean_us, r.best_run, r.latest_run, r.latest_status,
+                vd.verdict, coalesce({"v.committed_at, " if registered else ""}v.first_seen) AS seen_at
+            FROM variants v LEFT JOIN r ON r.variant_sha256 = v.sha256
+            LEFT JOIN runs pr ON pr.run_id = r.parent_run
+            LEFT JOIN vd ON vd.variant_sha256 = v.sha256
+        """
+        df = con.execute(f"SELECT * FROM ({sql}){' WHERE family = ?' if family else ''} ORDER BY seen_at, variant",
+                         params + ([family] if family else [])).df()  # fmt: skip
+    return df
+
+
+def since_activity(store: str | os.PathLike, since: dt.datetime) -> dict[str, pd.DataFrame]:
+    """What happened from `since` on: runs, their cases (with the best mean of the case before, in the same
+    suite, mode and GPU), the best geomean before per context, the previous passed run of the same file, and
+    verdicts."""
+    with connect(store, read_only=True) as con:
+        con.execute(
+            "CREATE TEMP TABLE new_runs AS SELECT run_id, variant_sha256, variant, path, family, status, suite, "
+            "mode, gpu, geomean_us, started_at, error FROM runs WHERE started_at >= CAST(? AS TIMESTAMPTZ)",
+            [since],
+        )
+        runs = con.execute("SELECT * FROM new_runs ORDER BY started_at").df()
+        cases = con.execute(
+            f"""
+            WITH nc AS (
+                SELECT c.run_id, n.suite, n.mode, n.gpu, n.path, n.started_at, c.case_idx,
+                    {_case_label("c")} AS label, c.passed, c.mean_us
+                FROM case_results c JOIN new_runs n USING (run_id)
+            ),
+            before AS (
+                SELECT suite, mode, gpu, {_case_label("g")} AS label, best_before_us FROM (
+                    SELECT r.suite, r.mode, r.gpu, c.case_idx, any_value(c.batch) AS batch, any_value(c.n) AS n,
+                        any_value(c.cond) AS cond, any_value(c.case_name) AS case_name, min(c.mean_us) AS best_before_us
+                    FROM case_results c JOIN runs r USING (run_id)
+                    WHERE r.started_at < CAST(? AS TIMESTAMPTZ) AND c.passed AND c.mean_us IS NOT NULL
+                    GROUP BY r.suite, r.mode, r.gpu, c.case_idx) g
+            )
+            SELECT nc.*, b.best_before_us FROM nc LEFT JOIN before b
+                ON b.suite = nc.suite AND b.mode = nc.mode AND b.gpu IS NOT DISTINCT FROM nc.gpu AND b.label = nc.label
+            ORDER BY nc.started_at, nc.case_idx
+            """,
+            [since],
+        ).df()
+        best_geo = con.execute(
+            "SELECT suite, mode, gpu, min(geomean_us) AS best_before_us FROM runs WHERE status = 'passed' "
+            "AND started_at < CAST(? AS TIMESTAMPTZ) "
+            "GROUP BY ALL",
+            [since],
+        ).df()
+        # The previous passed run of the same file in the same context: the baseline a new run is judged on.
+        prev = con.execute(
+            f"""
+            SELECT n.run_id, p.run_id AS prev_run, {_case_label("c")} AS label,
+                c.mean_us AS prev_mean_us
+            FROM new_runs n
+            JOIN LATERAL (
+                SELECT run_id FROM runs r WHERE r.path = n.path AND r.suite = n.suite AND r.mode = n.mode
+                    AND r.gpu IS NOT DISTINCT FROM n.gpu AND r.status = 'passed' AND r.started_at < n.started_at
+                ORDER BY r.started_at DESC LIMIT 1
+            ) p ON true
+            JOIN case_results c ON c.run_id = p.run_id
+            WHERE c.passed AND c.mean_us IS NOT NULL
+            """  # noqa: E501
+        ).df()
+        verdicts = con.execute(
+            "SELECT v.run_id, r.variant, v.verdict, v.reason, v.created_at FROM verdicts v "
+            "LEFT JOIN runs r USING (run_id) WHERE v.created_at >= CAST(? AS TIMESTAMPTZ) ORDER BY v.created_at",
+            [since],
+        ).df()
+    return {"runs": runs, "cases": cases, "best_geomean": best_geo, "previous": prev, "verdicts": verdicts}
+
+
+def variant_families(store: str | os.PathLike) -> list[str]:
+    """Families of registered variants and of runs."""
+    with connect(store, read_only=True) as con:
+        vfam = "SELECT family FROM variants UNION " if _has_column(con, "variants", "family") else ""
+        rows = con.execute(f"SELECT DISTINCT family FROM ({vfam}SELECT family FROM runs) WHERE family IS NOT NULL "
+                           "ORDER BY family").fetchall()  # fmt: skip
     return [r[0] for r in rows]

@@ -71,12 +71,30 @@ MIGRATIONS: list[str] = [
     ALTER TABLE case_results ADD COLUMN flops DOUBLE;
     ALTER TABLE case_results ADD COLUMN bytes DOUBLE;
     """,
+    # v7 (workspace): variants registered without a run (`tracker add`): the commit of the content, lineage.
+    """
+    ALTER TABLE variants ADD COLUMN commit VARCHAR; ALTER TABLE variants ADD COLUMN committed_at TIMESTAMPTZ;
+    ALTER TABLE variants ADD COLUMN message VARCHAR; ALTER TABLE variants ADD COLUMN family VARCHAR;
+    ALTER TABLE variants ADD COLUMN parent VARCHAR; ALTER TABLE variants ADD COLUMN registered_at TIMESTAMPTZ;
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # Columns of each table in insertion order; also the whitelist for identifiers used in generated SQL.
 TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
-    "variants": ("sha256", "name", "path", "source", "first_seen"),
+    "variants": (
+        "sha256",
+        "name",
+        "path",
+        "source",
+        "first_seen",
+        "commit",
+        "committed_at",
+        "message",
+        "family",
+        "parent",
+        "registered_at",
+    ),
     "runs": [
         "run_id",
         "variant_sha256",
@@ -182,5 +200,7 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
         "arrays_bytes",
     ),
 }
+# Run statuses; `skipped`: the variant cannot run on this machine (it needs CUDA or a compiler); never a regression.
+RUN_STATUSES = ("running", "passed", "failed", "timeout", "crashed", "cancelled", "skipped")
 RUN_TABLES = ("case_results", "samples", "profile_cases", "profile_kernels", "evidence")
 VERDICTS = ("promoted", "rejected", "inconclusive")

@@ -1,0 +1,73 @@
+"""Leaderboard: one row per variant, one column per case; each cell the best passed mean, coloured by its ratio to
+the best variant in that column. Which variant is best on which shape, at a glance, for hundreds of variants."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from pages import _common as common
+from pages.ui import heatmap
+from tracker.analysis import summaries
+
+ANY = "any"
+
+common.page_setup()
+st.title("Leaderboard")
+common.require_runs()
+facets = common.read("facets")
+if not facets["suite"]:
+    st.info("No runs yet.")
+    st.stop()
+
+cols = st.columns([1, 1, 2, 1, 2])
+suite = cols[0].selectbox("Suite", facets["suite"], key="lb_suite", bind="query-params")
+modes = [m for m in ("benchmark", "leaderboard") if m in facets["mode"]] or ["benchmark"]
+mode = cols[1].selectbox("Mode", modes, key="lb_mode", bind="query-params")
+gpus = facets["gpu"] or ["CPU"]
+side_gpu = common.gpu_filter()
+gpu = cols[2].selectbox(
+    "GPU", gpus, index=gpus.index(side_gpu) if side_gpu in gpus else 0, key="lb_gpu", bind="query-params",
+    help="One GPU model at a time: timings of different GPUs are never ranked together.",
+)  # fmt: skip
+family = cols[3].selectbox("Family", [ANY, *facets["family"]], key="lb_family", bind="query-params")
+data = common.read("leaderboard_cells", suite=suite, mode=mode, gpu=gpu, family=None if family == ANY else family)
+board = summaries.leaderboard(data)
+if board["table"].empty:
+    st.info(f"No {mode} runs of suite {suite} on {gpu}" + (f" in family {family}." if family != ANY else "."))
+    st.stop()
+sort = cols[4].selectbox("Sort by", ["geomean", *board["cases"]], key="lb_sort", bind="query-params")
+if sort != "geomean":
+    board = summaries.leaderboard(data, sort=sort)
+
+MAX_ROWS = 500  # the heatmap's styling costs per cell; the rest is one filter or sort away
+table, ratio = board["table"].head(MAX_ROWS), board["ratio"].head(MAX_ROWS)
+more = len(board["table"]) - len(table)
+st.caption(
+    f"{len(board['table']):,} variants · {len(board['cases'])} cases · {suite} · {mode} · {gpu}. "
+    "A cell is the variant's best passed mean (µs) on that case; green is the best in its column, red 2x or more "
+    "slower. Select a cell to open its run."
+    + (f" Showing the first {MAX_ROWS} in this order ({more:,} more: filter by family or sort)." if more else "")
+)
+shown = heatmap.leaderboard_frame(table, board["cases"])
+event = st.dataframe(
+    heatmap.style(shown, ratio, board["cases"]),
+    hide_index=True,
+    column_config={
+        "run": st.column_config.LinkColumn("run", display_text=r"run\?id=(.*)"),
+        "geomean (µs)": st.column_config.NumberColumn(format="%.1f"),
+        **{c: st.column_config.NumberColumn(format="%.1f") for c in board["cases"]},
+    },
+    on_select="rerun",
+    selection_mode="single-cell",
+    key="lb_table",
+    height=common.rows_height(len(shown), max_rows=25),
+)
+cells = getattr(getattr(event, "selection", None), "cells", None) or []
+if cells:
+    row, column = cells[0]
+    sha = table.index[row]
+    run_id = board["runs"].loc[sha, column] if column in board["cases"] else table.loc[sha, "best_run"]
+    if isinstance(run_id, str):
+        common.run_link(run_id, f"{table.loc[sha, 'variant']} · {column}: run {run_id}")
+    else:
+        st.caption(f"{table.loc[sha, 'variant']} has no passed result on {column}.")

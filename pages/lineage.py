@@ -1,0 +1,72 @@
+"""Lineage: the parent -> child tree of a family (or of every variant), each node with its best geomean, latest
+verdict and a link to compare it with its parent."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from pages import _common as common
+from tracker.analysis import summaries
+
+ALL = "all variants"
+
+common.page_setup()
+st.title("Lineage")
+common.require_runs()
+facets = common.read("facets")
+families = common.read("variant_families")
+c = st.columns([2, 1, 2])
+family = c[0].selectbox("Family", [ALL, *families], key="lin_family", bind="query-params")
+suite = c[1].selectbox("Suite", facets["suite"] or ["smoke"], key="lin_suite", bind="query-params")
+gpus = facets["gpu"] or ["CPU"]
+side_gpu = common.gpu_filter()
+gpu = c[2].selectbox("GPU", gpus, index=gpus.index(side_gpu) if side_gpu in gpus else 0, key="lin_gpu",
+                     bind="query-params", help="Geomeans and runs are taken in this suite and GPU")  # fmt: skip
+nodes = common.read("lineage_nodes", family=None if family == ALL else family, suite=suite, gpu=gpu)
+tree = summaries.lineage_tree(nodes)
+if tree.empty:
+    st.info("No variants" + (f" in family {family}." if family != ALL else "."))
+    st.stop()
+
+
+def _label(row) -> str:
+    return ("    " * int(row["depth"]) + ("└─ " if row["depth"] else "")) + str(row["variant"])
+
+
+def _compare(row) -> str | None:
+    own = row["best_run"] if isinstance(row["best_run"], str) else row["latest_run"]
+    if isinstance(row["parent_run"], str) and isinstance(own, str):
+        return f"compare?a={row['parent_run']}&b={own}"
+    return None
+
+
+shown = pd.DataFrame(
+    {
+        "variant": [_label(r) for r in tree.to_dict("records")],
+        "geomean (µs)": tree["best_geomean_us"],
+        "verdict": tree["verdict"].fillna(""),
+        "latest status": tree["latest_status"].fillna("not run"),
+        "runs": tree["runs"],
+        "parent": tree["parent_variant"].fillna(""),
+        "vs parent": [_compare(r) for r in tree.to_dict("records")],
+        "run": [f"run?id={r}" if isinstance(r, str) else None for r in tree["best_run"].fillna(tree["latest_run"])],
+        "path": tree["path"],
+        "commit": tree["commit"].fillna("").str[:10],
+        "message": tree["message"].fillna("").str.split("\n").str[0],
+    }
+)
+roots = int((tree["depth"] == 0).sum())
+st.caption(f"{len(tree)} variants, {roots} roots · geomeans on {suite} · {gpu}. Indentation shows parent → child.")
+st.dataframe(
+    shown,
+    hide_index=True,
+    column_config={
+        "variant": st.column_config.TextColumn(width="large"),
+        "geomean (µs)": st.column_config.NumberColumn(format="%.1f"),
+        "vs parent": st.column_config.LinkColumn("vs parent", display_text="compare"),
+        "run": st.column_config.LinkColumn("run", display_text=r"run\?id=(.*)"),
+    },
+    key="lineage",
+    height=common.rows_height(len(shown), max_rows=40),
+)

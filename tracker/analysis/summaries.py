@@ -1,0 +1,160 @@
+"""Summaries over many runs: what changed since a time, the per-case leaderboard, the lineage tree.
+
+Pure functions over the frames that tracker.store.queries reads; the CLI and the dashboard share them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+REGRESSION_FACTOR = 1.10  # a case at least 10% slower than the previous passed run of the same file
+FAILURES = ("failed", "crashed", "timeout", "cancelled")
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_since(text: str, now: dt.datetime | None = None) -> dt.datetime:
+    """`30m`, `2h`, `1d`, `1w` back from now, or an ISO timestamp (UTC unless it says otherwise)."""
+    now = now or dt.datetime.now(dt.UTC)
+    m = _DURATION.match(text or "")
+    if m:
+        return now - dt.timedelta(**{_UNITS[m.group(2).lower()]: float(m.group(1))})
+    try:
+        when = dt.datetime.fromisoformat(text.strip())
+    except (AttributeError, ValueError):
+        raise ValueError(f"since takes a duration like 30m, 2h, 1d or an ISO timestamp, not {text!r}") from None
+    return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
+
+
+def _clean(value: Any) -> Any:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if value is pd.NaT:
+        return None
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if hasattr(value, "item"):
+        return _clean(value.item())
+    return value
+
+
+def _records(df: pd.DataFrame, cols: list[str]) -> list[dict[str, Any]]:
+    return [{c: _clean(r[c]) for c in cols} for r in df.to_dict("records")]
+
+
+def _best(row: dict[str, Any], case: str, value: float, before: Any) -> dict[str, Any]:
+    keys = ("suite", "mode", "gpu", "run_id")
+    return {"case": case, **{k: row[k] for k in keys}, "mean_us": value, "previous_best_us": before}
+
+
+def since_summary(activity: dict[str, pd.DataFrame]) -> dict[str, list[dict[str, Any]]]:
+    """{runs, new_bests, regressions, failures, verdicts} from queries.since_activity.
+
+    new_bests: per case (suite, mode, GPU, case) a passed mean below every earlier one, and per context a
+    geomean below every earlier one (case "overall"). regressions: a passed case at least REGRESSION_FACTOR
+    slower than in the previous passed run of the same file; timeouts and skipped runs are never regressions."""
+    runs, cases = activity["runs"], activity["cases"]
+    out: dict[str, list[dict[str, Any]]] = {
+        "runs": _records(runs, ["run_id", "variant", "path", "status", "suite", "mode", "gpu", "geomean_us",
+                                "started_at", "error"]),
+    }  # fmt: skip
+    bests: list[dict[str, Any]] = []
+    timed = cases[cases["passed"].fillna(False).astype(bool) & cases["mean_us"].notna()]
+    if not timed.empty:
+        idx = timed.groupby(["suite", "mode", "gpu", "label"], dropna=False)["mean_us"].idxmin()
+        for row in timed.loc[idx].to_dict("records"):
+            before = row["best_before_us"]
+            if before is None or pd.isna(before) or row["mean_us"] < before:
+                bests.append(_best(row, row["label"], row["mean_us"], before))
+    geo = runs[(runs["status"] == "passed") & runs["geomean_us"].notna()]
+    if not geo.empty:
+        prior = activity["best_geomean"]
+        for row in geo.loc[geo.groupby(["suite", "mode", "gpu"], dropna=False)["geomean_us"].idxmin()].to_dict(
+            "records"
+        ):
+            match = prior[
+                (prior["suite"] == row["suite"]) & (prior["mode"] == row["mode"])
+                & ((prior["gpu"] == row["gpu"]) | (prior["gpu"].isna() & pd.isna(row["gpu"])))
+            ]  # fmt: skip
+            before = match["best_before_us"].min() if not match.empty else None
+            if before is None or pd.isna(before) or row["geomean_us"] < before:
+                bests.append(_best(row, "overall", row["geomean_us"], before))
+    out["new_bests"] = [{k: _clean(v) for k, v in b.items()} for b in bests]
+    regressions = []
+    prev = activity["previous"]
+    if not timed.empty and not prev.empty:
+        joined = timed.merge(prev, on=["run_id", "label"])
+        joined = joined[joined["mean_us"] >= REGRESSION_FACTOR * joined["prev_mean_us"]]
+        for row in joined.to_dict("records"):
+            regressions.append({"run_id": row["run_id"], "baseline_run": row["prev_run"], "path": row["path"],
+                                "case": row["label"], "mean_us": row["mean_us"], "baseline_us": row["prev_mean_us"],
+                                "factor": row["mean_us"] / row["prev_mean_us"]})  # fmt: skip
+    out["regressions"] = [{k: _clean(v) for k, v in r.items()} for r in regressions]
+    failed = runs[runs["status"].isin(FAILURES)]
+    out["failures"] = _records(failed, ["run_id", "variant", "path", "status", "error"])
+    out["verdicts"] = _records(activity["verdicts"], ["run_id", "variant", "verdict", "reason", "created_at"])
+    return out
+
+
+def leaderboard(data: dict[str, pd.DataFrame], *, sort: str = "geomean") -> dict[str, pd.DataFrame]:
+    """Pivot queries.leaderboard_cells: `table` one row per variant, one column per case (best passed mean, µs),
+    `ratio` the same cells divided by the best in each column, `runs` the run of each cell, and `cases` the
+    column order. Sorted by best geomean (else by the geometric mean of the ratios over the cases it has) or
+    by the case named in `sort`."""
+    variants, cells = data["variants"], data["cells"]
+    if variants.empty:
+        empty = pd.DataFrame()
+        return {"table": empty, "ratio": empty, "runs": empty, "cases": []}
+    order = cells.groupby("label")["case_idx"].min().sort_values().index.tolist() if not cells.empty else []
+    means = cells.pivot(index="variant_sha256", columns="label", values="best_us").reindex(columns=order)
+    run_ids = cells.pivot(index="variant_sha256", columns="label", values="run_id").reindex(columns=order)
+    base = variants.set_index("variant_sha256")
+    means = means.reindex(base.index)
+    ratio = means / means.min(axis=0)
+    with np.errstate(all="ignore"):  # rows without any result score inf (last)
+        score = pd.Series(np.exp(np.nanmean(np.log(ratio.to_numpy(dtype=float)), axis=1)), index=ratio.index)
+    score = score.fillna(math.inf)
+    key = base["best_geomean_us"].fillna(math.inf) if sort == "geomean" else means.get(sort, score)
+    ordered = pd.DataFrame({"k": key, "s": score}).sort_values(["k", "s"]).index
+    table = base.loc[ordered, ["variant", "path", "family", "runs", "best_geomean_us", "best_run", "latest_run"]]
+    table = table.join(means.loc[ordered])
+    return {"table": table, "ratio": ratio.loc[ordered], "runs": run_ids.reindex(ordered), "cases": order}
+
+
+def lineage_tree(nodes: pd.DataFrame) -> pd.DataFrame:
+    """The nodes in depth-first order (children by time) with `depth` and the parent's name and best run.
+
+    A parent outside the selection (another family) makes its child a root; a cycle is cut where it closes."""
+    if nodes.empty:
+        return nodes.assign(depth=[], parent_variant=[], parent_run=[])
+    by_sha = nodes.set_index("sha256")
+    children: dict[str | None, list[str]] = {}
+    for row in nodes.to_dict("records"):
+        parent = row["parent"] if isinstance(row["parent"], str) and row["parent"] in by_sha.index else None
+        if parent == row["sha256"]:
+            parent = None
+        children.setdefault(parent, []).append(row["sha256"])
+    order: list[tuple[str, int]] = []
+    visited: set[str] = set()
+    stack = [(sha, 0) for sha in reversed(children.get(None, []))]
+    while stack:
+        sha, depth = stack.pop()
+        if sha in visited:
+            continue
+        visited.add(sha)
+        order.append((sha, depth))
+        stack += [(c, depth + 1) for c in reversed(children.get(sha, []))]
+    order += [(sha, 0) for sha in by_sha.index if sha not in visited]  # parts of a cycle
+    out = by_sha.loc[[sha for sha, _ in order]].reset_index()
+    out["depth"] = [d for _, d in order]
+    parents = out["parent"].where(out["parent"].isin(by_sha.index))
+    out["parent_variant"] = parents.map(by_sha["variant"])
+    best_or_latest = by_sha["best_run"].fillna(by_sha["latest_run"])
+    out["parent_run"] = parents.map(best_or_latest)
+    return out

@@ -1,0 +1,204 @@
+"""Register variants without running them (`tracker add`): source snapshots from files and their git history.
+
+One snapshot per distinct content (sha256). For a file in a git repository, one snapshot per commit that changed
+it (oldest first; the same content in several commits keeps the earliest), plus the working copy if it differs
+from HEAD. Lineage: `--parent` wins; else the previous version of the same file; else a `Parent: NAME` line in
+the source (a docstring or comment), resolved by variant name or file stem.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from tracker import store as store_mod
+from tracker.capture.gitinfo import source_hash
+from tracker.capture.naming import unique_names
+from tracker.store import queries
+
+PARENT_LINE = re.compile(r"^[\s#*-]*Parent:\s*([\w./-]+)", re.MULTILINE | re.IGNORECASE)
+_KERNEL_DEF = re.compile(r"^\s*def\s+custom_kernel\s*\(", re.MULTILINE)
+
+
+def parent_line(source: str) -> str | None:
+    """The NAME of a `Parent: NAME` line (docstring or comment), if any."""
+    m = PARENT_LINE.search(source)
+    return m.group(1) if m else None
+
+
+def defines_kernel(path: Path) -> bool:
+    try:
+        return bool(_KERNEL_DEF.search(path.read_text(errors="replace")))
+    except OSError:
+        return False
+
+
+def find_variant_files(paths: Iterable[str], pattern: str | None = None) -> list[Path]:
+    """Kernel files named by `paths` and `--glob`: a file as given; a folder gives every `submission.py` below
+    it, or if it has none, every `*.py` below it that defines custom_kernel. Sorted, without duplicates."""
+    found: list[Path] = []
+    for text in paths:
+        p = Path(text)
+        if p.is_dir():
+            subs = sorted(p.rglob("submission.py"))
+            found += subs or sorted(f for f in p.rglob("*.py") if defines_kernel(f))
+        elif p.is_file():
+            found.append(p)
+        else:
+            raise ValueError(f"no kernel file at {text}")
+    if pattern:
+        matched = sorted(Path(f) for f in _glob(pattern) if Path(f).is_file())
+        if not matched:
+            raise ValueError(f"--glob {pattern!r} matches no file")
+        found += matched
+    return list(dict.fromkeys(found))
+
+
+def _glob(pattern: str) -> list[str]:
+    import glob
+
+    return glob.glob(pattern, recursive=True)
+
+
+@dataclass
+class Snapshot:
+    file: Path  # on disk
+    path: str  # as recorded (relative to the repository root inside one)
+    source: str
+    commit: str | None = None
+    committed_at: datetime | None = None
+    message: str | None = None
+
+    @property
+    def sha256(self) -> str:
+        return source_hash(self.source)
+
+
+def recorded_path(file: Path) -> tuple[str, Any]:
+    """The path a file is recorded under (relative to its repository's root) and its git.Repo (or None)."""
+    try:
+        import git
+
+        repo = git.Repo(file.resolve().parent, search_parent_directories=True)
+    except Exception:  # no git, or not in a repository
+        return str(file), None
+    return str(file.resolve().relative_to(Path(repo.working_tree_dir).resolve())), repo
+
+
+def file_snapshots(file: Path, commits: str | None = None) -> list[Snapshot]:
+    """The versions of one file, oldest first: one per commit that changed it (within `commits`, `A..B`, if
+    given), then the working copy if it differs from the last one (only without `commits`)."""
+    rel, repo = recorded_path(file)
+    current = file.read_text()
+    if repo is None:
+        return [Snapshot(file, rel, current)]
+    snaps: list[Snapshot] = []
+    with repo:
+        try:
+            history = list(repo.iter_commits(commits or "HEAD", paths=rel))
+        except Exception as exc:  # an empty repository, or an unknown revision
+            if commits:
+                raise ValueError(f"--commits {commits!r}: {exc}") from None
+            history = []
+        for commit in reversed(history):
+            try:
+                blob = commit.tree / rel
+            except KeyError:  # the commit deleted the file
+                continue
+            snaps.append(
+                Snapshot(
+                    file,
+                    rel,
+                    blob.data_stream.read().decode(errors="replace"),
+                    commit.hexsha,
+                    commit.authored_datetime,
+                    commit.message.strip(),
+                )
+            )
+    if not commits and (not snaps or snaps[-1].source != current):
+        snaps.append(Snapshot(file, rel, current))
+    return snaps
+
+
+def register(
+    paths: Iterable[str],
+    store: str | os.PathLike,
+    *,
+    pattern: str | None = None,
+    commits: str | None = None,
+    family: str | None = None,
+    parent: str | None = None,
+) -> list[dict[str, Any]]:
+    """Register every snapshot of the named files; one dict per snapshot with `added` False when the content
+    was already there."""
+    files = find_variant_files(paths, pattern)
+    if not files:
+        raise ValueError("no kernel file to register")
+    known = queries.variant_index(store) if Path(store).exists() else []
+    per_file = [file_snapshots(f, commits) for f in files]
+    taken = {}
+    for v in known:
+        taken.setdefault(v["name"], v["path"])
+    names = unique_names([s[0].path for s in per_file if s], taken)
+    by_name: dict[str, str] = {}  # name or file stem -> latest sha256, as the history is walked
+    for v in sorted(known, key=lambda v: str(v["at"])):
+        by_name[v["name"]] = v["sha256"]
+        if v["path"]:
+            by_name.setdefault(Path(v["path"]).stem, v["sha256"])
+    seen = {v["sha256"] for v in known}
+    forced = _resolve(parent, by_name, seen) if parent else None
+    if parent and forced is None:
+        raise ValueError(f"--parent {parent!r} names no registered variant")
+    now = store_mod.now()
+    snaps = sorted((s for group in per_file for s in group), key=lambda s: (s.committed_at or now).timestamp())
+    previous: dict[str, str] = {}
+    rows, out = [], []
+    for snap in snaps:
+        sha, name = snap.sha256, names[snap.path]
+        if sha in seen:
+            out.append(_summary(snap, name, None, family, added=False))
+        else:
+            named = parent_line(snap.source)
+            par = forced or previous.get(snap.path) or (_resolve(named, by_name, seen) if named else None)
+            rows.append(
+                {
+                    "sha256": sha, "name": name, "path": snap.path, "source": snap.source, "first_seen": now,
+                    "commit": snap.commit, "committed_at": snap.committed_at, "message": snap.message,
+                    "family": family, "parent": par, "registered_at": now,
+                }
+            )  # fmt: skip
+            seen.add(sha)
+            out.append(_summary(snap, name, par, family, added=True))
+        previous[snap.path] = sha
+        by_name[name] = sha
+        by_name[Path(snap.path).stem] = sha
+    added = set(store_mod.register_variants(store, rows)) if rows else set()
+    for row in out:
+        row["added"] = row["sha256"] in added
+    return out
+
+
+def _resolve(text: str, by_name: dict[str, str], shas: set[str]) -> str | None:
+    if text in by_name:
+        return by_name[text]
+    matches = [s for s in shas if s.startswith(text)]
+    return matches[0] if len(matches) == 1 else None
+
+
+def _summary(snap: Snapshot, name: str, parent: str | None, family: str | None, *, added: bool) -> dict[str, Any]:
+    return {
+        "variant": name,
+        "path": snap.path,
+        "sha256": snap.sha256,
+        "commit": snap.commit,
+        "committed_at": snap.committed_at.isoformat() if snap.committed_at else None,
+        "message": snap.message,
+        "parent": parent,
+        "family": family,
+        "added": added,
+    }

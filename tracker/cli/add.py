@@ -1,0 +1,62 @@
+"""`add` and `variants`: register variants from files, folders and git history without running them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from tracker.cli.common import clean, fmt_us, print_table
+from tracker.store import queries
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    from tracker.capture.register import register
+
+    if not args.paths and not args.glob:
+        raise ValueError("give kernel files or folders, or --glob PATTERN")
+    rows = register(
+        args.paths, args.store, pattern=args.glob, commits=args.commits, family=args.family, parent=args.parent
+    )
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    table = [
+        [r["variant"], r["path"], r["sha256"][:12], (r["commit"] or "-")[:10], (r["parent"] or "-")[:12],
+         "added" if r["added"] else "known", (r["message"] or "").splitlines()[0][:50] if r["message"] else ""]
+        for r in rows
+    ]  # fmt: skip
+    print_table(table, ["variant", "path", "sha256", "commit", "parent", "", "message"])
+    print(f"{sum(r['added'] for r in rows)} added, {sum(not r['added'] for r in rows)} already registered")
+    return 0
+
+
+VARIANT_KEYS = ["variant", "path", "sha256", "commit", "parent", "family", "runs", "best_geomean_us"]
+
+
+def cmd_variants(args: argparse.Namespace) -> int:
+    df = queries.variant_list(args.store, family=args.family) if Path(args.store).exists() else None
+    records = [] if df is None else [{k: clean(r[k]) for k in VARIANT_KEYS} for r in df.to_dict("records")]
+    if args.json:
+        print(json.dumps(records))
+        return 0
+    rows = [
+        [r["variant"], r["path"] or "-", r["sha256"][:12], (r["commit"] or "-")[:10], (r["parent"] or "-")[:12],
+         r["family"] or "-", r["runs"], fmt_us(r["best_geomean_us"])]
+        for r in records
+    ]  # fmt: skip
+    print_table(rows, ["variant", "path", "sha256", "commit", "parent", "family", "runs", "best_geomean_us"])
+    return 0
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("add", parents=[common], help="register variants (files, folders, git history) without running")
+    p.add_argument("paths", nargs="*", help="kernel files or folders (every submission.py, else every custom_kernel)")
+    p.add_argument("--glob", help="also every file matching this pattern (** allowed)")
+    p.add_argument("--commits", help="only commits in this range, A..B (default: the whole history)")
+    p.add_argument("--family", help="family of the registered variants")
+    p.add_argument("--parent", help="parent variant (name, file stem or sha256 prefix) of every one registered")
+    p.set_defaults(func=cmd_add)
+    v = sub.add_parser("variants", parents=[common], help="list registered variants with their runs")
+    v.add_argument("--family")
+    v.set_defaults(func=cmd_variants)

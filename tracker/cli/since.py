@@ -1,0 +1,46 @@
+"""`since`: what changed since a time (new runs, new bests, regressions, failures, verdicts), for agent loops."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from tracker.analysis.summaries import parse_since, since_summary
+from tracker.cli.common import fmt_us, print_table
+from tracker.store import queries
+
+
+def cmd_since(args: argparse.Namespace) -> int:
+    when = parse_since(args.when)
+    if not Path(args.store).exists():
+        raise FileNotFoundError(f"no store at {args.store}")
+    summary = since_summary(queries.since_activity(args.store, when))
+    if args.json:
+        print(json.dumps(summary))
+        return 0
+    print(f"since {when.isoformat(timespec='seconds')}: {len(summary['runs'])} runs")
+    for key, cols in (
+        ("runs", ["run_id", "variant", "status", "suite", "gpu", "geomean_us"]),
+        ("new_bests", ["case", "run_id", "mean_us", "previous_best_us"]),
+        ("regressions", ["case", "run_id", "baseline_run", "factor"]),
+        ("failures", ["run_id", "variant", "status", "error"]),
+        ("verdicts", ["run_id", "variant", "verdict", "reason"]),
+    ):
+        if summary[key]:
+            print(f"\n{key}:")
+            rows = [[_cell(r[c]) for c in cols] for r in summary[key]]
+            print_table(rows, cols)
+    return 0
+
+
+def _cell(value) -> str:
+    if isinstance(value, float):
+        return fmt_us(value)
+    return "-" if value is None else str(value)[:80]
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("since", parents=[common], help="what changed since a time: 30m, 2h, 1d or an ISO timestamp")
+    p.add_argument("when", nargs="?", default="24h")
+    p.set_defaults(func=cmd_since)
