@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hmac
 import json
-import math
 import os
 import re
 import secrets
@@ -32,86 +31,25 @@ from typing import Any
 
 from tracker import store as store_mod
 from tracker.capture import devicelock
+from tracker.capture.channel import sign
 from tracker.capture.evidence import collect as collect_evidence
 from tracker.capture.gitinfo import EMPTY as NO_GIT
 from tracker.capture.gitinfo import capture_git, source_hash
 from tracker.capture.naming import variant_name
+from tracker.capture.record import (  # noqa: F401 - RunRequest and the defaults are this module's API too
+    DEFAULT_COMPILE_TIMEOUT_S,
+    DEFAULT_TIMEOUT_S,
+    INCONCLUSIVE,
+    RunRequest,
+    case_row,
+    complete_record,
+    exit_text,
+)
 from tracker.capture.scan import flags_as_dicts, scan_source
-from tracker.capture.worker import sign
 from tracker.common.processes import descendants, end_processes
-from tracker.workloads import cases_for, get_suite, get_workload
-from tracker.workloads.base import combine_seed
 
 LOG_TAIL_CHARS = 4000
-DEFAULT_TIMEOUT_S = 900.0
-DEFAULT_COMPILE_TIMEOUT_S = 900.0  # import and first calls: Triton JIT, load_inline builds
-INCONCLUSIVE = ("timeout", "crashed", "cancelled")
-# What a failed build looks like from the first call: load_inline's RuntimeError, Triton's CompilationError, ninja.
-_COMPILE_ERROR = re.compile(
-    r"custom_kernel raised (\w*Compil\w*Error|RuntimeError: Error building extension|CalledProcessError)"
-)
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
-
-
-@dataclass
-class RunRequest:
-    path: str
-    suite: str = "qr_v2"
-    mode: str = "benchmark"
-    cases: list[int] | None = None
-    seed: int | None = None
-    timeout: float = DEFAULT_TIMEOUT_S
-    compile_timeout: float = DEFAULT_COMPILE_TIMEOUT_S
-    family: str | None = None
-    parent: str | None = None
-    note: str | None = None
-    profile: bool = False
-    store: str = store_mod.DEFAULT_STORE
-    trigger: str = "cli"
-    device: str = "auto"
-    problem: str | None = None  # a GPU Mode problem folder; None: qr_v2
-
-    def workload(self):
-        return get_workload(self.problem)
-
-    def suite_cases(self) -> tuple:
-        return cases_for(get_suite(self.workload(), self.suite), self.mode)
-
-    name: str | None = None  # the variant's name; default from the path (tracker.capture.naming)
-    recorded_path: str | None = None  # a registered snapshot run from a temp copy: the path and commit it has
-    commit: str | None = None
-    gpu_present: bool | None = None  # None: probe (only when a variant needs CUDA)
-
-    def validate(self) -> None:
-        """Raise ValueError with a clear message for any bad argument, before anything is started."""
-        path = Path(self.path)
-        if not path.is_file():
-            raise ValueError(f"no kernel file at {self.path}")
-        if path.suffix != ".py":
-            raise ValueError(f"{self.path} is not a Python file")
-        cases = self.suite_cases()
-        for i in self.cases or []:
-            if not 0 <= i < len(cases):
-                raise ValueError(f"case {i} is out of range: suite {self.suite} has {len(cases)} {self.mode} cases")
-        if self.seed is not None:
-            # Input generators seed torch with the transformed case seed (plus a small offset per input), which
-            # must fit a signed 64-bit integer; the contest's transform grows with the square of the seed.
-            for case in cases:
-                top = combine_seed(case.seed or 0, self.seed) + 42 * (case.input_count() + 1)
-                if not -(2**63) <= top < 2**63:
-                    raise ValueError(
-                        f"--seed {self.seed} is out of range: the contest's seed transform takes case seeds past "
-                        "64 bits (use a seed below about 4 billion in magnitude)"
-                    )
-        if self.cases is not None and len(set(self.cases)) != len(self.cases):
-            raise ValueError(f"--cases names a case more than once: {self.cases}")
-        if not Path(self.store).resolve().parent.is_dir():
-            raise ValueError(f"cannot create store {self.store}: its folder does not exist")
-        for name, value in (("--timeout", self.timeout), ("--compile-timeout", self.compile_timeout)):
-            if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-                raise ValueError(f"{name} must be positive and finite (seconds), not {value}")
-        if self.device not in ("auto", "cpu", "cuda"):
-            raise ValueError("--device must be auto, cpu or cuda")
 
 
 @dataclass
@@ -136,10 +74,6 @@ class Cancelled(Exception):
 
 def _new_run_id() -> str:
     return uuid.uuid4().hex[:12]
-
-
-def _geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 class _Channel:
@@ -207,23 +141,6 @@ def _kill(proc: subprocess.Popen) -> None:
 
 class _Stopped(Exception):
     """The tracker itself got SIGTERM: the run is recorded as cancelled and its worker stopped."""
-
-
-def _exit_text(code: int) -> str:
-    if code < 0:
-        try:
-            return f"the worker was killed by signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"the worker was killed by signal {-code}"
-    return f"the worker exited with code {code} before finishing"
-
-
-def _case_row(event: dict[str, Any]) -> dict[str, Any]:
-    case = event["case"]
-    row = {k: event.get(k) for k in store_mod.TABLE_COLUMNS["case_results"] if k in event}
-    row.update(inputs=case.get("inputs"), case_idx=event["case_idx"], spec=event["spec"])
-    row.update(event.get("columns") or {})  # the workload's description of the case (qr_v2: batch, n, ...)
-    return row
 
 
 def build_record(req: RunRequest, run_id: str, started_at, source: str) -> store_mod.RunRecord:
@@ -486,68 +403,6 @@ def _on_sigterm(signum, frame) -> None:
     raise _Stopped
 
 
-def complete_record(record, req, events, status, error, returncode, log_tail) -> None:
-    """Fill the record from the worker's events and how it ended."""
-    by_kind: dict[str, list[dict[str, Any]]] = {}
-    for event in events:
-        by_kind.setdefault(event["event"], []).append(event)
-    for env in by_kind.get("env", [])[:1]:
-        record.run.update({k: v for k, v in env.items() if k in store_mod.TABLE_COLUMNS["runs"]})
-    kind = "test" if req.mode == "test" else "benchmark"
-    for event in by_kind.get("case_done", []):
-        record.cases.append({**_case_row(event), "kind": kind})
-        record.samples.extend((event["case_idx"], rep, t) for rep, t in enumerate(event.get("samples") or []))
-    for event in by_kind.get("profile", []):
-        record.profile_cases.append(
-            {k: event.get(k) for k in ("case_idx", "launches", "host_us", "device_us", "trace_path")}
-        )
-        record.profile_kernels.extend({"case_idx": event["case_idx"], **k} for k in event.get("kernels", []))
-
-    timed_all = bool(by_kind.get("timing_done"))
-    if timed_all and not by_kind.get("done"):
-        # Every case was checked and timed; only the optional profile did not finish. That keeps the verdict.
-        reason = error or _exit_text(returncode)
-        record.run["warnings"] = "; ".join(filter(None, [record.run.get("warnings"), f"profile unfinished: {reason}"]))
-        status = error = None
-    done = {e["case_idx"] for e in by_kind.get("case_done", [])}
-    unfinished = [e for e in by_kind.get("case_start", []) if e["case_idx"] not in done]
-    if status is None:
-        if by_kind.get("error"):
-            status, error = "failed", by_kind["error"][0]["message"]
-        elif timed_all:
-            failed = [c["spec"] for c in record.cases if not c["passed"]]
-            status = "failed" if failed or not record.cases else "passed"
-            error = f"{len(failed)} case(s) failed: {', '.join(failed)}" if failed else None
-            first = (record.cases[0].get("message") or "") if record.cases else ""
-            if failed and _COMPILE_ERROR.search(first):  # the first call failed to build: not the kernel's result
-                error = f"compile failed: {first[:600]}; {error}"
-        else:
-            status, error = "crashed", _exit_text(returncode)
-    for event in unfinished:  # the case the worker was in when it hung, crashed or was stopped
-        columns = _case_columns(req, event["case_idx"])
-        row = _case_row({**event, "case": {}, "columns": columns, "passed": False, "message": error})
-        record.cases.append({**row, "kind": kind})
-    # Like the contest's score: only a run of the whole suite in which every case passed has a geomean; a
-    # subset (--cases) would not be comparable with full runs.
-    means = [c.get("mean_us") for c in record.cases]
-    whole_suite = len(means) == len(req.suite_cases())
-    all_timed = req.mode != "test" and status == "passed" and whole_suite and all(means)
-    record.run.update(
-        status=status,
-        error=error,
-        log_tail=log_tail,
-        finished_at=store_mod.now(),
-        geomean_us=_geomean(means) if all_timed else None,
-    )
-
-
-def _case_columns(req: RunRequest, case_idx: int) -> dict[str, Any]:
-    workload = req.workload()
-    case = req.suite_cases()[case_idx]
-    return workload.case_columns(workload.hidden_seed(case, req.seed) if req.seed is not None else case)
-
-
-# Static signs that a variant needs CUDA or a compiler (checked before the worker starts).
 _NEEDS_CUDA = (
     (
         re.compile(r"torch\.utils\.cpp_extension|from\s+torch\.utils\s+import\s+cpp_extension"),

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
-import hashlib
-import hmac
 import importlib.util
 import json
 import os
@@ -36,16 +34,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tracker.capture.channel import sign
 from tracker.capture.evidence import FIRST_PASS, PENDING_KEY, failed_check
 from tracker.capture.evidence import save as save_evidence
 
 SHIM_DIR = Path(__file__).resolve().parent / "shim"
 PR_SET_PDEATHSIG = 1
 ORPHAN_ERROR = "the tracker process went away"
-
-
-def sign(key: bytes, line: str) -> str:
-    return hmac.new(key, line.encode(), hashlib.sha256).hexdigest()
 
 
 class Events:
@@ -229,7 +224,7 @@ def _save_orphan(job: dict[str, Any], events: Events) -> None:
     """The tracker is gone: keep what was finished as a pending `crashed` run beside the store."""
     try:
         from tracker import store as store_mod
-        from tracker.capture.runner import RunRequest, complete_record
+        from tracker.capture.record import RunRequest, complete_record
 
         req = RunRequest(**job["request"])
         record = store_mod.RunRecord(run=dict(job["record"]["run"]), variant=dict(job["record"]["variant"]))

@@ -8,46 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tracker.cli.common import UsageError, fmt_us, int64, parse_cases, path_arg, positive_seconds, print_cases
+from tracker.cli.common import UsageError, int64, parse_cases, path_arg, positive_seconds
+from tracker.cli.summary import print_run, run_summary
 from tracker.store import NotAStoreError, StoreLockedError, check_store, queries
-
-
-def run_summary(outcome) -> dict[str, Any]:
-    run = outcome.record.run
-    return {
-        "run_id": run["run_id"],
-        "status": run["status"],
-        "suite": run["suite"],
-        "problem": run.get("problem"),
-        "mode": run["mode"],
-        "gpu": run.get("gpu"),
-        "geomean_us": run.get("geomean_us"),
-        "error": run.get("error"),
-        "warnings": run.get("warnings"),
-        "flags": json.loads(run.get("flags") or "[]"),
-        "compile_s": run.get("compile_s"),
-        "shared_device": run.get("shared_device"),
-        "side_file": str(outcome.pending.path) if outcome.pending else None,
-        # Outside the store's side folder nothing brings the run in by itself: the whole record goes along.
-        "record": json.loads(outcome.record.to_json()) if outcome.pending and outcome.pending.fallback else None,
-        "unreadable_side_files": [{"path": str(p), "why": why} for p, why in outcome.flushed.unreadable],
-        "cases": [
-            {
-                "case_idx": c["case_idx"],
-                "spec": c["spec"],
-                "passed": c["passed"],
-                "message": c.get("message") or "",
-                "mean_us": c.get("mean_us"),
-                "err_us": c.get("err_us"),
-                "median_us": c.get("median_us"),
-                "std_us": c.get("std_us"),
-                "best_us": c.get("best_us"),
-                "worst_us": c.get("worst_us"),
-                "runs": c.get("runs"),
-            }
-            for c in outcome.record.cases
-        ],
-    }
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -136,7 +99,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary, default=str))
     else:
-        _print_run(summary)
+        print_run(summary)
     if outcome.pending:
         print(
             f"store {args.store}: {outcome.pending.reason}. The run was saved to {outcome.pending.path}; "
@@ -164,21 +127,6 @@ def _unique_name(path: str, store: str) -> str | None:
     except (StoreLockedError, NotAStoreError):  # the run itself copes with a busy store (side file)
         taken = {}
     return unique_names([rel], taken)[rel]
-
-
-def _print_run(summary: dict[str, Any]) -> None:
-    print_cases(summary["cases"])
-    print(
-        f"run {summary['run_id']}: {summary['status']} on {summary['gpu'] or '?'}, suite {summary['suite']}, "
-        f"mode {summary['mode']}, geomean {fmt_us(summary['geomean_us'])}"
-    )
-    for key in ("error", "warnings"):
-        if summary.get(key):
-            print(f"{key}: {summary[key]}")
-    for flag in summary.get("flags") or []:
-        print(f"flag: {flag['code']} (line {flag['line']}): {flag['message']}")
-    if summary.get("shared_device"):
-        print("warning: the device was shared with other work during this run (timings may be contended)")
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

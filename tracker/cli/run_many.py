@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker.cli.common import UsageError, fmt_us, parse_cases, print_table
-from tracker.cli.run import run_summary
+from tracker.cli.summary import run_summary
 from tracker.store import queries
 
 

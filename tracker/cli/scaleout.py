@@ -38,7 +38,7 @@ def queue_status(statuses: list[str]) -> str:
 
 
 def run_queue_cli(args: argparse.Namespace, requests: list, bar, pfile, cancel_file: Path | None) -> int:
-    from tracker.cli.run import _print_run, run_summary
+    from tracker.cli.summary import print_run, run_summary
     from tracker.workloads.qr_v2.suites import cases_for, get_suite
 
     try:
@@ -91,7 +91,7 @@ def run_queue_cli(args: argparse.Namespace, requests: list, bar, pfile, cancel_f
         print(json.dumps(summaries[0] if len(summaries) == 1 else summaries, default=str))
     else:
         for summary in summaries:
-            _print_run(summary)
+            print_run(summary)
     if lost:
         print(f"error: {lost} (the runs finished before were recorded; the others as crashed)", file=sys.stderr)
     return 0 if status == "passed" else 1
