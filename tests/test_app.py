@@ -505,7 +505,7 @@ def test_a_store_from_a_newer_tracker_says_so(demo_store, page):
     with duckdb.connect(str(path)) as con:
         con.execute("INSERT INTO schema_version VALUES (?, now())", [store_mod.SCHEMA_VERSION + 1])
     at = open_page(page)
-    assert "newer than this tracker" in texts(at.error) and not at.exception
+    assert "newer than this dashboard" in texts(at.error) and not at.exception
 
 
 @pytest.mark.parametrize("page", PAGES[:4])

@@ -24,14 +24,14 @@ from tracker.workloads.qr_v2.suites import Case  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 VARIANTS = sorted(glob.glob(os.path.join(ROOT, "kernels", "*.py")))
-# (batch, n, cond, case): every case type, n in 8..96, batch 1..8
+# (batch, n, cond, case): every case type, small n (the Triton interpreter's cost grows with the padded tile)
 SMALL = [
-    (3, 8, 1, "dense"), (4, 32, 4, "dense"), (2, 64, 0, "rankdef"), (2, 48, 0, "clustered"),
-    (2, 40, 2, "nearcollinear"), (3, 24, 2, "band"), (1, 96, 1, "upper"), (2, 56, 0, "rowscale"),
+    (3, 8, 1, "dense"), (2, 16, 4, "dense"), (2, 32, 0, "rankdef"), (2, 24, 0, "clustered"),
+    (2, 16, 2, "nearcollinear"), (3, 24, 2, "band"), (1, 32, 1, "upper"), (2, 16, 0, "rowscale"),
     (5, 16, 0, "nearrank"), (8, 12, 2, "mixed"),
 ]  # fmt: skip
-# forces the blocked / panel routes (module constants lowered) on a few small shapes
-FORCED = [(2, 72, 2, "mixed"), (1, 80, 0, "rankdef")]
+# forces the blocked / panel routes (module constants lowered) on one shape with several panels
+FORCED = [(2, 40, 2, "mixed")]
 
 
 def _run(mod, batch, n, cond, case, seed=7):
