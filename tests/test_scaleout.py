@@ -147,7 +147,13 @@ def test_cancel_stops_queued_and_running_runs_and_kills_their_processes(cluster,
     assert time.monotonic() - start < 60  # the 300 s sleeps were stopped
     assert [o.status for o in outcomes] == ["cancelled"] * 3
     errors = {queries.get_run(store, o.run_id)["error"] for o in outcomes}
-    assert errors <= {"the run was cancelled", "cancelled before it started"}
+    # CPU workers share one device lock ("cpu"), so a started task may be cancelled while it waits for it
+    allowed = {
+        "the run was cancelled",
+        "cancelled before it started",
+        "the run was cancelled while waiting for the device",
+    }
+    assert errors <= allowed
     assert "cancelled before it started" in errors  # 3 runs on 2 workers: one never started
     runs = queries.list_runs(store)
     assert len(runs) == 3 and runs["status"].eq("cancelled").all()

@@ -9,6 +9,7 @@ started is ended with the run.
 
 from __future__ import annotations
 
+import ast
 import hmac
 import json
 import os
@@ -420,9 +421,26 @@ _NO_CUDA = re.compile(
 )
 
 
+def _code_only(source: str) -> str:
+    """The source without comments and bare string statements (docstrings), so prose that mentions
+    load_inline or .cuda() is not taken for code that calls them."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list):
+            body[:] = [s for s in body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))] or [
+                ast.Pass()
+            ]
+    return ast.unparse(tree)
+
+
 def cannot_run_here(source: str, req: RunRequest) -> str | None:
     """Why this variant cannot run on this machine (it needs CUDA or a compiler and there is no GPU), or None."""
-    needs = [why for pattern, why in _NEEDS_CUDA if pattern.search(source)]
+    code = _code_only(source)
+    needs = [why for pattern, why in _NEEDS_CUDA if pattern.search(code)]
     if not needs:
         return None
     if req.device == "cuda":

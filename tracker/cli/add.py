@@ -58,5 +58,5 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--parent", help="parent variant (name, file stem or sha256 prefix) of every one registered")
     p.set_defaults(func=cmd_add)
     v = sub.add_parser("variants", parents=[common], help="list registered variants with their runs")
-    v.add_argument("--family")
+    v.add_argument("--family", help="only variants of this family")
     v.set_defaults(func=cmd_variants)

@@ -38,6 +38,11 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("log", help="file with the harness's `key: value` lines")
     p.add_argument("--variant", required=True, help="the kernel file that was measured")
     p.add_argument("--gpu", required=True, help='GPU model it ran on, e.g. "NVIDIA B200"')
-    p.add_argument("--mode", default="leaderboard", choices=("test", "benchmark", "leaderboard"))
-    p.add_argument("--note")
+    p.add_argument(
+        "--mode",
+        default="leaderboard",
+        choices=("test", "benchmark", "leaderboard"),
+        help="the contest mode the log came from (default %(default)s)",
+    )
+    p.add_argument("--note", help="one-line note stored with the run")
     p.set_defaults(func=cmd_import_results)

@@ -78,6 +78,6 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p = sub.add_parser(
         "recheck", parents=[common], help="judge a run's failure evidence again with the reference gates"
     )
-    p.add_argument("run")
+    p.add_argument("run", help="run id (or unique prefix) whose kept evidence to judge again")
     p.add_argument("--case", type=int, help="only this case")
     p.set_defaults(func=cmd_recheck)

@@ -42,5 +42,7 @@ def _cell(value) -> str:
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("since", parents=[common], help="what changed since a time: 30m, 2h, 1d or an ISO timestamp")
-    p.add_argument("when", nargs="?", default="24h")
+    p.add_argument(
+        "when", nargs="?", default="24h", help="a duration (30m, 2h, 1d) or an ISO time (default %(default)s)"
+    )
     p.set_defaults(func=cmd_since)
