@@ -133,3 +133,15 @@ def test_a_copy_without_history_records_the_declared_commit(tmp_path, monkeypatc
     assert info["git_repo"] is None and info["git_dirty"] is None
     monkeypatch.setenv("KERNELBEAM_GIT_COMMIT", "--output=/tmp/x")  # not an object name: ignored
     assert capture_git(kernel)["git_commit"] is None
+
+
+def test_a_declared_commit_wins_over_a_stale_repository(tmp_path, monkeypatch):
+    """A copy sent to a GPU machine can carry an old .git: the declared commit is what ran."""
+    repo = git.Repo.init(tmp_path)
+    kernel = tmp_path / "k.py"
+    kernel.write_text("def custom_kernel(data):\n    return data\n")
+    repo.index.add([str(kernel)])
+    repo.index.commit("old")
+    monkeypatch.setenv("KERNELBEAM_GIT_COMMIT", "abcdef0123456789abcdef0123456789abcdef01")
+    info = capture_git(kernel)
+    assert info["git_commit"] == "abcdef0123456789abcdef0123456789abcdef01" and info["git_diff"] is None

@@ -32,8 +32,12 @@ def _declared_commit() -> dict[str, Any]:
 
 
 def capture_git(path: str | Path) -> dict[str, Any]:
-    """Git fields for the repository holding `path`; outside a repository (or without git) all None, unless
-    $KERNELBEAM_GIT_COMMIT declares the commit the files came from."""
+    """Git fields for the repository holding `path`; outside a repository (or without git) all None.
+    $KERNELBEAM_GIT_COMMIT, when set, declares the commit the files came from and wins: a copy sent to a GPU
+    machine may carry a stale .git whose HEAD is not the code that runs."""
+    declared = _declared_commit()
+    if declared["git_commit"]:
+        return declared
     try:
         import git
     except ImportError:
