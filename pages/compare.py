@@ -16,10 +16,14 @@ st.title("Compare")
 common.require_runs()
 
 
-def _pick(side: str) -> None:
-    choice = st.session_state.get(f"pick_{side}")
-    if choice:
-        st.session_state[side] = choice
+def _to_url(side: str, key: str) -> None:
+    """A run typed or picked for a side goes into the URL with st.query_params, which pushes a browser history
+    entry: Back returns to the pair before. (A widget bound to the URL only replaces the current entry.)"""
+    value = (st.session_state.get(key) or "").strip()
+    if value:
+        st.query_params[side] = value
+    else:
+        st.query_params.pop(side, None)
 
 
 recent = common.read("run_choices", gpu=common.gpu_filter(), limit=300)
@@ -30,14 +34,20 @@ labels = {
     f"{r['started_at']:%Y-%m-%d %H:%M}"
     for r in recent.to_dict("records")
 }
+# The URL is the source of truth: compare?a=X&b=Y, or Back to it, shows X and Y in the boxes and the pickers.
+typed_a, typed_b = st.query_params.get("a", ""), st.query_params.get("b", "")
+st.session_state["a"], st.session_state["b"] = typed_a, typed_b
 col_a, col_b = st.columns(2)
-typed_a = col_a.text_input("Run A (baseline)", key="a", bind="query-params", placeholder="run id or unique prefix")
-typed_b = col_b.text_input("Run B (candidate)", key="b", bind="query-params", placeholder="run id or unique prefix")
+hint = "run id or unique prefix"
+col_a.text_input("Run A (baseline)", key="a", on_change=_to_url, args=("a", "a"), placeholder=hint)
+col_b.text_input("Run B (candidate)", key="b", on_change=_to_url, args=("b", "b"), placeholder=hint)
 with st.expander("Pick from recent runs", expanded=not (typed_a and typed_b)):
     pa, pb = st.columns(2)
     options = list(labels)
-    pa.selectbox("A", options, index=None, format_func=labels.get, key="pick_a", on_change=_pick, args=("a",))
-    pb.selectbox("B", options, index=None, format_func=labels.get, key="pick_b", on_change=_pick, args=("b",))
+    for side, typed in (("a", typed_a), ("b", typed_b)):
+        st.session_state[f"pick_{side}"] = typed if typed in labels else None
+    pa.selectbox("A", options, format_func=labels.get, key="pick_a", on_change=_to_url, args=("a", "pick_a"))
+    pb.selectbox("B", options, format_func=labels.get, key="pick_b", on_change=_to_url, args=("b", "pick_b"))
 
 a = common.resolve_run(typed_a)
 b = common.resolve_run(typed_b)

@@ -16,13 +16,43 @@ common.page_setup()
 st.title("Run")
 common.require_runs()
 
-typed = st.text_input("Run id", key="id", bind="query-params", placeholder="a run id or a unique prefix")
+
+def _to_url(key: str) -> None:
+    """A run chosen (typed or picked) goes into the URL with st.query_params, which pushes a browser history
+    entry: Back returns to the run before. (A widget bound to the URL only replaces the current entry.)"""
+    value = (st.session_state.get(key) or "").strip()
+    if value:
+        st.query_params["id"] = value
+    else:
+        st.query_params.pop("id", None)
+
+
+# The URL is the source of truth: opening run?id=X, or Back to it, shows X in the box and the picker.
+typed = st.query_params.get("id", "")
+st.session_state["id"] = typed
+st.text_input("Run id", key="id", on_change=_to_url, args=("id",), placeholder="a run id or a unique prefix")
 run_id = common.resolve_run(typed)
+find = st.text_input("Search runs", key="run_search", placeholder="variant, path, family, note or run id")
+recent = common.read("run_choices", gpu=common.gpu_filter(), limit=500, search=find or None)
+choices = dict.fromkeys(([run_id] if run_id else []) + recent["run_id"].tolist())
+_rows = {r["run_id"]: r for r in recent.to_dict("records")}
+
+
+def _choice_label(rid: str) -> str:
+    r = _rows.get(rid)
+    if r is None:
+        return rid
+    return f"{rid} · {r['variant']} ({r['path'] or '?'}) · {r['status']} · {r['suite']}/{r['mode']} · {r['gpu']}"
+
+
+st.session_state["run_pick"] = run_id
+st.selectbox(
+    "Open a run", list(choices), format_func=_choice_label, key="run_pick", on_change=_to_url,
+    args=("run_pick",), placeholder=f"{len(recent)} recent runs" + (f" matching “{find}”" if find else ""),
+)  # fmt: skip
 if run_id is None:
     if not typed:
         st.info("Give a run id above, or open one of the recent runs:")
-    find = st.text_input("Search runs", key="run_search", placeholder="variant, path, family, note or run id")
-    recent = common.read("run_choices", gpu=common.gpu_filter(), limit=500, search=find or None)
     st.dataframe(
         recent.assign(run_id="run?id=" + recent["run_id"]),
         hide_index=True,

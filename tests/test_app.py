@@ -236,6 +236,31 @@ def test_run_page_unknown_and_ambiguous_ids(demo_store):
     assert "No run matches" in texts(at.error)
 
 
+def test_run_and_compare_pickers_follow_and_write_the_url(demo_store):
+    """The URL is the source of truth (Back in the browser restores it); a pick writes it with st.query_params."""
+    _, ids = demo_store
+    a, b = ids["wy"][0], ids["householder"][1]
+    at = open_page("pages/run.py", id=a)
+    assert at.selectbox(key="run_pick").value == a and at.text_input(key="id").value == a
+    at.selectbox(key="run_pick").select(b).run()
+    assert at.query_params["id"] == b and at.text_input(key="id").value == b
+    assert "householder" in texts(at.subheader)
+    at.text_input(key="id").input(a).run()  # typed: the URL follows too
+    assert at.query_params["id"] == a and at.selectbox(key="run_pick").value == a
+    at.query_params["id"] = b  # what Back/Forward does: a new URL, same session
+    at.run()
+    assert at.selectbox(key="run_pick").value == b and at.text_input(key="id").value == b
+
+    at = open_page("pages/compare.py", a=a, b=b)
+    assert (at.selectbox(key="pick_a").value, at.selectbox(key="pick_b").value) == (a, b)
+    at.selectbox(key="pick_b").select(ids["wy"][1]).run()
+    assert at.query_params["a"] == a and at.query_params["b"] == ids["wy"][1]
+    assert at.text_input(key="b").value == ids["wy"][1]
+    at.query_params["b"] = b
+    at.run()
+    assert at.selectbox(key="pick_b").value == b and at.text_input(key="b").value == b
+
+
 def test_run_page_failed_and_timeout_runs(demo_store):
     _, ids = demo_store
     at = open_page("pages/run.py", id=ids["timeout"])
