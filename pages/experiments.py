@@ -12,6 +12,7 @@ from pages.ui import tables as views
 from tracker.store.queries import VARIANT_SORTS
 
 ANY = "any"
+MAX_POINTS = 5000
 
 common.page_setup()
 st.title("Experiments")
@@ -52,12 +53,15 @@ filters = {
     "search": search or None,
     "problem": None if problem == ANY else problem,
 }
-table = common.read("variant_table", status=None if status == ANY else status, sort=sort, **filters)
+filters_status = None if status == ANY else status
+table = common.read("variant_table", status=filters_status, sort=sort, **filters)
 if table.empty:
     st.info("No runs match these filters" + (f" and the search “{search}”." if search else "."))
     st.stop()
 
-points = common.read("progress_points", **filters)
+# Every filter of the table, status included, applies to the chart; a few thousand points draw the same chart as
+# 100,000 (queries.progress_points keeps every new best and each family's extremes per time slice).
+points = common.read("progress_points", status=filters_status, max_points=MAX_POINTS, **filters)
 contexts = table[["problem", "suite", "gpu"]].drop_duplicates()
 m = st.columns(4)
 m[0].metric("Variants", f"{table['variant_sha256'].nunique():,}")
@@ -77,13 +81,19 @@ if not points.empty:
     ctx = points["suite"] + " · " + points["gpu"].fillna("?")
     if points["problem"].nunique() > 1:  # name the problem only when the selection holds more than one
         ctx = points["problem"].fillna("qr_v2") + " · " + ctx
-    counts = ctx.value_counts()
+    counts = points.assign(ctx=ctx).groupby("ctx", sort=False)["context_runs"].first()  # runs, not points drawn
+    counts = counts.sort_values(ascending=False, kind="stable")
     if len(counts) > 1:  # geomeans of different problems, suites or GPUs do not share an axis
         chosen = st.selectbox(
             "Progress chart of", list(counts.index), format_func=lambda c: f"{c} ({counts[c]} runs)", key="chart_ctx"
         )
         points = points[ctx == chosen]
     st.plotly_chart(charts.progress_figure(points), key="progress")
+    if len(points) < int(points["context_runs"].iloc[0]):
+        st.caption(
+            f"{int(points['context_runs'].iloc[0]):,} passed runs drawn as {len(points):,} points: every new best, "
+            "and each family's fastest and slowest run in each of 300 time slices."
+        )
 else:
     st.caption("No passed timed run in this selection, so no progress chart.")
 

@@ -160,6 +160,46 @@ def test_experiments_filters_and_gpu(demo_store):
     assert list(df["variant"]) == ["geqrf_reference"] and list(df["GPU"]) == ["CPU"]
 
 
+def test_experiments_progress_chart_follows_every_filter(demo_store):
+    def scatter_points(at):
+        (spec,) = charts(at)
+        return {t["name"]: len(t["customdata"]) for t in spec["data"] if t["type"] == "scattergl"}
+
+    at = open_page()
+    at.selectbox(key="status").select("failed").run()  # failed runs have no geomean: no chart, not every run's
+    assert not charts(at) and "No passed timed run" in texts(at.caption)
+    at.selectbox(key="status").select("passed").run()
+    assert scatter_points(at) == {"householder": 9, "wy": 2}
+    at.selectbox(key="status").select("any").run()
+    at.selectbox(key="fam").select("wy").run()
+    assert scatter_points(at) == {"wy": 2}
+    at.selectbox(key="fam").select("any").run()
+    at.text_input(key="q").input("O'Brien").run()
+    assert scatter_points(at) == {"householder": 1}
+    at.text_input(key="q").input("").run()
+    at.date_input(key="dates").set_value((T0.date(), T0.date())).run()  # the CPU run was the next day
+    assert not [sb for sb in at.selectbox if sb.key == "chart_ctx"]  # the CPU context is out of the dates
+    assert scatter_points(at) == {"householder": 9, "wy": 2}
+
+
+def test_progress_points_downsampled_draw_the_same_best_line(tmp_path):
+    """20,000 runs in one context: at most a few points per family and time slice, the same best-so-far steps."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import bench_dashboard
+
+    path = tmp_path / "bulk.duckdb"
+    bench_dashboard.build_bulk(path, 20_000, 40, 2, 2)
+    full = queries.progress_points(path)
+    few = queries.progress_points(path, max_points=1000)
+    assert len(full) > 18_000 and len(few) < len(full) / 3 and set(few["run_id"]) <= set(full["run_id"])
+    assert (few["context_runs"] == len(full)).all()
+    assert set(few["family"]) == set(full["family"])
+    a, b = charts_mod.best_so_far(full), charts_mod.best_so_far(few)
+    assert a["run_id"].tolist() == b["run_id"].tolist() and a["best_us"].tolist() == b["best_us"].tolist()
+    assert few["geomean_us"].max() == full["geomean_us"].max()  # the extremes of the cloud stay
+    assert len(queries.progress_points(path, max_points=len(full))) == len(full)  # under the cap: every run
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [

@@ -366,30 +366,66 @@ def progress_points(
     gpu: str | None = None,
     suite: str | None = None,
     mode: str | None = None,
+    status: str | None = None,
     family: str | None = None,
     since: dt.date | None = None,
     until: dt.date | None = None,
     search: str | None = None,
     problem: str | None = None,
+    max_points: int | None = None,
 ) -> pd.DataFrame:
-    """Every passed run with a geomean, oldest first: the points of the progress chart (per-run geomeans only)."""
+    """The passed runs with a geomean, oldest first: the points of the progress chart (per-run geomeans only).
+
+    Columns: run_id, started_at, variant, family, problem, suite, gpu, geomean_us, and context_runs (the passed
+    runs of the row's problem, suite and GPU). A status filter other than `passed` leaves no point. With
+    `max_points` and more runs than that, a selection that draws the same chart: every run that set a new best
+    of its context (the step line), the last run of each context, and each family's fastest and slowest run in
+    each of 300 time slices of its context (the cloud of points)."""
+    if status not in (None, "passed"):
+        status = "\x00none"  # no run has this status: no point
     where, params = _run_filters(
         gpu=gpu,
         suite=suite,
         mode=mode,
-        status="passed",
+        status=status or "passed",
         family=family,
         since=since,
         until=until,
         search=search,
         problem=problem,
     )
-    sql = (
-        "SELECT run_id, started_at, variant, coalesce(family, '(none)') AS family, problem, suite, gpu, geomean_us "
-        f"FROM runs{where}{' AND' if where else ' WHERE'} geomean_us IS NOT NULL ORDER BY started_at"
-    )
+    ctx = "PARTITION BY problem, suite, gpu"
+    sql = f"""
+        WITH p AS (
+            SELECT run_id, started_at, variant, coalesce(family, '(none)') AS family, problem, suite, gpu, geomean_us
+            FROM runs{where}{" AND" if where else " WHERE"} geomean_us IS NOT NULL
+        ),
+        w AS (
+            SELECT *, count(*) OVER ({ctx}) AS context_runs, count(*) OVER () AS total_runs,
+                min(geomean_us) OVER ({ctx} ORDER BY started_at, run_id
+                                      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS best_before,
+                row_number() OVER ({ctx} ORDER BY started_at DESC, run_id DESC) AS from_last,
+                CAST(floor(299.999 * epoch(started_at - min(started_at) OVER ({ctx}))
+                    / greatest(epoch(max(started_at) OVER ({ctx}) - min(started_at) OVER ({ctx})), 1e-9)) AS INTEGER)
+                    AS slice
+            FROM p
+        ),
+        r AS (
+            SELECT *,
+                row_number() OVER (PARTITION BY problem, suite, gpu, family, slice ORDER BY geomean_us, run_id)
+                    AS fastest,
+                row_number() OVER (PARTITION BY problem, suite, gpu, family, slice
+                                   ORDER BY geomean_us DESC, run_id DESC) AS slowest
+            FROM w
+        )
+        SELECT run_id, started_at, variant, family, problem, suite, gpu, geomean_us, context_runs FROM r
+        WHERE ? IS NULL OR total_runs <= ? OR best_before IS NULL OR geomean_us < best_before OR from_last = 1
+            OR fastest = 1 OR slowest = 1
+        ORDER BY started_at, run_id
+    """
+    limit = int(max_points) if max_points is not None else None
     with connect(store, read_only=True) as con:
-        return con.execute(sql, params).df()
+        return con.execute(sql, [*params, limit, limit]).df()
 
 
 def run_choices(
