@@ -200,6 +200,16 @@ def test_every_page_and_a_shared_compare_url(server, page):
     page.get_by_role("tab", name="Profile").click()
     settle(page)
     shot(page, "run-profile")
+    # Choosing another run is a history entry: Back shows the run before, with its id in the box.
+    run_box, heading = page.get_by_role("textbox", name="Run id"), page.get_by_test_id("stMain").locator("h3").first
+    run_box.fill(ids["wy"][1])
+    run_box.press("Enter")
+    settle(page)
+    assert f"id={ids['wy'][1]}" in page.url and "wy_v1" in heading.inner_text()
+    page.go_back()
+    settle(page)
+    assert f"id={ids['profiled']}" in page.url and run_box.input_value() == ids["profiled"]
+    assert "householder_v4" in heading.inner_text()
 
     goto(page, f"{base}/run?id=no-such-run")
     no_exception(page)
