@@ -201,3 +201,18 @@ def bad_store(tmp_path, monkeypatch) -> Path:
     path.write_text("this is a text file, not a DuckDB database\n" * 50)
     monkeypatch.setenv("KERNELBEAM_STORE", str(path))
     return path
+
+
+def open_page(page: str | None = None, **params: str):
+    """Render the dashboard (app.py) at a page with query parameters through AppTest; fails on any exception."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    if page is not None and page != "pages/experiments.py":
+        at.run()
+        at.switch_page(page)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at

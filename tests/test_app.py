@@ -23,6 +23,7 @@ from streamlit.testing.v1 import AppTest
 
 from pages.ui import charts as charts_mod
 from pages.ui import tables as views
+from tests.conftest import open_page
 from tracker import store as store_mod
 from tracker.capture import envinfo, jobs
 from tracker.store import queries
@@ -45,18 +46,6 @@ def _isolated(monkeypatch, tmp_path):
     import streamlit as st
 
     st.cache_data.clear()
-
-
-def open_page(page: str | None = None, **params: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    if page is not None and page != "pages/experiments.py":
-        at.run()
-        at.switch_page(page)
-    for key, value in params.items():
-        at.query_params[key] = value
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
 
 
 def charts(at: AppTest) -> list[dict]:

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-from streamlit.testing.v1 import AppTest
 
+from tests.conftest import open_page
 from tracker import store as store_mod
 from tracker.capture import devicelock
 from tracker.store import queries
@@ -107,17 +107,6 @@ def test_a_dead_holder_frees_the_device(tmp_path, lock_env):
     lock.release()
     assert waited[0]["run_id"] == "r1"
     holder.wait()
-
-
-def open_page(page: str, **params: str) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.run()
-    at.switch_page(page)
-    for key, value in params.items():
-        at.query_params[key] = value
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
 
 
 def test_compare_and_regressions_warn_about_a_shared_device(demo_store):

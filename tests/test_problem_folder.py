@@ -12,6 +12,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from tests.conftest import open_page
 from tracker.workloads import get_workload
 from tracker.workloads.problem_folder import ArgsCase, ProblemFolder, _verdict
 
@@ -308,20 +309,6 @@ def dashboard(runs, tmp_path, monkeypatch):
     envinfo.gpu_available.cache_clear()
     st.cache_data.clear()
     return store
-
-
-def open_page(page: str | None = None, **params: str):
-    from streamlit.testing.v1 import AppTest
-
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    if page is not None:
-        at.run()
-        at.switch_page(page)
-    for key, value in params.items():
-        at.query_params[key] = value
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
 
 
 def test_experiments_offers_the_problem_when_the_store_holds_several(dashboard):

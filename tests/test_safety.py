@@ -20,9 +20,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import ROOT
-from streamlit.testing.v1 import AppTest
 from test_store import counts, held, make_run, run_ids
 
+from tests.conftest import open_page
 from tracker import store as store_mod
 from tracker.capture import envinfo, jobs
 from tracker.capture.gitinfo import diff_commits, safe_repo_path
@@ -48,18 +48,6 @@ def _isolated(monkeypatch, tmp_path):
     import streamlit as st
 
     st.cache_data.clear()
-
-
-def open_page(page: str | None = None, **params: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    if page is not None and page != "pages/experiments.py":
-        at.run()
-        at.switch_page(page)
-    for key, value in params.items():
-        at.query_params[key] = value
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
 
 
 def texts(elements) -> str:

@@ -183,7 +183,8 @@ def test_run_folder_and_glob(workspace, tmp_path):
 
 def _open(monkeypatch, tmp_path, store: str, page: str, **params: str):
     import streamlit as st
-    from streamlit.testing.v1 import AppTest
+
+    from tests.conftest import open_page
 
     empty = tmp_path / "no-samples"
     empty.mkdir(exist_ok=True)
@@ -191,14 +192,7 @@ def _open(monkeypatch, tmp_path, store: str, page: str, **params: str):
     monkeypatch.setenv("KERNELBEAM_NO_GPU", "1")
     monkeypatch.setenv("KERNELBEAM_STORE", store)
     st.cache_data.clear()
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.run()
-    at.switch_page(page)
-    for key, value in params.items():
-        at.query_params[key] = value
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return open_page(page, **params)
 
 
 def test_leaderboard_page(workspace, monkeypatch, tmp_path):

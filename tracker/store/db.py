@@ -29,6 +29,7 @@ from tracker.common.processes import process_alive
 from tracker.store.schema import MIGRATIONS, RUN_TABLES, SCHEMA_VERSION, TABLE_COLUMNS, VERDICTS
 
 DEFAULT_STORE = "experiments.duckdb"
+DEFAULT_PROBLEM = "qr_v2"  # runs.problem of records that name none (the column default of migration v6)
 LOCK_RETRY_SECONDS = float(os.environ.get("KERNELBEAM_LOCK_RETRY_SECONDS", "20"))
 
 
@@ -344,7 +345,8 @@ def start_run(path: str | os.PathLike, record: RunRecord) -> None:
     with connect(path) as con:
         con.execute("BEGIN TRANSACTION")
         _upsert_variant(con, record.variant)
-        _insert(con, "runs", [{**record.run, "status": "running"}])
+        problem = record.run.get("problem") or DEFAULT_PROBLEM
+        _insert(con, "runs", [{**record.run, "status": "running", "problem": problem}])
         con.execute("COMMIT")
 
 
@@ -396,7 +398,8 @@ def write_run(con: duckdb.DuckDBPyConnection, record: RunRecord) -> None:
         for table in RUN_TABLES:
             if table in present:  # a store written before a table was added (migrations add it on open)
                 con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
-        _insert(con, "runs", [record.run])
+        # A record that names no problem is of the default one, as the schema's column default says.
+        _insert(con, "runs", [{**record.run, "problem": record.run.get("problem") or DEFAULT_PROBLEM}])
         _insert(con, "case_results", [{**c, "run_id": run_id} for c in record.cases])
         _insert_samples(con, run_id, record.samples)
         _insert(
