@@ -132,19 +132,13 @@ def run_samples(store: str | os.PathLike, run_id: str) -> pd.DataFrame:
 
 def resolve_run_id(store: str | os.PathLike, prefix: str) -> str | None:
     """Accept a unique prefix of a run id, as git does for commits."""
-    with connect(store, read_only=True) as con:
-        rows = con.execute("SELECT run_id FROM runs WHERE starts_with(run_id, ?) LIMIT 2", [prefix]).fetchall()
-    return rows[0][0] if len(rows) == 1 else None
+    ids = match_run_ids(store, prefix, limit=2)
+    return ids[0] if len(ids) == 1 else None
 
 
 def match_run_ids(store: str | os.PathLike, prefix: str, *, limit: int = 10) -> list[str]:
     """The run ids starting with `prefix` (at most `limit`, newest first): one for a unique prefix."""
-    with connect(store, read_only=True) as con:
-        rows = con.execute(
-            "SELECT run_id FROM runs WHERE starts_with(run_id, ?) ORDER BY started_at DESC LIMIT ?",
-            [prefix, int(limit)],
-        ).fetchall()
-    return [r[0] for r in rows]
+    return run_candidates(store, prefix, limit=limit)["run_id"].tolist()
 
 
 def run_candidates(store: str | os.PathLike, prefix: str, *, limit: int = 20) -> pd.DataFrame:
