@@ -25,9 +25,19 @@ RUN_LIST_COLUMNS = (
     "run_id, variant, path, family, status, problem, suite, mode, device, gpu, geomean_us, started_at, finished_at, "
     "git_commit, git_branch, git_dirty, note, parent_run, trigger"
 )
+
+
 # A case's seed-free name, as its workload's Case.label spells it: what comparisons and histories key on. Runs
 # recorded before workloads stored a label were qr_v2, whose label is built from its columns.
-CASE_LABEL_SQL = "coalesce(label, format('{}x{} c{:g} {}', batch, n, CAST(cond AS DOUBLE), case_name))"
+def case_label_sql(alias: str | None = None) -> str:
+    """A case's seed-free label in SQL: the label the workload recorded, else qr_v2's shape format (runs from
+    before labels were recorded). `alias` names the table or subquery holding the case_results columns."""
+    a = f"{alias}." if alias else ""
+    shape = f"format('{{}}x{{}} c{{:g}} {{}}', {a}batch, {a}n, CAST({a}cond AS DOUBLE), {a}case_name)"
+    return f"coalesce({a}label, {shape})"
+
+
+CASE_LABEL_SQL = case_label_sql()
 TIMED_MODES = ("benchmark", "leaderboard")
 IN_LIST_MAX = 1000  # run ids bound one by one up to this many (index lookups); a subquery beyond
 
@@ -73,13 +83,6 @@ def side_file_runs(store: str | os.PathLike) -> list[dict[str, Any]]:
             run["started_at"] = pd.Timestamp(run["started_at"])
         out.append(run)
     return out
-
-
-def _case_label(alias: str) -> str:
-    """CASE_LABEL_SQL over the case_results columns of table alias `alias`."""
-    return (
-        f"format('{{}}x{{}} c{{:g}} {{}}', {alias}.batch, {alias}.n, CAST({alias}.cond AS DOUBLE), {alias}.case_name)"
-    )
 
 
 def list_runs(store: str | os.PathLike, *, limit: int | None = None) -> pd.DataFrame:
@@ -564,7 +567,7 @@ def case_history(
         else:
             scope_sql, scope_params = "WHERE run_id IN (SELECT run_id FROM hist)", []
         cases = con.execute(
-            f"SELECT c.run_id, c.case_idx, {CASE_LABEL_SQL.replace('label', 'c.label', 1)} AS label, c.passed, "
+            f"SELECT c.run_id, c.case_idx, {case_label_sql('c')} AS label, c.passed, "
             f"c.mean_us, c.err_us FROM (SELECT * FROM case_results {scope_sql}) c JOIN hist h USING (run_id) "
             "ORDER BY h.started_at, c.case_idx",
             scope_params,
@@ -722,10 +725,10 @@ def leaderboard_cells(
         ).df()
         cells = con.execute(
             # Grouped on the raw shape columns; the label is formatted once per group, not once per case row.
-            f"SELECT variant_sha256, case_idx, {_case_label('g')} AS label, best_us, run_id FROM ("
+            f"SELECT variant_sha256, case_idx, {case_label_sql('g')} AS label, best_us, run_id FROM ("
             # In one suite a case index is one shape (a hidden seed changes the seed only), so group on the integer.
             "SELECT r.variant_sha256, c.case_idx, any_value(c.batch) AS batch, any_value(c.n) AS n, "
-            "any_value(c.cond) AS cond, any_value(c.case_name) AS case_name, "
+            "any_value(c.cond) AS cond, any_value(c.case_name) AS case_name, any_value(c.label) AS label, "
             "min(c.mean_us) AS best_us, arg_min(c.run_id, c.mean_us) AS run_id "
             "FROM case_results c JOIN lb_runs r USING (run_id) WHERE c.passed AND c.mean_us IS NOT NULL "
             "GROUP BY r.variant_sha256, c.case_idx) g"
@@ -790,13 +793,14 @@ def since_activity(store: str | os.PathLike, since: dt.datetime) -> dict[str, pd
             f"""
             WITH nc AS (
                 SELECT c.run_id, n.suite, n.mode, n.gpu, n.path, n.started_at, c.case_idx,
-                    {_case_label("c")} AS label, c.passed, c.mean_us
+                    {case_label_sql("c")} AS label, c.passed, c.mean_us
                 FROM case_results c JOIN new_runs n USING (run_id)
             ),
             before AS (
-                SELECT suite, mode, gpu, {_case_label("g")} AS label, best_before_us FROM (
+                SELECT suite, mode, gpu, {case_label_sql("g")} AS label, best_before_us FROM (
                     SELECT r.suite, r.mode, r.gpu, c.case_idx, any_value(c.batch) AS batch, any_value(c.n) AS n,
-                        any_value(c.cond) AS cond, any_value(c.case_name) AS case_name, min(c.mean_us) AS best_before_us
+                        any_value(c.cond) AS cond, any_value(c.case_name) AS case_name, any_value(c.label) AS label,
+                        min(c.mean_us) AS best_before_us
                     FROM case_results c JOIN runs r USING (run_id)
                     WHERE r.started_at < CAST(? AS TIMESTAMPTZ) AND c.passed AND c.mean_us IS NOT NULL
                     GROUP BY r.suite, r.mode, r.gpu, c.case_idx) g
@@ -816,7 +820,7 @@ def since_activity(store: str | os.PathLike, since: dt.datetime) -> dict[str, pd
         # The previous passed run of the same file in the same context: the baseline a new run is judged on.
         prev = con.execute(
             f"""
-            SELECT n.run_id, p.run_id AS prev_run, {_case_label("c")} AS label,
+            SELECT n.run_id, p.run_id AS prev_run, {case_label_sql("c")} AS label,
                 c.mean_us AS prev_mean_us
             FROM new_runs n
             JOIN LATERAL (
