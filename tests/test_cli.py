@@ -235,3 +235,15 @@ def test_repeated_case_numbers_are_refused_or_recorded_once(tmp_path):
     doc = json.loads(proc.stdout)
     assert doc["side_file"] is None, proc.stderr
     assert queries.get_run(store, doc["run_id"])["status"] == "passed"
+
+
+def test_parent_may_be_a_run_id_prefix_or_a_variant_name_and_is_stored_as_the_full_run_id(tmp_path):
+    store = tmp_path / "s.duckdb"
+    base = ["--suite", "smoke", "--mode", "test", "--cases", "0", "--quiet", "--store", str(store)]
+    first = cli_json("run", REFERENCE, *base)["run_id"]
+    by_prefix = cli_json("run", REFERENCE, *base, "--parent", first[:6])["run_id"]
+    by_name = cli_json("run", REFERENCE, *base, "--parent", "geqrf_reference")["run_id"]
+    assert queries.get_run(store, by_prefix)["parent_run"] == first  # the full id, not the prefix
+    assert queries.get_run(store, by_name)["parent_run"] == by_prefix  # the variant's newest run
+    proc = cli("run", REFERENCE, *base, "--parent", "no_such_variant")
+    assert proc.returncode == 2 and "nor a variant with runs there" in proc.stderr

@@ -15,6 +15,8 @@ import pytest
 
 pytest.importorskip("distributed")
 
+from datetime import UTC
+
 from tracker.capture import scaleout  # noqa: E402
 from tracker.capture.runner import RunRequest, run_variant  # noqa: E402
 from tracker.store import queries  # noqa: E402
@@ -244,3 +246,35 @@ def test_only_the_scale_out_module_imports_the_engine():
         )
     ]
     assert importers == ["tracker/capture/scaleout.py"]
+
+
+def test_the_queue_starts_unknown_variants_then_the_longest_by_their_history(tmp_path):
+    from datetime import datetime, timedelta
+
+    from conftest import make_record
+
+    from tracker import store as store_mod
+
+    store = tmp_path / "s.duckdb"
+    files = {name: tmp_path / f"{name}.py" for name in ("quick", "slow", "edited", "fresh")}
+    for name, path in files.items():
+        path.write_text(REFERENCE.read_text() + f"\n# {name}\n")
+    t0 = datetime(2026, 11, 1, tzinfo=UTC)
+    history = [("quick", 5, "smoke"), ("quick", 7, "smoke"), ("slow", 60, "smoke"), ("slow", 300, "qr_v2")]
+    history += [("edited", 90, "smoke")]
+    for i, (name, seconds, suite) in enumerate(history):
+        rec = make_record(
+            f"past{i:08d}", variant=name, source=files[name].read_text(), path=str(files[name]), family=None,
+            started=t0, means=None, suite=suite, mode="benchmark", status="passed",
+        )  # fmt: skip
+        rec.run["finished_at"] = t0 + timedelta(seconds=seconds)
+        store_mod.finish_run(store, rec)
+    files["edited"].write_text(files["edited"].read_text() + "# changed since its last run\n")
+    requests = [
+        RunRequest(path=str(files[n]), suite="smoke", store=str(store)) for n in ("quick", "slow", "edited", "fresh")
+    ]
+    records = [scaleout.new_record(r) for r in requests]
+    names = {rec.run["run_id"]: rec.run["variant"] for rec in records}
+    # never run first (it also compiles); then edited (90 s under its old source: the name is the fallback),
+    # slow (60 s; its 300 s run was another suite), quick (6 s)
+    assert [names[r] for r in scaleout.longest_first(requests, records)] == ["fresh", "edited", "slow", "quick"]

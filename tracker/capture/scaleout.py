@@ -28,6 +28,7 @@ from typing import Any
 from tracker import store as store_mod
 from tracker.capture.gitinfo import source_hash
 from tracker.capture.runner import RunOutcome, RunRequest, capture_variant, new_record
+from tracker.store import queries
 
 CANCEL_POLL_S = 0.5  # how often a running task asks the scheduler whether the queue was cancelled
 CANCEL_GRACE_S = 30.0  # how long running tasks get to stop their kernel and return a cancelled record
@@ -260,6 +261,18 @@ def run_queue(
         return _run_on(address, requests, records, on_event, on_result, should_cancel)
 
 
+def longest_first(requests: list[RunRequest], records: list[store_mod.RunRecord]) -> list[str]:
+    """Run ids in the order to start them: variants never run before (their length is unknown, and they
+    compile) first, then by the median length of their earlier runs in the store, longest first. Starting the
+    long ones first keeps the last GPU from finishing alone (longest-processing-time scheduling)."""
+    keys = [(rec.run["variant_sha256"], rec.run["variant"]) for rec in records]
+    known: dict[tuple[str, str], float] = {}
+    for req in {(r.store, r.suite, r.mode): r for r in requests}.values():
+        known.update(queries.past_durations(req.store, keys, req.suite, req.mode))
+    order = sorted(range(len(records)), key=lambda i: -known.get(keys[i], float("inf")))
+    return [records[i].run["run_id"] for i in order]
+
+
 def _gpu_slots(client) -> int:
     """How many runs the cluster takes at once: one per GPU resource (a worker started with GPU=1)."""
     workers = client.scheduler_info(n_workers=-1)["workers"].values()
@@ -273,7 +286,7 @@ def _run_on(address, requests, records, on_event, on_result, should_cancel) -> l
     queue_id = uuid.uuid4().hex[:12]
     outcomes: dict[str, RunOutcome] = {}
     by_id = {rec.run["run_id"]: (req, rec) for req, rec in zip(requests, records, strict=True)}
-    waiting = list(by_id)  # not yet submitted: the queue is held here, so a task only goes to a free GPU
+    waiting = longest_first(requests, records)  # not yet submitted: held here, so a task only goes to a free GPU
     started: set[str] = set()
     futures: dict[str, Any] = {}  # run_id -> future, for submitted runs
 

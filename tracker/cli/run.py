@@ -72,9 +72,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     check_store(args.store, write=True)
+    if args.parent:
+        for r in reqs:
+            r.parent = _resolve_parent(args.store, args.parent)
     req = reqs[0]
-    if args.parent and Path(args.store).exists() and queries.resolve_run_id(args.store, args.parent) is None:
-        raise UsageError(f"--parent {args.parent!r} is not a run in {args.store}")
     if args.suite is None and suite == "smoke":  # said only once the input is known to be good
         print("no GPU: running the CPU smoke suite (--suite qr_v2 to insist)", file=sys.stderr)
     bar = TerminalBar() if not args.quiet else None
@@ -112,6 +113,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0 if outcome.status == "passed" else 1
+
+
+def _resolve_parent(store: str, text: str) -> str:
+    """A run id, a unique prefix of one, or a variant name (its newest run), as the full run id."""
+    run_id = queries.resolve_run_id(store, text) or queries.latest_run_of_variant(store, text)
+    if run_id is None:
+        raise UsageError(f"--parent {text!r} is not a run in {store}, nor a variant with runs there")
+    return run_id
 
 
 def _unique_name(path: str, store: str) -> str | None:
@@ -183,7 +192,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         help="seconds for import and the first call: Triton JIT, load_inline builds (default: %(default)s)",
     )
     p.add_argument("--family", help="variant family (e.g. the line of work this belongs to)")
-    p.add_argument("--parent", help="run id this variant was derived from")
+    p.add_argument(
+        "--parent",
+        help="what this variant was derived from: a run id (or a unique prefix), or a variant name for its newest run",
+    )
     p.add_argument("--note", help="one-line hypothesis or note")
     p.add_argument(
         "--profile",

@@ -139,6 +139,19 @@ def resolve_run_id(store: str | os.PathLike, prefix: str) -> str | None:
     return ids[0] if len(ids) == 1 else None
 
 
+def latest_run_of_variant(store: str | os.PathLike, name: str) -> str | None:
+    """The newest run of the variant with this name (any status), e.g. to name it as a parent."""
+    if not Path(store).exists():
+        return None
+    with connect(store, read_only=True) as con:
+        if not _has_runs_table(con):
+            return None
+        row = con.execute(
+            "SELECT run_id FROM runs WHERE variant = ? ORDER BY started_at DESC, run_id LIMIT 1", [name]
+        ).fetchone()
+    return row[0] if row else None
+
+
 def match_run_ids(store: str | os.PathLike, prefix: str, *, limit: int = 10) -> list[str]:
     """The run ids starting with `prefix` (at most `limit`, newest first): one for a unique prefix."""
     return run_candidates(store, prefix, limit=limit)["run_id"].tolist()
@@ -208,6 +221,33 @@ def _has_runs_table(con) -> bool:
             "SELECT count(*) FROM information_schema.tables WHERE table_name = 'runs' AND table_schema = 'main'"
         ).fetchone()[0]
     )
+
+
+def past_durations(store: str | os.PathLike, variants: list[tuple[str, str]], suite: str, mode: str) -> dict:
+    """Median wall seconds of earlier finished runs, per (variant_sha256, variant name) asked for: runs of the
+    same source first, else of the same name, in the same suite and mode. Variants with no such run are left
+    out. For ordering a queue, so it does not matter that case selections differ."""
+    if not variants or not Path(store).exists():
+        return {}
+    with connect(store, read_only=True) as con:
+        if not _has_runs_table(con):
+            return {}
+        medians = {}
+        for key in ("variant_sha256", "variant"):
+            medians[key] = dict(
+                con.execute(
+                    f"SELECT {key}, median(epoch(finished_at) - epoch(started_at)) FROM runs WHERE suite = ? "
+                    "AND mode = ? AND finished_at IS NOT NULL AND status NOT IN ('running', 'pending') GROUP BY 1",
+                    [suite, mode],
+                ).fetchall()
+            )
+    by_sha, by_name = medians["variant_sha256"], medians["variant"]
+    found = {}
+    for sha, name in variants:
+        seconds = by_sha.get(sha, by_name.get(name))
+        if seconds is not None:
+            found[(sha, name)] = float(seconds)
+    return found
 
 
 def count_runs(store: str | os.PathLike) -> int:
