@@ -24,12 +24,13 @@ doc = next((n.value.value for n in body if isinstance(n, ast.Expr) and isinstanc
 print(" ".join(str(doc).split()))
 PY
 }
+T0=$(date +%s)
 bench() {  # NEED FILE FAMILY PARENT: one full benchmark run, its docstring (idea, parent, hypothesis) as the note
-  printf '%s python3 -m tracker run kernels/%s.py --store %s --family %s --parent %s --note %q --quiet --json --timeout 200 > %s/%s.json\n' \
-    "$1" "$2" $S "$3" "$4" "$(note kernels/$2.py)" $R "$2"
+  printf '%s python3 scripts/wait_for_run.py %s %s %s 90; python3 -m tracker run kernels/%s.py --store %s --family %s --parent %s --note %q --quiet --json --timeout 200 > %s/%s.json\n' \
+    "$1" $S "$4" "$([ "$4" = geqrf_reference ] && echo 0 || echo $T0)" "$2" $S "$3" "$4" "$(note kernels/$2.py)" $R "$2"
 }
-# Parents before children: a child names its parent by variant and gets the parent's newest run, which has
-# started by then (one line per free GPU, in file order).
+# Parents before children (a free GPU takes the next line): a child waits until this call's run of its parent
+# has started, then names the parent by variant, which gives that run (geqrf_reference: the samples' newest).
 {
   bench 60 triton_panel_wy qr-panel geqrf_reference
   bench 60 graphed qr-panel triton_panel_wy
