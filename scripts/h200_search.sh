@@ -4,7 +4,9 @@
 # by geomean get two more runs each (three in all), the best one the 22 tests with the default seed and two
 # hidden seeds, and a profiled run of its two slowest cases. Runs spread over every GPU (scripts/gpu_pool.sh).
 #
-#   bash scripts/h200_search.sh COMMIT [SECONDS]
+#   bash scripts/h200_search.sh COMMIT [SECONDS] [LIST]
+#
+# LIST (default scripts/search-variants.txt): lines `NAME FAMILY PARENT` of kernels/NAME.py, parents first.
 #
 # The store starts from the shipped samples, so parents can be named by variant. Results: $OUT/search.tgz
 # (the store, its export of this call's runs, the logs). Verdicts are recorded afterwards, by a person.
@@ -25,21 +27,22 @@ print(" ".join(str(doc).split()))
 PY
 }
 T0=$(date +%s)
-bench() {  # NEED FILE FAMILY PARENT: one full benchmark run, its docstring (idea, parent, hypothesis) as the note
+bench() {  # NEED FILE FAMILY PARENT SINCE: one full benchmark run, its docstring (idea, parent, hypothesis) as the note
   printf '%s python3 scripts/wait_for_run.py %s %s %s 90; python3 -m tracker run kernels/%s.py --store %s --family %s --parent %s --note %q --quiet --json --timeout 200 > %s/%s.json\n' \
-    "$1" $S "$4" "$([ "$4" = geqrf_reference ] && echo 0 || echo $T0)" "$2" $S "$3" "$4" "$(note kernels/$2.py)" $R "$2"
+    "$1" $S "$4" "$5" "$2" $S "$3" "$4" "$(note kernels/$2.py)" $R "$2"
 }
-# Parents before children (a free GPU takes the next line): a child waits until this call's run of its parent
-# has started, then names the parent by variant, which gives that run (geqrf_reference: the samples' newest).
+# Parents before children (a free GPU takes the next line): a child whose parent is earlier in the list waits
+# until this call's run of it has started, then names the parent by variant, which gives that run; a parent
+# from an earlier call is named the same way (its newest run in the samples).
+LIST=${3:-scripts/search-variants.txt}
+seen=" "
 {
-  bench 60 triton_panel_wy qr-panel geqrf_reference
-  bench 60 graphed qr-panel triton_panel_wy
-  bench 60 wy_tf32x3 qr-wy graphed
-  bench 60 leaf1r qr-wy wy_tf32x3
-  bench 60 coop_leaf qr-coop leaf1r
-  bench 60 coop_hybrid qr-coop coop_leaf
-  bench 60 graphed_nbo128 qr-panel graphed
-  for k in nbo256 ept64 leaf8k split528 coopnb16 graph640 ieee cublas coop2; do bench 60 coop_hybrid_$k qr-coop coop_hybrid; done
+  grep -v '^#' "$LIST" | while read -r name family parent; do
+    [ -n "$name" ] || continue
+    since=0; [[ "$seen" == *" $parent "* ]] && since=$T0
+    bench 100 "$name" "$family" "$parent" "$since"
+    seen="$seen$name "
+  done
 } > $R/jobs-a
 bash scripts/gpu_pool.sh $R/jobs-a $R/logs $DEADLINE
 # The best three passed full runs of this call, by geomean.
