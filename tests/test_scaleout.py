@@ -18,6 +18,7 @@ pytest.importorskip("distributed")
 from datetime import UTC
 
 from tracker.capture import scaleout  # noqa: E402
+from tracker.capture.cores import core_shares, gpu_local_cores, parse_cpulist, split_cores  # noqa: E402
 from tracker.capture.runner import RunRequest, run_variant  # noqa: E402
 from tracker.store import queries  # noqa: E402
 
@@ -81,9 +82,44 @@ def test_gpu_choice_and_core_split():
     for bad, available in (("all", []), ("4", ["0"]), ("0,5", ["0", "1"]), ("0,0", ["0"]), ("x", ["0"]), ("0", [])):
         with pytest.raises(ValueError):
             scaleout.parse_gpus(bad, available)
-    assert scaleout.split_cores(2, list(range(16))) == [list(range(8)), list(range(8, 16))]
-    assert scaleout.split_cores(3, [0, 1, 2, 3, 4]) == [[0, 1], [2, 3], [4]]
-    assert scaleout.split_cores(2, [5]) == [[5], [5]]
+    assert split_cores(2, list(range(16))) == [list(range(8)), list(range(8, 16))]
+    assert split_cores(3, [0, 1, 2, 3, 4]) == [[0, 1], [2, 3], [4]]
+    assert split_cores(2, [5]) == [[5], [5]]
+
+
+def test_each_gpu_gets_cores_of_its_own_numa_node_when_the_machine_says_which():
+    allowed = list(range(32))
+    # two nodes of 16 cores; GPU 0 on node 1 and GPU 1 on node 0 (the contiguous split would cross both)
+    local = {"0": list(range(16, 32)), "1": list(range(16))}
+    assert core_shares(["0", "1"], 2, allowed, local) == [list(range(16, 32)), list(range(16))]
+    # four GPUs, two per node: each node's cores are split between its GPUs
+    local4 = {"0": list(range(16)), "1": list(range(16)), "2": list(range(16, 32)), "3": list(range(16, 32))}
+    assert core_shares(["0", "1", "2", "3"], 4, allowed, local4) == [
+        list(range(8)), list(range(8, 16)), list(range(16, 24)), list(range(24, 32))
+    ]  # fmt: skip
+    # only the allowed cores count (a taskset'd tracker)
+    assert core_shares(["0", "1"], 2, list(range(8, 24)), local) == [list(range(16, 24)), list(range(8, 16))]
+    # a GPU that cannot be placed, or whose node has none of our cores: the contiguous split, as before
+    assert core_shares(["0", "1"], 2, allowed, {"0": list(range(16))}) == split_cores(2, allowed)
+    assert core_shares(["0", "1"], 2, list(range(4)), local) == split_cores(2, list(range(4)))
+    assert core_shares([], 3, [0, 1, 2], {}) == [[0], [1], [2]]  # CPU workers
+
+
+def test_cpulists_and_the_sysfs_lookup(tmp_path, monkeypatch):
+    assert parse_cpulist("0-3,8,10-11\n") == [0, 1, 2, 3, 8, 10, 11]
+    assert parse_cpulist("") == [] and parse_cpulist("0-x") == []
+    # a fake nvidia-smi on PATH and a sysfs tree in tmp_path: the real parsing and lookup, end to end
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho '0, GPU-aaaa, 00000000:19:00.0'\necho '1, GPU-bbbb, 00000000:9A:00.0'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    for bus, cpus in (("0000:19:00.0", "0-15"), ("0000:9a:00.0", "16-31")):
+        (tmp_path / "pci" / bus).mkdir(parents=True)
+        (tmp_path / "pci" / bus / "local_cpulist").write_text(cpus + "\n")
+    found = gpu_local_cores(["1", "GPU-aaaa"], sys_pci=tmp_path / "pci")
+    assert found == {"1": list(range(16, 32)), "GPU-aaaa": list(range(16))}
 
 
 def test_cli_queue_matches_the_sequential_path_record_for_record(tmp_path, monkeypatch):

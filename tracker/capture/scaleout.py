@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker import store as store_mod
+from tracker.capture.cores import core_shares
 from tracker.capture.gitinfo import source_hash
 from tracker.capture.runner import RunOutcome, RunRequest, capture_variant, new_record
 from tracker.store import queries
@@ -92,20 +93,6 @@ def parse_gpus(text: str, available: list[str] | None = None) -> GpuChoice:
     return GpuChoice(gpus=tuple(available[:n]))
 
 
-def split_cores(n: int, cores: list[int] | None = None) -> list[list[int]]:
-    """Split this process's CPU cores into n contiguous shares (a core may be shared if there are fewer)."""
-    cores = sorted(os.sched_getaffinity(0)) if cores is None else cores
-    if len(cores) < n:
-        return [[cores[i % len(cores)]] for i in range(n)]
-    size, extra = divmod(len(cores), n)
-    shares, start = [], 0
-    for i in range(n):
-        end = start + size + (i < extra)
-        shares.append(cores[start:end])
-        start = end
-    return shares
-
-
 # --- the Dask engine ---------------------------------------------------------------------------------------
 
 
@@ -157,7 +144,7 @@ def local_cluster(choice: GpuChoice) -> Iterator[str]:
     from distributed import Nanny, Scheduler, SpecCluster
 
     logging.getLogger("distributed").setLevel(logging.WARNING)
-    shares = split_cores(choice.size)
+    shares = core_shares(list(choice.gpus), choice.size)
     workers = {}
     for i in range(choice.size):
         env = {
