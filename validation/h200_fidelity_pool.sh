@@ -6,7 +6,8 @@
 #
 #   bash validation/h200_fidelity_pool.sh COMMIT [KERNEL] [SECONDS]
 #
-# Results: $OUT/fidelity.tgz (one JSON per job, the per-GPU stores and their exports, the logs).
+# Results: $OUT/fidelity.tgz (one JSON per job, the per-GPU stores and their exports, the logs); the table:
+# python validation/fidelity_table.py DIR (DIR: fid/ from the archive). The script prints it at the end too.
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 KERNELBEAM_GIT_COMMIT=${1:?commit} KERNELBEAM_GIT_BRANCH=main
@@ -33,4 +34,5 @@ for s in $R/gpu*.duckdb; do
   [ -f "$s" ] && python3 -m tracker export --store "$s" --out "${s%.duckdb}-export" > /dev/null 2>&1
 done
 cat $R/logs/gpu*.log
+python3 validation/fidelity_table.py $R | tee $R/table.md
 tar czf $OUT/fidelity.tgz -C /tmp fid
