@@ -52,6 +52,7 @@ class RunRequest:
     recorded_path: str | None = None  # a registered snapshot run from a temp copy: the path and commit it has
     commit: str | None = None
     gpu_present: bool | None = None  # None: probe (only when a variant needs CUDA)
+    sandbox: bool = True  # False (--no-sandbox): the worker runs without bubblewrap, and the run says so
 
     def validate(self) -> None:
         """Raise ValueError with a clear message for any bad argument, before anything is started."""

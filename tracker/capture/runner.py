@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from tracker import store as store_mod
-from tracker.capture import devicelock
+from tracker.capture import devicelock, handoff, plausibility, sandbox
 from tracker.capture.channel import sign
+from tracker.capture.evidence import FIRST_PASS, RESIDUAL_KEYS
 from tracker.capture.evidence import collect as collect_evidence
 from tracker.capture.gitinfo import EMPTY as NO_GIT
 from tracker.capture.gitinfo import capture_git, source_hash
@@ -50,6 +51,10 @@ from tracker.capture.scan import flags_as_dicts, scan_source
 from tracker.common.processes import descendants, end_processes
 
 LOG_TAIL_CHARS = 4000
+ORPHAN_ERROR = "the tracker process went away"
+MAX_TRACE_BYTES = 256 << 20
+MAX_HELPER_CHARS = 1 << 20
+STAT_KEYS = ("runs", "mean_us", "std_us", "err_us", "median_us", "best_us", "worst_us")
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -77,21 +82,20 @@ def _new_run_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
-class _Channel:
-    """The read end of the worker's event pipe: non-blocking reads, whole lines only, and only lines that carry
-    a valid HMAC and the next sequence number are accepted; the others are counted as forged."""
+MAX_LINE_BYTES = 16 << 20  # one event; a flood without newlines past this is cut off and counted as forged
 
-    def __init__(self, fd: int, key: bytes) -> None:
+
+class _Lines:
+    """A non-blocking read end of JSON lines: whole lines only, at most MAX_LINE_BYTES buffered. With a key
+    (the worker's channel) only lines that carry a valid HMAC and the next sequence number are accepted; the
+    others are counted as forged. Without one (the checker's verdicts) every well-formed line is."""
+
+    def __init__(self, fd: int, key: bytes | None = None) -> None:
         os.set_blocking(fd, False)
         self.fd, self.key = fd, key
         self.buf = b""
         self.seq = 0
         self.forged = 0
-        self.selector = selectors.DefaultSelector()
-        self.selector.register(fd, selectors.EVENT_READ)
-
-    def wait(self, timeout: float) -> None:
-        self.selector.select(timeout)
 
     def read(self) -> list[dict[str, Any]]:
         while True:
@@ -102,16 +106,26 @@ class _Channel:
             if not chunk:
                 break
             self.buf += chunk
+            if len(self.buf) > MAX_LINE_BYTES and b"\n" not in self.buf:
+                self.buf = b""  # a line this long is no event of ours
+                self.forged += 1
         *lines, self.buf = self.buf.split(b"\n")  # a line still being written is read next time
         out = []
         for raw in lines:
-            mac, _, line = raw.partition(b" ")
-            try:
-                text = line.decode()
-                event = json.loads(text)
-                good = hmac.compare_digest(mac.decode(), sign(self.key, text)) and event.get("seq") == self.seq
-            except (UnicodeDecodeError, ValueError, AttributeError):
-                good = False
+            if self.key is None:
+                try:
+                    event = json.loads(raw)
+                    good = isinstance(event, dict)
+                except ValueError:
+                    good = False
+            else:
+                mac, _, line = raw.partition(b" ")
+                try:
+                    text = line.decode()
+                    event = json.loads(text)
+                    good = hmac.compare_digest(mac.decode(), sign(self.key, text)) and event.get("seq") == self.seq
+                except (UnicodeDecodeError, ValueError, AttributeError):
+                    good = False
             if good:
                 self.seq += 1
                 out.append(event)
@@ -120,7 +134,6 @@ class _Channel:
         return out
 
     def close(self) -> None:
-        self.selector.close()
         os.close(self.fd)
 
 
@@ -205,7 +218,16 @@ def run_variant(
         store_mod.start_run(req.store, record)
     except store_mod.StoreLockedError:
         pass  # the complete run is still written (or saved to a side file) at the end
-    events = capture_variant(req, record, on_event, should_cancel)
+
+    def checkpoint(events: list[dict[str, Any]], verdicts: list[dict[str, Any]]) -> None:
+        # What this run would be if the tracker died now: written beside the store, ignored while we live.
+        copy = store_mod.RunRecord(run=dict(record.run), variant=dict(record.variant))
+        done = [dict(e) for e in events]
+        judge(done, verdicts, req)
+        complete_record(copy, req, done, "crashed", ORPHAN_ERROR, None, "")
+        store_mod.save_checkpoint(req.store, copy)
+
+    events = capture_variant(req, record, on_event, should_cancel, checkpoint=checkpoint)
     flushed = store_mod.FlushResult()
     pending = store_mod.finish_run(req.store, record, flushed=flushed)
     return RunOutcome(record, pending, flushed, events)
@@ -224,6 +246,7 @@ def capture_variant(
     on_event: Callable[[dict[str, Any]], None] | None = None,
     should_cancel: Callable[[], bool] | None = None,
     variant_path: str | None = None,
+    checkpoint: Callable[[list, list], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Run the variant in a worker process and complete `record` in memory; never touches the store (the
     scale-out queue runs this on remote workers and writes from the submitting process). `variant_path` is
@@ -262,7 +285,7 @@ def capture_variant(
     try:
         record.run["device_load_start"] = devicelock.device_load(key)
         status, error, returncode, log_tail, compile_s, forged = _drive_worker(
-            req, record, events, emit, should_cancel, variant_path
+            req, record, events, emit, should_cancel, variant_path, checkpoint
         )
         record.run["device_load_end"] = devicelock.device_load(key)
     finally:
@@ -274,6 +297,9 @@ def capture_variant(
     complete_record(record, req, events, status, error, returncode, log_tail)
     if record.run["status"] in ("failed", "crashed") and _NO_CUDA.search(f"{record.run['error']}\n{log_tail}"):
         record.run.update(status="skipped", error=f"cannot run here: {record.run['error']}")
+    flags = plausibility.flags(record.cases, req.mode)
+    if flags:
+        record.run["flags"] = json.dumps(json.loads(record.run["flags"]) + flags)
     if forged:
         flags = json.loads(record.run["flags"]) + [
             {"code": "forged-events", "line": 0, "severity": "hack", "message": f"{forged} event line(s) on the "
@@ -289,14 +315,77 @@ def _gpu_available() -> bool:
     return gpu_available()
 
 
-def _drive_worker(req, record, events, emit, should_cancel, variant_path=None):
-    """Start the worker, feed it the job, follow its events under the compile budget and then the timeout, and
-    end every process it started. Returns (status, error, returncode, log_tail, compile_s, forged lines)."""
-    workdir = Path(tempfile.mkdtemp(prefix="kernelbeam-"))
+def _start_checker(req, device: str, private: Path, worker_end: int):
+    """The checker process (tracker.capture.checker), outside the sandbox; returns (process, verdict reader)."""
+    verdict_r, verdict_w = os.pipe()
+    job = {
+        "problem": _problem_folder(req),
+        "suite": req.suite,
+        "mode": req.mode,
+        "cases": req.cases,
+        "seed": req.seed,
+        "device": device,
+        "worker_fd": worker_end,
+        "verdict_fd": verdict_w,
+        "evidence_dir": str(private),
+        "runner_pid": os.getpid(),
+    }
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PACKAGE_ROOT), env.get("PYTHONPATH")) if p)
+    with open(private / "checker.log", "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tracker.capture.checker"],
+            stdin=subprocess.PIPE,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            pass_fds=(worker_end, verdict_w),
+            start_new_session=True,
+        )
+    os.close(verdict_w)
+    try:
+        proc.stdin.write(json.dumps(job).encode())
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass
+    return proc, _Lines(verdict_r)
+
+
+def _worker_command(req, workdir: Path, token: str) -> tuple[list[str], dict[str, str], str]:
+    """The worker's command line and environment, in the sandbox where one can be made; and how it ran."""
+    argv = [sys.executable, "-m", "tracker.capture.worker"]
+    inner = {"PYTHONPATH": str(_PACKAGE_ROOT), "PYTHONUNBUFFERED": "1", "PYTHONSAFEPATH": "1"}
+    name, value = token.split("=", 1)
+    inner[name] = value  # every process the kernel starts inherits it: how setsid'd children are found and ended
+    if not req.sandbox:
+        return argv, dict(os.environ, **inner), "off: --no-sandbox"
+    reason = sandbox.unavailable()
+    if reason is not None:
+        return argv, dict(os.environ, **inner), f"none: {reason}"
+    bwrap = sandbox.find_bwrap()
+    env = sandbox.sandbox_env(workdir, inner)
+    hidden = [store_mod.side_key_path()]
+    return sandbox.command(bwrap, argv, workdir, env, hidden), {}, sandbox.version(bwrap)
+
+
+def _drive_worker(req, record, events, emit, should_cancel, variant_path=None, checkpoint=None):
+    """Start the checker and the worker, feed the worker its job, follow both under the compile budget and then
+    the timeout, end every process they started, and apply the checker's verdicts to the worker's cases.
+    Returns (status, error, returncode, log_tail, compile_s, forged lines)."""
+    workdir = Path(tempfile.mkdtemp(prefix="kernelbeam-"))  # the worker's own folder: all it may write
+    private = Path(tempfile.mkdtemp(prefix="kernelbeam-check-"))  # the checker's log and evidence
+    for sub in ("tmp", "traces"):
+        (workdir / sub).mkdir()
     log_path = workdir / "worker.log"
     key = secrets.token_bytes(32)
     token = f"KERNELBEAM_RUN_TOKEN={secrets.token_hex(8)}"
+    store_mod.side_key()  # exists before the sandbox masks it
+    device = _resolved_device(req)
     read_fd, write_fd = os.pipe()
+    worker_end, checker_end = handoff.pair()
+    argv, env, how = _worker_command(req, workdir, token)
+    record.run["sandbox"] = how
+    in_sandbox = not how.startswith(("off", "none"))
     job = {
         "variant_path": str(Path(variant_path or req.path).resolve()),
         "suite": req.suite,
@@ -304,38 +393,41 @@ def _drive_worker(req, record, events, emit, should_cancel, variant_path=None):
         "cases": req.cases,
         "seed": req.seed,
         "profile": req.profile,
-        "trace_dir": str(Path(f"{req.store}.traces").resolve() / record.run["run_id"]),
-        "device": req.device,
-        "evidence_dir": str(workdir),
+        "trace_dir": str(workdir / "traces"),
+        "device": device,  # decided here, so that the worker and the checker make their inputs on the same device
         "channel_fd": write_fd,
+        "check_fd": worker_end.fileno(),
         "key": key.hex(),
-        "runner_pid": os.getpid(),
+        "runner_pid": None if in_sandbox else os.getpid(),  # its parent inside the sandbox is bwrap
         "workdir": str(workdir),
-        "request": {**asdict(req), "store": str(Path(req.store).resolve())},
-        "record": {"run": record.run, "variant": record.variant},
         "problem": _problem_folder(req),
     }
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PACKAGE_ROOT), env.get("PYTHONPATH")) if p)
-    name, value = token.split("=", 1)
-    env[name] = value  # every process the kernel starts inherits it: how setsid'd children are found and ended
     status = error = None
     compile_s = None
-    channel = _Channel(read_fd, key)
+    channel = _Lines(read_fd, key)
+    verdicts: list[dict[str, Any]] = []
+    checker, verdict_lines = _start_checker(req, device, private, checker_end.fileno())
+    checker_end.close()
     old_term = None
+    proc = None
+    selector = selectors.DefaultSelector()
+    selector.register(read_fd, selectors.EVENT_READ)
+    selector.register(verdict_lines.fd, selectors.EVENT_READ)
     try:
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "tracker.capture.worker"],
+                argv,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.PIPE,
                 env=env,
-                pass_fds=(write_fd,),
+                cwd=workdir,
+                pass_fds=(write_fd, worker_end.fileno()),
                 start_new_session=True,  # its own process group and session: ended as a whole
             )
         os.close(write_fd)
         write_fd = None
+        worker_end.close()
         seen: set[tuple[int, int]] = set()
         try:
             if threading.current_thread() is threading.main_thread():
@@ -350,6 +442,7 @@ def _drive_worker(req, record, events, emit, should_cancel, variant_path=None):
             last_scan = 0.0
             while True:
                 finished = proc.poll() is not None
+                verdicts.extend(verdict_lines.read())
                 for event in channel.read():
                     event["elapsed_s"] = time.monotonic() - start
                     if event["event"] == "compiled" and timed_deadline is None:
@@ -357,10 +450,15 @@ def _drive_worker(req, record, events, emit, should_cancel, variant_path=None):
                         timed_deadline = time.monotonic() + req.timeout
                     events.append(event)
                     emit(event)
+                    if event["event"] == "case_done" and checkpoint is not None:
+                        checkpoint(events, verdicts)
                 if finished:
                     break
+                if checker.poll() not in (None, 0):
+                    status, error = "crashed", f"the checker process died (exit {checker.returncode})"
+                    break
                 now = time.monotonic()
-                if now - last_scan > 0.5:  # remember the kernel's children before they can detach
+                if now - last_scan > 0.5 and not in_sandbox:  # remember the kernel's children before they detach
                     seen |= descendants(proc.pid)
                     last_scan = now
                 if timed_deadline is None and now > compile_deadline:
@@ -372,7 +470,7 @@ def _drive_worker(req, record, events, emit, should_cancel, variant_path=None):
                     break
                 if should_cancel is not None and should_cancel():
                     raise Cancelled
-                channel.wait(0.1)
+                selector.select(0.1)
         except (Cancelled, KeyboardInterrupt):
             status, error = "cancelled", "the run was cancelled"
         except _Stopped:
@@ -381,23 +479,164 @@ def _drive_worker(req, record, events, emit, should_cancel, variant_path=None):
             if old_term is not None:
                 signal.signal(signal.SIGTERM, old_term)
             try:
-                os.killpg(proc.pid, signal.SIGTERM if status == "cancelled" else signal.SIGKILL)
+                os.killpg(proc.pid, signal.SIGTERM if status == "cancelled" and not in_sandbox else signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
             _kill(proc)
-            end_processes(proc.pid, seen, token)
+            if not in_sandbox:  # in a sandbox, its PID namespace ended with it, and every process in it
+                end_processes(proc.pid, seen, token)
         for event in channel.read():
             event["elapsed_s"] = time.monotonic() - start
             events.append(event)
+        _finish_checker(checker, verdicts, verdict_lines)
         returncode = proc.returncode
         log_tail = _tail(log_path)
-        record.evidence = collect_evidence(workdir, events)  # read before the folder goes
+        if checker.returncode not in (0, None, -signal.SIGKILL) and status is None:
+            status, error = "crashed", f"the checker process failed: {_tail(private / 'checker.log')[-600:]}"
+        judge(events, verdicts, req)
+        _keep_traces(events, workdir, Path(f"{req.store}.traces") / record.run["run_id"])
+        _record_helpers(record, events, Path(variant_path or req.path))
+        record.evidence = collect_evidence(private, events)  # read before the folder goes
     finally:
         if write_fd is not None:
             os.close(write_fd)
+        if proc is None:
+            worker_end.close()
+            _kill(checker)
+        selector.close()
         channel.close()
+        verdict_lines.close()
         shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(private, ignore_errors=True)
     return status, error, returncode, log_tail, compile_s, channel.forged
+
+
+def _finish_checker(checker: subprocess.Popen, verdicts: list, lines: _Lines) -> None:
+    """The worker is gone, so the checker's socket is closed: it answers what it still holds and ends."""
+    try:
+        checker.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        _kill(checker)
+    verdicts.extend(lines.read())
+
+
+def _resolved_device(req) -> str:
+    if req.device == "cuda" or (req.device == "auto" and _gpu_available()):
+        return "cuda"
+    return "cpu"
+
+
+def judge(events: list[dict[str, Any]], verdicts: list[dict[str, Any]], req) -> None:
+    """Give each finished case the checker's verdict in place of the worker's word.
+
+    A case passes only if the worker reports no failure of its own (the kernel raised, changed its input) and
+    the checker passed every output the case needed: the first call, and each timed repetition the worker
+    reports a sample for. Residuals and evidence come from the checker; the statistics are computed here from
+    the samples; wall_us is the checker's clock between repetitions, per call."""
+    by_case: dict[int, list[dict[str, Any]]] = {}
+    for v in verdicts:
+        if v.get("event") == "verdict" and isinstance(v.get("case_idx"), int):
+            by_case.setdefault(v["case_idx"], []).append(v)
+    cases, workload = req.suite_cases(), req.workload()
+    for event in events:
+        if event.get("event") != "case_done":
+            continue
+        idx = event.get("case_idx")
+        mine = by_case.get(idx, [])
+        samples = event.get("samples") or []
+        if not isinstance(samples, list) or not all(isinstance(x, int | float) for x in samples):
+            samples = []
+        needed = {FIRST_PASS} if req.mode == "test" else {FIRST_PASS, *range(len(samples))}
+        judged = {v["rep"] for v in mine}
+        bad = next((v for v in mine if not v["passed"]), None)
+        for k in [*RESIDUAL_KEYS, "evidence", *STAT_KEYS, "wall_us"]:
+            event.pop(k, None)  # never the worker's word for these
+        event["samples"] = samples
+        if bad is not None:
+            where = f"repetition {bad['rep']}: " if bad["rep"] != FIRST_PASS else ""
+            event.update(passed=False, message=where + str(bad["message"]), evidence=bad.get("evidence"))
+        elif not event.get("passed"):
+            event["passed"] = False  # the worker's own failure (the kernel raised, changed its input) stands
+        elif not needed <= judged:
+            missing = len(needed - judged)
+            event.update(passed=False, message=f"{missing} of the {len(needed)} outputs this case reports were "
+                         "never shown to the checker: the worker's results cannot be trusted")  # fmt: skip
+        else:
+            event["passed"] = True
+        last = (bad or (mine[-1] if mine else None)) or {}
+        event.update({k: v for k, v in (last.get("residuals") or {}).items() if k in RESIDUAL_KEYS})
+        if not (isinstance(idx, int) and 0 <= idx < len(cases)):
+            event["passed"] = False
+            continue
+        event["flops"], event["bytes"] = workload.work(cases[idx])  # the work is ours to say, not the worker's
+        if samples and req.mode != "test":
+            event.update(_stats(samples))
+            event["wall_us"] = _wall_per_call(mine, cases[idx].input_count())
+
+
+def _stats(samples: list[float]) -> dict[str, float]:
+    from tracker.capture.timing import stats
+
+    st = stats(samples)
+    return dict(
+        runs=st.runs, mean_us=st.mean, std_us=st.std, err_us=st.err, median_us=st.median, best_us=st.best,
+        worst_us=st.worst,
+    )  # fmt: skip
+
+
+def _wall_per_call(verdicts: list[dict[str, Any]], inputs: int) -> float | None:
+    """Median time between one repetition's outputs reaching the checker and the next's, less the checking:
+    an upper bound of what a repetition took, measured outside the kernel's process."""
+    timed = sorted((v for v in verdicts if v["rep"] >= 0), key=lambda v: v["rep"])
+    gaps = [
+        b["received_s"] - a["received_s"] - a["check_s"]
+        for a, b in zip(timed, timed[1:], strict=False)
+        if isinstance(b.get("received_s"), float) and isinstance(a.get("check_s"), float)
+    ]
+    if not gaps:
+        return None
+    gaps.sort()
+    return gaps[len(gaps) // 2] / max(inputs, 1) * 1e6
+
+
+def _keep_traces(events: list[dict[str, Any]], workdir: Path, final: Path) -> None:
+    """Profile traces the worker wrote into its folder move beside the store; paths elsewhere are dropped."""
+    for event in events:
+        if event.get("event") != "profile" or not event.get("trace_path"):
+            continue
+        src = workdir / "traces" / Path(str(event["trace_path"])).name
+        event["trace_path"] = None
+        try:
+            if src.is_file() and not src.is_symlink() and src.stat().st_size <= MAX_TRACE_BYTES:
+                final.mkdir(parents=True, exist_ok=True)
+                shutil.move(src, final / src.name)
+                event["trace_path"] = str((final / src.name).resolve())
+        except OSError:
+            pass
+
+
+def _record_helpers(record, events: list[dict[str, Any]], variant: Path) -> None:
+    """Modules the kernel imported from beside itself: read here (not as the worker says), recorded, scanned."""
+    folder = variant.resolve().parent
+    named = next((e.get("helpers") for e in events if e.get("event") == "timing_done"), None) or []
+    sources: dict[str, str] = {}
+    total = 0
+    for name in named if isinstance(named, list) else []:
+        path = Path(str(name)).resolve()
+        if path == variant.resolve() or not (path.parent == folder or folder in path.parents) or not path.is_file():
+            continue
+        text = path.read_text(errors="replace")
+        total += len(text)
+        if total > MAX_HELPER_CHARS:
+            break
+        sources[str(path.relative_to(folder))] = text
+    if not sources:
+        return
+    record.run["helper_sources"] = json.dumps(sources)
+    flags = json.loads(record.run["flags"] or "[]")
+    for rel, text in sources.items():
+        flags += [{**f, "message": f"{rel}: {f['message']}"} for f in flags_as_dicts(scan_source(text))]
+    record.run["flags"] = json.dumps(flags)
 
 
 def _on_sigterm(signum, frame) -> None:

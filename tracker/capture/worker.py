@@ -1,20 +1,19 @@
-"""The worker process: imports one variant once, then generates, checks and times every case of the run.
+"""The worker process: imports one variant once, then generates, runs and times every case of the run.
 
-Started by the runner as `python -m tracker.capture.worker`. The job arrives on stdin (never in a file, an
-argument or the environment), and events go back through a pipe that the runner passed as an inherited fd.
-Before the kernel is imported the worker moves that fd to a random private number and forgets where it came
-from, and every event carries an HMAC (SHA-256) under a key that also came on stdin, so a kernel that writes
-lines into the pipe cannot make the runner accept them.
+Started by the runner as `python -m tracker.capture.worker`, inside the sandbox (tracker.capture.sandbox)
+unless the run says otherwise. The job arrives on stdin (never in a file, an argument or the environment), and
+events go back through a pipe that the runner passed as an inherited fd. Before the kernel is imported the
+worker moves that fd to a random private number and forgets where it came from, and every event carries an
+HMAC (SHA-256) under a key that also came on stdin.
 
-Known limit: the kernel runs in this process. A determined kernel can still find the pipe (scan /proc/self/fd)
-and the key (walk this process's memory, e.g. gc.get_objects()), and so forge events; the static scan
-(tracker.capture.scan) flags the usual ways of doing that, and only a separate process for checking and timing
-would close it.
+The worker does not judge outputs: each call's or repetition's outputs go to the checker process
+(tracker.capture.checker) as plain bytes, and the runner records the checker's verdicts. A kernel can still
+find the pipe and the key in this process and forge events; what it can forge is its own timing events, which
+the runner cross-checks (tracker.capture.plausibility), never a verdict.
 
-If the tracker goes away (kill -9, SIGTERM), the worker dies too (PR_SET_PDEATHSIG, and a thread watching
-getppid() where that is missing) after saving what it finished as a pending `crashed` run beside the store,
-which the next run or `import` writes in. Once it has emitted `done` it ends with os._exit, so threads the
-kernel left behind cannot keep it alive.
+Once it has emitted `done` it ends with os._exit, so threads the kernel left behind cannot keep it alive. If
+the tracker goes away the sandbox ends with it (bwrap --die-with-parent); without a sandbox, a death signal
+and a thread watching getppid() end the worker and its process group.
 """
 
 from __future__ import annotations
@@ -34,13 +33,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tracker.capture import handoff
 from tracker.capture.channel import sign
-from tracker.capture.evidence import FIRST_PASS, PENDING_KEY, failed_check
-from tracker.capture.evidence import save as save_evidence
+from tracker.capture.evidence import FIRST_PASS
 
 SHIM_DIR = Path(__file__).resolve().parent / "shim"
 PR_SET_PDEATHSIG = 1
-ORPHAN_ERROR = "the tracker process went away"
 
 
 class Events:
@@ -91,26 +89,56 @@ def _kernel_error(exc: BaseException) -> str:
     return f"custom_kernel raised {type(exc).__name__}: {exc}"
 
 
-def run_test_case(kernel, case, device, workload) -> dict[str, Any]:
+class RemoteCheck:
+    """The checker's verdict on one call's or repetition's outputs: they go over as bytes, the answer comes back."""
+
+    def __init__(self, fd: int, device: Any) -> None:
+        import socket
+
+        # A random high fd, like the event channel, so the number says nothing.
+        self._sock = socket.socket(fileno=fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, random.randrange(300, 900)))
+        os.close(fd)
+        self.device = device
+
+    def __call__(self, pos: int, rep: int, outputs: list) -> Any:
+        from tracker.workloads.base import CheckResult
+
+        message: dict[str, Any] = {"pos": pos, "rep": rep}
+        fd = None
+        try:
+            message["outputs"], fd = handoff.pack(outputs, self.device)
+        except handoff.BadOutput as exc:
+            message["error"] = str(exc)
+        try:
+            handoff.send(self._sock, message, fd)
+        finally:
+            if fd is not None:
+                os.close(fd)
+        reply, _ = handoff.recv(self._sock)
+        if reply is None:
+            raise RuntimeError("the checker process went away")
+        return CheckResult(bool(reply.get("passed")), str(reply.get("message", "")))
+
+    def for_case(self, pos: int) -> Callable[[list, list], Any]:
+        """run_loop's check(copies, outputs) for the timed repetitions of one case: repetition 0, 1, ..."""
+        reps = iter(range(1 << 30))
+        return lambda _copies, outputs: self(pos, next(reps), outputs)
+
+
+def run_test_case(kernel, case, pos, device, workload, remote: RemoteCheck) -> dict[str, Any]:
     from tracker.capture.timing import clone_data, inputs_changed
 
     a = workload.generate(case, device=device)
     copy = clone_data(a)
     try:
         out = kernel(a)
-    except Exception as exc:
+    except BaseException as exc:  # KeyboardInterrupt and SystemExit too: a failure of this kernel, not a crash
         return {"passed": False, "message": _kernel_error(exc)}
     mutation = inputs_changed([a], [copy]) if workload.flags_mutation else ""
     if mutation:
         return {"passed": False, "message": mutation}
-    try:
-        result = workload.check(copy, out)
-    except Exception as exc:  # a problem's own checker can raise on a malformed output
-        return {"passed": False, "message": f"the checker raised {type(exc).__name__}: {exc}"}
-    row = {"passed": result.passed, "message": result.message, **result.residuals}
-    if not result.passed:
-        row[PENDING_KEY] = failed_check([copy], [out], result, FIRST_PASS)
-    return row
+    result = remote(pos, FIRST_PASS, [out])
+    return {"passed": result.passed, "message": result.message}
 
 
 REP_EVENT_INTERVAL_S = 0.25  # progress events within a case: at most ~4 a second
@@ -139,7 +167,7 @@ def rep_reporter(emit: Callable[..., None], case_idx: int, rules) -> Callable[[i
     return on_rep
 
 
-def run_benchmark_case(kernel, case, device, clock, rules, workload, on_rep=None) -> dict[str, Any]:
+def run_benchmark_case(kernel, case, pos, device, clock, rules, workload, remote, on_rep=None) -> dict[str, Any]:
     from tracker.capture.timing import clone_data, inputs_changed, run_loop, stats
 
     inputs = workload.benchmark_inputs(case, device)
@@ -147,13 +175,12 @@ def run_benchmark_case(kernel, case, device, clock, rules, workload, on_rep=None
     try:
         scratch = [clone_data(x) for x in inputs]  # the untimed pass works on clones, as the contest does
         outs = [kernel(x) for x in scratch]
-        first = workload.check_outputs(copies, outs)
         mutation = inputs_changed(scratch, copies) if workload.flags_mutation else ""
         if mutation:
             return {"passed": False, "message": mutation}
+        first = remote(pos, FIRST_PASS, outs)
         if not first.passed:
-            evidence = failed_check(copies, outs, first, FIRST_PASS)
-            return {"passed": False, "message": first.message, **first.residuals, PENDING_KEY: evidence}
+            return {"passed": False, "message": first.message}
         del outs
         timed = run_loop(
             kernel,
@@ -161,21 +188,13 @@ def run_benchmark_case(kernel, case, device, clock, rules, workload, on_rep=None
             copies,
             clock,
             rules,
-            check=workload.check_outputs,
+            check=remote.for_case(pos),
             flag_mutation=workload.flags_mutation,
             on_rep=on_rep,
         )
-    except Exception as exc:
+    except BaseException as exc:  # KeyboardInterrupt and SystemExit too: a failure of this kernel, not a crash
         return {"passed": False, "message": _kernel_error(exc)}
-    residuals = (timed.check or first).residuals
-    result: dict[str, Any] = {
-        "passed": timed.passed,
-        "message": timed.message,
-        **residuals,
-    }
-    result["samples"] = timed.samples
-    if timed.failed_rep is not None:
-        result[PENDING_KEY] = failed_check(copies, timed.failed_outputs, timed.check, timed.failed_rep)
+    result: dict[str, Any] = {"passed": timed.passed, "message": timed.message, "samples": timed.samples}
     if timed.samples:
         st = stats(timed.samples)
         result.update(
@@ -197,7 +216,7 @@ def warm_up(kernel, case, device, clock, rules, workload) -> None:
     inputs = workload.benchmark_inputs(case, device)
     try:
         run_loop(kernel, inputs, inputs, clock, rules, recheck=False, budget_s=rules.warmup_s)
-    except Exception:  # the case itself will report the error
+    except BaseException:  # the case itself will report the error
         traceback.print_exc()
 
 
@@ -220,56 +239,25 @@ def _exit(code: int) -> None:
     os._exit(code)
 
 
-def _save_orphan(job: dict[str, Any], events: Events) -> None:
-    """The tracker is gone: keep what was finished as a pending `crashed` run beside the store."""
-    try:
-        from tracker import store as store_mod
-        from tracker.capture.record import RunRequest, complete_record
-
-        req = RunRequest(**job["request"])
-        record = store_mod.RunRecord(run=dict(job["record"]["run"]), variant=dict(job["record"]["variant"]))
-        try:
-            log_tail = Path("/proc/self/fd/1").resolve().read_bytes()[-4000:].decode(errors="replace")
-        except OSError:
-            log_tail = ""
-        complete_record(record, req, list(events.sent), "crashed", ORPHAN_ERROR, None, log_tail)
-        folder = store_mod.pending_dir(req.store)
-        folder.mkdir(parents=True, exist_ok=True)
-        side = folder / f"{record.run['run_id']}.json"
-        tmp = side.with_name(side.name + ".tmp")
-        tmp.write_text(record.to_json())
-        os.replace(tmp, side)
-    finally:
-        import shutil
-
-        shutil.rmtree(job["workdir"], ignore_errors=True)
-
-
-def _die_with_parent(job: dict[str, Any], events: Events) -> None:
-    """PR_SET_PDEATHSIG (Linux) turns the parent's death into SIGTERM here; a thread polling getppid() covers
-    the rest (another OS, or a parent thread other than the one that started us)."""
-    parent = job["runner_pid"]
-    done = threading.Lock()
+def _die_with_parent(parent: int | None) -> None:
+    """Without a sandbox: PR_SET_PDEATHSIG (Linux) turns the tracker's death into SIGTERM here, and a thread
+    polling getppid() covers the rest; either ends this process group. In a sandbox bwrap does this."""
 
     def orphaned(*_: Any) -> None:
-        if os.getppid() == parent:  # a SIGTERM while the tracker lives (it follows with SIGKILL if it means it)
-            return
-        if not done.acquire(blocking=False):  # the other path (signal or thread) is already saving
+        if parent is not None and os.getppid() == parent:  # a SIGTERM while the tracker lives
             return
         try:
-            _save_orphan(job, events)
+            os.killpg(os.getpgid(0), signal.SIGKILL)  # the kernel's children too, and this process
         finally:
-            try:
-                os.killpg(os.getpgid(0), signal.SIGKILL)  # the kernel's children too, and this process
-            finally:
-                os._exit(137)
+            os._exit(137)
 
     signal.signal(signal.SIGTERM, orphaned)
-    events.on_broken = orphaned
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     except (OSError, AttributeError):
         pass
+    if parent is None:
+        return
 
     def watch() -> None:
         while True:
@@ -282,12 +270,25 @@ def _die_with_parent(job: dict[str, Any], events: Events) -> None:
         orphaned()
 
 
+def _helper_modules(variant_path: str) -> list[str]:
+    """Files of modules the kernel imported from beside itself (helpers): the runner scans and records them."""
+    folder = Path(variant_path).resolve().parent
+    found = []
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str) and file.endswith(".py"):
+            path = Path(file).resolve()
+            if path.parent == folder or folder in path.parents:
+                found.append(str(path))
+    return sorted(set(found) - {str(Path(variant_path).resolve())})
+
+
 def main() -> int:
     job = _read_job()
     key = bytes.fromhex(job.pop("key"))
     events = Events(job.pop("channel_fd"), key)
     del key
-    _die_with_parent(job, events)
+    _die_with_parent(job.get("runner_pid"))
     import torch
 
     want = job.get("device", "auto")
@@ -321,6 +322,7 @@ def main() -> int:
         traceback.print_exc()
         events.emit("error", message=f"importing the problem's reference.py failed: {type(exc).__name__}: {exc}")
         return 3
+    remote = RemoteCheck(job["check_fd"], device)
     events.emit("import_done")
 
     mode = job["mode"]
@@ -344,14 +346,12 @@ def main() -> int:
     for pos, (idx, case) in enumerate(zip(indices, cases, strict=True)):
         events.emit("case_start", case_idx=idx, position=pos, total=len(cases), spec=case.spec)
         if mode == "test":
-            result = run_test_case(kernel, case, device, workload)
+            result = run_test_case(kernel, case, pos, device, workload, remote)
         else:
-            result = run_benchmark_case(
-                kernel, case, device, clock, rules, workload, rep_reporter(events.emit, idx, rules)
-            )
+            on_rep = rep_reporter(events.emit, idx, rules)
+            result = run_benchmark_case(kernel, case, pos, device, clock, rules, workload, remote, on_rep)
         inputs = 1 if mode == "test" else case.input_count()
         flops, nbytes = workload.work(case)
-        save_evidence(job.get("evidence_dir"), idx, result)
         if mode == "test" and pos == 0:
             events.emit("compiled")
         events.emit(
@@ -365,13 +365,13 @@ def main() -> int:
             **result,
         )
 
-    events.emit("timing_done")
+    events.emit("timing_done", helpers=_helper_modules(job["variant_path"]))
     if job.get("profile"):
         trace_dir = Path(job["trace_dir"])
         for idx, case in zip(indices, cases, strict=True):
             try:
                 prof = profile_call(kernel, workload.generate(case, device=device), trace_dir / f"case{idx}.json")
-            except Exception as exc:
+            except BaseException as exc:
                 prof = {
                     "error": f"profiling failed: {type(exc).__name__}: {exc}",
                     "kernels": [],

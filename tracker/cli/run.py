@@ -63,6 +63,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             device=args.device,
             problem=args.problem,
             name=t["name"],
+            sandbox=not args.no_sandbox,
         )
         for t in targets
     ]
@@ -207,6 +208,11 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         default="auto",
         choices=("auto", "cpu", "cuda"),
         help="where the kernel runs: auto takes the GPU when there is one (default %(default)s)",
+    )
+    p.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="run the worker without bubblewrap (the kernel then reaches this user's files); recorded with the run",
     )
     p.add_argument(
         "--gpus",

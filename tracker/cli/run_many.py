@@ -73,6 +73,7 @@ def run_many(args: argparse.Namespace) -> int:
             timeout=args.timeout, family=args.family or target.get("family"), note=args.note, profile=args.profile,
             store=args.store, trigger=args.trigger, device=args.device, name=target["name"],
             recorded_path=target.get("recorded_path"), commit=target.get("commit"), gpu_present=gpu,
+            sandbox=not args.no_sandbox,
         )  # fmt: skip
         try:
             req.validate()

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from tracker.common.processes import process_alive
-from tracker.store import SCHEMA_VERSION, connect, pending_dir, pending_run_ids, schema_version
+from tracker.store import SCHEMA_VERSION, connect, pending_dir, pending_run_ids, read_side_file, schema_version
 from tracker.store.db import SchemaTooNewError
 
 RUN_LIST_COLUMNS = (
@@ -74,10 +74,10 @@ def side_file_runs(store: str | os.PathLike) -> list[dict[str, Any]]:
     for run_id in sorted(pending_run_ids(store)):
         side = folder / f"{run_id}.json"
         try:
-            run = json.loads(side.read_text())["run"]
+            run = read_side_file(side).run
             run = {c: run.get(c) for c in RUN_LIST_COLUMNS.split(", ")}
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            continue  # unreadable: `import` reports it
+            continue  # unreadable or not the tracker's own: `import` reports it
         run.update(status="pending", side_file=str(side))
         with contextlib.suppress(TypeError, ValueError):
             run["started_at"] = pd.Timestamp(run["started_at"])

@@ -77,6 +77,10 @@ MIGRATIONS: list[str] = [
     ALTER TABLE variants ADD COLUMN message VARCHAR; ALTER TABLE variants ADD COLUMN family VARCHAR;
     ALTER TABLE variants ADD COLUMN parent VARCHAR; ALTER TABLE variants ADD COLUMN registered_at TIMESTAMPTZ;
     """,
+    # v8 (containment): how the worker was contained, the helper modules the kernel imported (JSON path ->
+    # source), and the supervisor's wall clock per call beside the kernel's own timing.
+    "ALTER TABLE runs ADD COLUMN sandbox VARCHAR; ALTER TABLE runs ADD COLUMN helper_sources VARCHAR; "
+    "ALTER TABLE case_results ADD COLUMN wall_us DOUBLE;",
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -136,6 +140,8 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
         "flags",
         "problem",
         "problem_sha256",
+        "sandbox",
+        "helper_sources",
     ],
     "case_results": [
         "run_id",
@@ -165,6 +171,7 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
         "label",
         "flops",
         "bytes",
+        "wall_us",
     ],
     "samples": ("run_id", "case_idx", "rep", "time_us"),
     "profile_cases": (

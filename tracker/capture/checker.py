@@ -1,0 +1,153 @@
+"""The checker process: judges every output of a run with its own inputs and its own import of the gates.
+
+Started by the runner beside the worker, outside the worker's sandbox, and never imports the kernel. It makes
+the run's inputs itself (the generators are deterministic in the case's seed), receives each call's or
+repetition's outputs from the worker as plain bytes (tracker.capture.handoff), checks them, answers the worker
+(so a failing loop stops, as the contest's does) and reports each verdict to the runner on a pipe the worker
+never holds. The runner records the checker's verdicts, not the worker's: a kernel that patches torch, the
+gates or the worker's own code in its process changes nothing here.
+
+Job on stdin: {problem, suite, mode, cases, seed, device, worker_fd, verdict_fd, evidence_dir, runner_pid}.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from tracker.capture import handoff
+from tracker.capture.evidence import FIRST_PASS, failed_check
+from tracker.capture.evidence import save as save_evidence
+
+PR_SET_PDEATHSIG = 1
+OUTPUT_SLACK_BYTES = 64 << 20  # outputs may exceed their inputs by this much (plus 4x) before they are refused
+
+
+def _nbytes(x: Any) -> int:
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return x.numel() * x.element_size()
+    if isinstance(x, (tuple, list)):
+        return sum(_nbytes(v) for v in x)
+    if isinstance(x, dict):
+        return sum(_nbytes(v) for v in x.values())
+    return 0
+
+
+class Verdicts:
+    """JSON lines to the runner, one per judged output."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def emit(self, **data: Any) -> None:
+        line = (json.dumps(data, default=str) + "\n").encode()
+        while line:
+            line = line[os.write(self.fd, line) :]
+
+
+def main() -> int:
+    job = json.loads(sys.stdin.buffer.read())
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != job["runner_pid"]:
+        return 1
+    import socket
+
+    import torch
+
+    from tracker.workloads import cases_for, get_suite, get_workload
+
+    sock = socket.socket(fileno=job["worker_fd"])
+    verdicts = Verdicts(job["verdict_fd"])
+    device = torch.device("cuda" if job["device"] == "cuda" else "cpu")
+    workload = get_workload(job.get("problem"))
+    all_cases = cases_for(get_suite(workload, job["suite"]), job["mode"])
+    indices = job.get("cases") or list(range(len(all_cases)))
+    cases = [all_cases[i] for i in indices]
+    if job.get("seed") is not None:
+        cases = [workload.hidden_seed(c, int(job["seed"])) for c in cases]
+    verdicts.emit(event="ready")
+
+    held_pos, inputs, limit = None, None, 0
+    evidence_kept: set[int] = set()
+    while True:
+        try:
+            message, fd = handoff.recv(sock)
+        except (OSError, ValueError) as exc:
+            verdicts.emit(event="protocol", message=f"the worker broke the handoff: {exc}")
+            return 1
+        if message is None:
+            return 0
+        received = time.monotonic()
+        try:
+            pos, rep = message.get("pos"), message.get("rep")
+            if type(pos) is not int or not 0 <= pos < len(cases) or type(rep) is not int or rep < FIRST_PASS:
+                raise handoff.BadOutput("the worker named a case or repetition that does not exist")
+            if pos != held_pos:  # a new case: its inputs, made here exactly as the worker made its own
+                inputs = None
+                case = cases[pos]
+                if job["mode"] == "test":
+                    inputs = [workload.generate(case, device=device)]
+                else:
+                    inputs = workload.benchmark_inputs(case, device)
+                held_pos, limit = pos, 4 * _nbytes(inputs) + OUTPUT_SLACK_BYTES
+            if message.get("error"):  # the worker refused the outputs itself (not plain tensors, ...)
+                raise handoff.BadOutput(str(message["error"])[:2000])
+            outputs = handoff.unpack(message.get("outputs"), fd, device, limit)
+            if not isinstance(outputs, list) or len(outputs) != len(inputs):
+                raise handoff.BadOutput(f"the worker sent {len(outputs)} outputs for {len(inputs)} inputs")
+            result = workload.check_outputs(inputs, outputs)
+        except handoff.BadOutput as exc:
+            from tracker.workloads.base import CheckResult
+
+            result, outputs = CheckResult(False, str(exc)), None
+        except Exception as exc:  # a problem's own checker can raise on a malformed output
+            from tracker.workloads.base import CheckResult
+
+            traceback.print_exc()
+            result, outputs = CheckResult(False, f"the checker raised {type(exc).__name__}: {exc}"), None
+        finally:
+            if fd is not None:
+                os.close(fd)
+        row: dict[str, Any] = {"passed": result.passed, "message": result.message}
+        if not result.passed and outputs is not None and held_pos not in evidence_kept:
+            evidence_kept.add(held_pos)
+            row["_evidence"] = failed_check(inputs, outputs, result, rep)
+            save_evidence(job.get("evidence_dir"), indices[held_pos], row)
+        checked = time.monotonic()
+        handoff.send(sock, {"passed": result.passed, "message": result.message})
+        verdicts.emit(
+            event="verdict",
+            pos=held_pos,
+            case_idx=indices[held_pos] if held_pos is not None else None,
+            rep=rep,
+            passed=result.passed,
+            message=result.message,
+            residuals=result.residuals,
+            evidence=row.get("evidence"),
+            received_s=received,
+            check_s=checked - received,
+        )
+        del outputs
+
+
+if __name__ == "__main__":
+    code = 1
+    try:
+        code = main()
+    except BaseException:
+        traceback.print_exc()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

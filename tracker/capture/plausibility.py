@@ -1,0 +1,48 @@
+"""Timing cross-checks: flags for a case whose reported time is less than its work can take.
+
+The kernel's process measures its own time (CUDA events or the CPU clock), so a kernel that patches the timer,
+forges its events or does the work outside the timed window can report what it likes. Two checks do not
+depend on that process: a floor from the work (no device computes a case's FLOPs or moves its bytes faster
+than the bounds below, far above any GPU's peak), and the checker's wall clock between repetitions (it cannot
+be shorter than the kernel's real time; a reported time far below it on a long repetition is suspicious).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+PEAK_FLOPS = 5e15  # FLOP/s: above the dense low-precision peak of any GPU, FP32 work is far slower
+PEAK_BYTES_PER_S = 2e13  # 20 TB/s: above any GPU's memory bandwidth
+GAP_FACTOR = 20.0  # the checker's wall time per call this many times the reported time ...
+GAP_MIN_US = 20_000.0  # ... on a repetition of at least this long (launch-bound cases are mostly overhead)
+
+
+def floor_us(flops: float | None, nbytes: float | None) -> float:
+    """The least time one call can take on any device for this much work, in microseconds."""
+    return max((flops or 0.0) / PEAK_FLOPS, (nbytes or 0.0) / PEAK_BYTES_PER_S) * 1e6
+
+
+def flags(cases: list[dict[str, Any]], mode: str) -> list[dict[str, Any]]:
+    """Flags (the static scan's shape) for cases whose timings the work or the wall clock contradict."""
+    if mode == "test":
+        return []
+    out = []
+    for case in cases:
+        mean, best = case.get("mean_us"), case.get("best_us")
+        if not mean or not case.get("passed"):
+            continue
+        floor = floor_us(case.get("flops"), case.get("bytes"))
+        if best is not None and best < floor:
+            out.append({
+                "code": "timing-below-work", "line": 0, "severity": "hack",
+                "message": f"case {case['case_idx']}: a repetition reported {best:.3g} us per call, less than the "
+                           f"{floor:.3g} us its work takes at any device's peak: the timing cannot be real",
+            })  # fmt: skip
+        wall = case.get("wall_us")
+        if wall and wall > GAP_FACTOR * mean and wall * (case.get("inputs") or 1) > GAP_MIN_US:
+            out.append({
+                "code": "timing-gap", "line": 0, "severity": "warning",
+                "message": f"case {case['case_idx']}: the checker saw {wall:.3g} us per call between repetitions "
+                           f"against {mean:.3g} us reported: work may happen outside the timed window",
+            })  # fmt: skip
+    return out

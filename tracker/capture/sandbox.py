@@ -1,0 +1,123 @@
+"""The worker's sandbox: bubblewrap (the tool Flatpak uses) around the process that imports the kernel.
+
+Inside, the kernel sees its own PID namespace (it is pid 2, nothing of the tracker shows in /proc, and every
+process it starts dies with the sandbox, double-forked daemons included), no network, a read-only root
+filesystem in which only its own run folder and a private /tmp and /dev/shm are writable, the side-file key
+hidden, and an environment of a few named variables (no tokens, no store path). /dev stays as it is, so the GPU
+works as outside.
+
+Where bwrap is missing or cannot make namespaces, `describe()` says why; the runner then runs the worker
+without it and records so. `--no-sandbox` turns it off on purpose. bwrap comes from the system (`apt-get
+install bubblewrap`), `$KERNELBEAM_BWRAP`, or `.tools/bwrap` in the checkout (`scripts/fetch-sandbox.sh`
+unpacks Debian's package there, for machines without a package index).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+_CHECKOUT = Path(__file__).resolve().parents[2]
+CARRIED_BWRAP = _CHECKOUT / ".tools" / "bwrap"
+
+# Variables the worker may see (prefixes end in "_"): paths to binaries and libraries, CUDA and Triton settings,
+# thread counts and locale. Nothing else of the tracker's environment crosses, KERNELBEAM_* above all.
+PASSED_ENV = (
+    "PATH",
+    "LANG",
+    "LC_",
+    "TZ",
+    "LD_LIBRARY_PATH",
+    "CUDA_",
+    "NVIDIA_",
+    "CUBLAS_WORKSPACE_CONFIG",
+    "TRITON_INTERPRET",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "TORCH_CUDA_ARCH_LIST",
+    "PYTORCH_",
+    "VIRTUAL_ENV",
+)
+
+
+def find_bwrap() -> str | None:
+    for candidate in (os.environ.get("KERNELBEAM_BWRAP"), shutil.which("bwrap"), str(CARRIED_BWRAP)):
+        if candidate and os.access(candidate, os.X_OK) and Path(candidate).is_file():
+            return candidate
+    return None
+
+
+def sandbox_env(workdir: Path, extra: dict[str, str]) -> dict[str, str]:
+    """The worker's whole environment: the allowed variables of ours, a home and caches in its run folder."""
+    env = {k: v for k, v in os.environ.items() if any(k == p or (p.endswith("_") and k.startswith(p)) for p in PASSED_ENV)}
+    env.update(
+        HOME=str(workdir),
+        TMPDIR=str(workdir / "tmp"),
+        TRITON_CACHE_DIR=str(workdir / "triton"),  # a fresh cache: nothing compiled by one run is loaded by the next
+        TORCH_EXTENSIONS_DIR=str(workdir / "torch_extensions"),
+        XDG_CACHE_HOME=str(workdir / "cache"),
+        PYTHONDONTWRITEBYTECODE="1",
+        PYTHONNOUSERSITE="1",
+    )
+    env.update(extra)
+    return env
+
+
+def command(bwrap: str, argv: list[str], workdir: Path, env: dict[str, str], hidden: list[Path]) -> list[str]:
+    """bwrap's command line for `argv`: everything read-only but `workdir`, `hidden` files masked."""
+    cmd = [
+        bwrap,
+        "--ro-bind", "/", "/",
+        "--dev-bind", "/dev", "/dev",
+        "--tmpfs", "/dev/shm",
+        "--proc", "/proc",
+        "--tmpfs", "/tmp",
+        "--bind", str(workdir), str(workdir),
+        "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+        "--die-with-parent",
+        "--new-session",  # no TIOCSTI into the tracker's terminal
+        "--clearenv",
+        "--chdir", str(workdir),
+    ]  # fmt: skip
+    for path in hidden:
+        if path.is_file():
+            cmd += ["--ro-bind", "/dev/null", str(path)]
+        elif path.is_dir():
+            cmd += ["--tmpfs", str(path)]
+    for name, value in env.items():
+        cmd += ["--setenv", name, value]
+    return [*cmd, "--", *argv]
+
+
+@functools.cache
+def unavailable() -> str | None:
+    """Why no sandbox can be made on this machine, or None when one works (tried once per process)."""
+    bwrap = find_bwrap()
+    if bwrap is None:
+        return "bubblewrap (bwrap) is not installed: apt-get install bubblewrap, or bash scripts/fetch-sandbox.sh"
+    probe = Path(sys.executable).resolve()
+    try:
+        done = subprocess.run(
+            command(bwrap, [str(probe), "-c", "pass"], Path("/tmp"), {}, []),
+            capture_output=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap could not start: {exc}"
+    if done.returncode != 0:
+        why = done.stderr.decode(errors="replace").strip().splitlines()
+        return f"bwrap cannot make namespaces here: {why[-1] if why else f'exit {done.returncode}'}"
+    return None
+
+
+def version(bwrap: str) -> str:
+    try:
+        out = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        out = ""
+    return out or "bubblewrap"
