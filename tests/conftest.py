@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import subprocess
+import tempfile
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -16,6 +19,34 @@ from tracker.capture.gitinfo import source_hash
 from tracker.workloads.qr_v2.suites import QR_V2, SMOKE
 
 ROOT = Path(__file__).resolve().parent.parent
+# Settings the test kernels in tests/variants read: the sandbox passes a kernel only the variables named here.
+os.environ.setdefault("KERNELBEAM_WORKER_ENV", "KB_IMPORT_SLEEP,KB_CALL_SLEEP,KB_TEST_PIDS,KB_ENTERED,KB_GO")
+# The tests' own side-file key, never this user's (one per test session, shared with the trackers they start).
+os.environ.setdefault("KERNELBEAM_KEY_FILE", str(Path(tempfile.mkdtemp(prefix="kb-test-key-")) / "side-file.key"))
+
+
+def host_processes(*argv: str) -> list[int]:
+    """Pids of this host's live processes whose command line is exactly `argv`. A sandboxed kernel's children
+    have pids of the sandbox's own namespace, so tests find them by what they run."""
+    want = ("\0".join(argv) + "\0").encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if (entry / "cmdline").read_bytes() == want and (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] not in "ZX":
+                found.append(int(entry.name))
+        except (OSError, IndexError):
+            continue
+    return found
+
+
+def wait_no_process(*argv: str, seconds: float = 10.0) -> list[int]:
+    """Wait until no process runs `argv`; returns those still running after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while (left := host_processes(*argv)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
 H200 = "NVIDIA H200"
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 # Base mean times (µs) of the 12 qr_v2 benchmark cases on the synthetic GPU.

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import wait_no_process
 from tracker.capture.progress import ProgressState
 from tracker.capture.runner import RunRequest, run_variant
 from tracker.common.processes import descendants
-from tracker.store import queries
+from tracker.store import queries, read_side_file
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -94,7 +95,7 @@ def test_kill_9_of_the_tracker_ends_the_worker_which_keeps_what_it_finished(tmp_
     assert _wait_gone(tree) == []
     side = list((tmp_path / "s.duckdb.pending").glob("*.json"))
     assert len(side) == 1
-    saved = json.loads(side[0].read_text())
+    saved = {"run": read_side_file(side[0]).run}  # signed by the tracker, which wrote it after each case
     assert saved["run"]["status"] == "crashed" and saved["run"]["error"] == "the tracker process went away"
     # `import` with no folders brings it in; the first case's pass is kept
     out = subprocess.run([sys.executable, "-m", "tracker", "import", "--store", str(store)], cwd=ROOT,
@@ -127,8 +128,9 @@ def test_every_process_a_kernel_starts_ends_with_the_run(tmp_path, private_tmp):
                      store=str(tmp_path / "s.duckdb"), timeout=60)  # fmt: skip
     outcome = run_variant(req)
     assert outcome.status == "passed", outcome.record.run["error"]
-    pids = [int(p) for p in re.search(r"KB-CHILDREN (\d+) (\d+) (\d+)", outcome.record.run["log_tail"]).groups()]
-    assert _wait_gone(pids, 5) == []  # the plain child, the double-forked daemon, the setsid child
+    assert re.search(r"KB-CHILDREN (\d+) (\d+) (\d+)", outcome.record.run["log_tail"])
+    for seconds in ("1000", "1001", "1002"):  # the plain child, the double-forked daemon, the setsid child
+        assert wait_no_process("sleep", seconds, seconds=5) == []
     assert _workdirs(private_tmp) == []
 
 

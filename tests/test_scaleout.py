@@ -17,6 +17,7 @@ pytest.importorskip("distributed")
 
 from datetime import UTC
 
+from tests.conftest import wait_no_process
 from tracker.capture import scaleout  # noqa: E402
 from tracker.capture.cores import core_shares, gpu_local_cores, parse_cpulist, split_cores  # noqa: E402
 from tracker.capture.runner import RunRequest, run_variant  # noqa: E402
@@ -150,7 +151,8 @@ def test_cli_queue_matches_the_sequential_path_record_for_record(tmp_path, monke
 
 def test_a_worker_killed_mid_run_is_recorded_crashed_once_and_the_queue_goes_on(cluster, tmp_path):
     store = tmp_path / "runs.duckdb"
-    reqs = [_req(VARIANTS / "kills_dask_worker.py", store), _req(REFERENCE, store), _req(REFERENCE, store)]
+    # Unsandboxed: this kernel plays a machine that dies (it kills its Dask worker), not a hostile kernel.
+    reqs = [_req(VARIANTS / "kills_dask_worker.py", store, sandbox=False), _req(REFERENCE, store), _req(REFERENCE, store)]
     address, pids = cluster
     outcomes = scaleout.run_queue(reqs, cluster=address)
     assert [o.status for o in outcomes] == ["crashed", "passed", "passed"]
@@ -195,18 +197,9 @@ def test_cancel_stops_queued_and_running_runs_and_kills_their_processes(cluster,
     assert "cancelled before it started" in errors  # 3 runs on 2 workers: one never started
     runs = queries.list_runs(store)
     assert len(runs) == 3 and runs["status"].eq("cancelled").all()
-    pids = [
-        int(p)
-        for o in outcomes
-        for line in (o.record.run.get("log_tail") or "").splitlines()
-        if line.startswith("KB-PIDS")
-        for p in line.split()[1:]
-    ]
-    assert pids  # at least one run was inside its hanging kernel
-    deadline = time.monotonic() + 10
-    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not any(_alive(p) for p in pids)
+    logs = [o.record.run.get("log_tail") or "" for o in outcomes]
+    assert any("KB-PIDS" in log for log in logs)  # at least one run was inside its hanging kernel
+    assert wait_no_process("sleep", "300.25") == []
 
 
 def test_a_dashboard_job_with_gpus_runs_the_queue_and_its_cancel_stops_it(tmp_path):

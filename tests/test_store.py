@@ -222,7 +222,7 @@ def test_a_run_is_never_half_written(store):
     side = pending.path
     assert side == store_mod.pending_dir(store) / "halfrun00001.json"
     assert pending.reason.startswith("writing failed:") and "NOT NULL" in pending.reason
-    kept = store_mod.RunRecord.from_json(side.read_text())
+    kept = store_mod.read_side_file(side)
     assert kept.run["run_id"] == "halfrun00001" and len(kept.samples) == 10
     assert counts(store) == dict.fromkeys(TABLES, 0)
     # a started run keeps its `running` row and nothing else
@@ -280,8 +280,11 @@ def test_flush_pending_skips_a_broken_side_file_and_writes_the_others(store):
     folder = store_mod.pending_dir(store)
     folder.mkdir()
     (folder / "broken.json").write_text("{not json")
-    (folder / "good00000001.json").write_text(make_run("good00000001").to_json())
-    assert store_mod.flush_pending(store).written == ["good00000001"]
+    (folder / "unsigned0001.json").write_text(make_run("unsigned0001").to_json())  # as a kernel would plant it
+    (folder / "good00000001.json").write_text(store_mod.side_text(make_run("good00000001")))
+    flushed = store_mod.flush_pending(store)
+    assert flushed.written == ["good00000001"]
+    assert {p.name: "not signed" in why for p, why in flushed.unreadable} == {"broken.json": True, "unsigned0001.json": True}
     assert run_ids(store) == {"good00000001"}
     assert (folder / "broken.json").exists()
 

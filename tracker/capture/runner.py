@@ -351,7 +351,7 @@ def _start_checker(req, device: str, private: Path, worker_end: int):
     return proc, _Lines(verdict_r)
 
 
-def _worker_command(req, workdir: Path, token: str) -> tuple[list[str], dict[str, str], str]:
+def _worker_command(req, workdir: Path, private: Path, token: str) -> tuple[list[str], dict[str, str], str]:
     """The worker's command line and environment, in the sandbox where one can be made; and how it ran."""
     argv = [sys.executable, "-m", "tracker.capture.worker"]
     inner = {"PYTHONPATH": str(_PACKAGE_ROOT), "PYTHONUNBUFFERED": "1", "PYTHONSAFEPATH": "1"}
@@ -364,7 +364,7 @@ def _worker_command(req, workdir: Path, token: str) -> tuple[list[str], dict[str
         return argv, dict(os.environ, **inner), f"none: {reason}"
     bwrap = sandbox.find_bwrap()
     env = sandbox.sandbox_env(workdir, inner)
-    hidden = [store_mod.side_key_path()]
+    hidden = [store_mod.side_key_path(), private]
     return sandbox.command(bwrap, argv, workdir, env, hidden), {}, sandbox.version(bwrap)
 
 
@@ -383,7 +383,7 @@ def _drive_worker(req, record, events, emit, should_cancel, variant_path=None, c
     device = _resolved_device(req)
     read_fd, write_fd = os.pipe()
     worker_end, checker_end = handoff.pair()
-    argv, env, how = _worker_command(req, workdir, token)
+    argv, env, how = _worker_command(req, workdir, private, token)
     record.run["sandbox"] = how
     in_sandbox = not how.startswith(("off", "none"))
     job = {
@@ -490,6 +490,8 @@ def _drive_worker(req, record, events, emit, should_cancel, variant_path=None, c
             events.append(event)
         _finish_checker(checker, verdicts, verdict_lines)
         returncode = proc.returncode
+        if in_sandbox and returncode is not None and 128 < returncode < 160:
+            returncode = 128 - returncode  # bwrap passes a signal's death on as 128 + N: the worker's own -N
         log_tail = _tail(log_path)
         if checker.returncode not in (0, None, -signal.SIGKILL) and status is None:
             status, error = "crashed", f"the checker process failed: {_tail(private / 'checker.log')[-600:]}"

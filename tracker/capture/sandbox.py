@@ -2,8 +2,9 @@
 
 Inside, the kernel sees its own PID namespace (it is pid 2, nothing of the tracker shows in /proc, and every
 process it starts dies with the sandbox, double-forked daemons included), no network, a read-only root
-filesystem in which only its own run folder and a private /tmp and /dev/shm are writable, the side-file key
-hidden, and an environment of a few named variables (no tokens, no store path). /dev stays as it is, so the GPU
+filesystem in which only its own run folder (also its TMPDIR and HOME) and a private /dev/shm are writable
+(/tmp stays readable, so kernels and problem folders kept there work), the side-file key and the checker's
+folder hidden, and an environment of a few named variables (no tokens, no store path). /dev stays as it is, so the GPU
 works as outside.
 
 Where bwrap is missing or cannot make namespaces, `describe()` says why; the runner then runs the worker
@@ -53,8 +54,14 @@ def find_bwrap() -> str | None:
 
 
 def sandbox_env(workdir: Path, extra: dict[str, str]) -> dict[str, str]:
-    """The worker's whole environment: the allowed variables of ours, a home and caches in its run folder."""
-    env = {k: v for k, v in os.environ.items() if any(k == p or (p.endswith("_") and k.startswith(p)) for p in PASSED_ENV)}
+    """The worker's whole environment: the allowed variables, those named in $KERNELBEAM_WORKER_ENV (a comma
+    list, for a kernel's own settings), and a home and caches in its run folder."""
+    named = {n.strip() for n in os.environ.get("KERNELBEAM_WORKER_ENV", "").split(",") if n.strip()}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k in named or any(k == p or (p.endswith("_") and k.startswith(p)) for p in PASSED_ENV)
+    }
     env.update(
         HOME=str(workdir),
         TMPDIR=str(workdir / "tmp"),
@@ -76,7 +83,6 @@ def command(bwrap: str, argv: list[str], workdir: Path, env: dict[str, str], hid
         "--dev-bind", "/dev", "/dev",
         "--tmpfs", "/dev/shm",
         "--proc", "/proc",
-        "--tmpfs", "/tmp",
         "--bind", str(workdir), str(workdir),
         "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
         "--die-with-parent",

@@ -32,6 +32,7 @@ from tracker.store.db import (
     schema_version,
     side_key,
     side_key_path,
+    side_text,
     start_run,
     write_run,
 )
@@ -67,6 +68,7 @@ __all__ = [
     "save_checkpoint",
     "side_key",
     "side_key_path",
+    "side_text",
     "SideFileError",
     "reap_dead_runs",
     "register_variants",
