@@ -34,7 +34,9 @@ def host_processes(*argv: str) -> list[int]:
         if not entry.name.isdigit():
             continue
         try:
-            if (entry / "cmdline").read_bytes() == want and (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] not in "ZX":
+            if (entry / "cmdline").read_bytes() == want and (entry / "stat").read_text().rsplit(")", 1)[1].split()[
+                0
+            ] not in "ZX":
                 found.append(int(entry.name))
         except (OSError, IndexError):
             continue
@@ -47,6 +49,8 @@ def wait_no_process(*argv: str, seconds: float = 10.0) -> list[int]:
     while (left := host_processes(*argv)) and time.monotonic() < deadline:
         time.sleep(0.2)
     return left
+
+
 H200 = "NVIDIA H200"
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 # Base mean times (µs) of the 12 qr_v2 benchmark cases on the synthetic GPU.

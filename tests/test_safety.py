@@ -285,7 +285,17 @@ def test_a_run_whose_store_and_side_folder_vanish_mid_run_goes_to_the_fallback(t
     entered, go = tmp_path / "entered", tmp_path / "go"
     env = dict(os.environ, XDG_STATE_HOME=str(tmp_path / "state"), KB_ENTERED=str(entered), KB_GO=str(go))
     # --no-sandbox: this kernel signals the test through files outside its run folder
-    cmd = [sys.executable, "-m", "tracker", "run", str(kernel), "--suite=smoke", "--mode=test", "--cases=0", "--no-sandbox"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tracker",
+        "run",
+        str(kernel),
+        "--suite=smoke",
+        "--mode=test",
+        "--cases=0",
+        "--no-sandbox",
+    ]
     proc = subprocess.Popen(
         [*cmd, f"--store={store}", "--json", "--quiet"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True,

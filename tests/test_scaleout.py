@@ -152,7 +152,11 @@ def test_cli_queue_matches_the_sequential_path_record_for_record(tmp_path, monke
 def test_a_worker_killed_mid_run_is_recorded_crashed_once_and_the_queue_goes_on(cluster, tmp_path):
     store = tmp_path / "runs.duckdb"
     # Unsandboxed: this kernel plays a machine that dies (it kills its Dask worker), not a hostile kernel.
-    reqs = [_req(VARIANTS / "kills_dask_worker.py", store, sandbox=False), _req(REFERENCE, store), _req(REFERENCE, store)]
+    reqs = [
+        _req(VARIANTS / "kills_dask_worker.py", store, sandbox=False),
+        _req(REFERENCE, store),
+        _req(REFERENCE, store),
+    ]
     address, pids = cluster
     outcomes = scaleout.run_queue(reqs, cluster=address)
     assert [o.status for o in outcomes] == ["crashed", "passed", "passed"]

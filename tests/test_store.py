@@ -284,7 +284,10 @@ def test_flush_pending_skips_a_broken_side_file_and_writes_the_others(store):
     (folder / "good00000001.json").write_text(store_mod.side_text(make_run("good00000001")))
     flushed = store_mod.flush_pending(store)
     assert flushed.written == ["good00000001"]
-    assert {p.name: "not signed" in why for p, why in flushed.unreadable} == {"broken.json": True, "unsigned0001.json": True}
+    assert {p.name: "not signed" in why for p, why in flushed.unreadable} == {
+        "broken.json": True,
+        "unsigned0001.json": True,
+    }
     assert run_ids(store) == {"good00000001"}
     assert (folder / "broken.json").exists()
 

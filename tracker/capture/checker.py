@@ -19,7 +19,6 @@ import signal
 import sys
 import time
 import traceback
-from pathlib import Path
 from typing import Any
 
 from tracker.capture import handoff

@@ -11,27 +11,29 @@ from __future__ import annotations
 
 from typing import Any
 
-PEAK_FLOPS = 5e15  # FLOP/s: above the dense low-precision peak of any GPU, FP32 work is far slower
-PEAK_BYTES_PER_S = 2e13  # 20 TB/s: above any GPU's memory bandwidth
+# (FLOP/s, bytes/s) no device of the kind exceeds: GPUs' dense low-precision peaks and memory bandwidth are
+# below 5 PFLOP/s and 20 TB/s; CPUs' FP32 vector peaks (two sockets of wide cores) and DRAM below these.
+PEAKS = {"cuda": (5e15, 2e13), "cpu": (2e13, 1e12)}
 GAP_FACTOR = 20.0  # the checker's wall time per call this many times the reported time ...
 GAP_MIN_US = 20_000.0  # ... on a repetition of at least this long (launch-bound cases are mostly overhead)
 
 
-def floor_us(flops: float | None, nbytes: float | None) -> float:
-    """The least time one call can take on any device for this much work, in microseconds."""
-    return max((flops or 0.0) / PEAK_FLOPS, (nbytes or 0.0) / PEAK_BYTES_PER_S) * 1e6
+def floor_us(flops: float | None, nbytes: float | None, device: str) -> float:
+    """The least time one call can take on any device of this kind for this much work, in microseconds."""
+    peak_flops, peak_bytes = PEAKS["cuda" if device == "cuda" else "cpu"]
+    return max((flops or 0.0) / peak_flops, (nbytes or 0.0) / peak_bytes) * 1e6
 
 
-def flags(cases: list[dict[str, Any]], mode: str) -> list[dict[str, Any]]:
+def flags(cases: list[dict[str, Any]], mode: str, device: str) -> list[dict[str, Any]]:
     """Flags (the static scan's shape) for cases whose timings the work or the wall clock contradict."""
     if mode == "test":
         return []
     out = []
     for case in cases:
         mean, best = case.get("mean_us"), case.get("best_us")
-        if not mean or not case.get("passed"):
+        if mean is None or not case.get("passed"):
             continue
-        floor = floor_us(case.get("flops"), case.get("bytes"))
+        floor = floor_us(case.get("flops"), case.get("bytes"), device)
         if best is not None and best < floor:
             out.append({
                 "code": "timing-below-work", "line": 0, "severity": "hack",
@@ -41,7 +43,7 @@ def flags(cases: list[dict[str, Any]], mode: str) -> list[dict[str, Any]]:
         wall = case.get("wall_us")
         if wall and wall > GAP_FACTOR * mean and wall * (case.get("inputs") or 1) > GAP_MIN_US:
             out.append({
-                "code": "timing-gap", "line": 0, "severity": "warning",
+                "code": "timing-gap", "line": 0, "severity": "hack",
                 "message": f"case {case['case_idx']}: the checker saw {wall:.3g} us per call between repetitions "
                            f"against {mean:.3g} us reported: work may happen outside the timed window",
             })  # fmt: skip

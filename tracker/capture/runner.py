@@ -26,7 +26,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -268,7 +268,8 @@ def capture_variant(
     events: list[dict[str, Any]] = []
     returncode = None
     log_tail = ""
-    key = devicelock.device_key(req.device, req.device == "cuda" or (req.device == "auto" and _gpu_available()))
+    device = _resolved_device(req)
+    key = devicelock.device_key(req.device, device == "cuda")
     lock = devicelock.DeviceLock(key, run_id)
     last_wait = [0.0]
 
@@ -285,7 +286,7 @@ def capture_variant(
     try:
         record.run["device_load_start"] = devicelock.device_load(key)
         status, error, returncode, log_tail, compile_s, forged = _drive_worker(
-            req, record, events, emit, should_cancel, variant_path, checkpoint
+            req, record, events, emit, should_cancel, device, variant_path, checkpoint
         )
         record.run["device_load_end"] = devicelock.device_load(key)
     finally:
@@ -297,7 +298,7 @@ def capture_variant(
     complete_record(record, req, events, status, error, returncode, log_tail)
     if record.run["status"] in ("failed", "crashed") and _NO_CUDA.search(f"{record.run['error']}\n{log_tail}"):
         record.run.update(status="skipped", error=f"cannot run here: {record.run['error']}")
-    flags = plausibility.flags(record.cases, req.mode)
+    flags = plausibility.flags(record.cases, req.mode, device)
     if flags:
         record.run["flags"] = json.dumps(json.loads(record.run["flags"]) + flags)
     if forged:
@@ -368,7 +369,7 @@ def _worker_command(req, workdir: Path, private: Path, token: str) -> tuple[list
     return sandbox.command(bwrap, argv, workdir, env, hidden), {}, sandbox.version(bwrap)
 
 
-def _drive_worker(req, record, events, emit, should_cancel, variant_path=None, checkpoint=None):
+def _drive_worker(req, record, events, emit, should_cancel, device, variant_path=None, checkpoint=None):
     """Start the checker and the worker, feed the worker its job, follow both under the compile budget and then
     the timeout, end every process they started, and apply the checker's verdicts to the worker's cases.
     Returns (status, error, returncode, log_tail, compile_s, forged lines)."""
@@ -380,7 +381,6 @@ def _drive_worker(req, record, events, emit, should_cancel, variant_path=None, c
     key = secrets.token_bytes(32)
     token = f"KERNELBEAM_RUN_TOKEN={secrets.token_hex(8)}"
     store_mod.side_key()  # exists before the sandbox masks it
-    device = _resolved_device(req)
     read_fd, write_fd = os.pipe()
     worker_end, checker_end = handoff.pair()
     argv, env, how = _worker_command(req, workdir, private, token)
@@ -554,6 +554,8 @@ def judge(events: list[dict[str, Any]], verdicts: list[dict[str, Any]], req) -> 
         for k in [*RESIDUAL_KEYS, "evidence", *STAT_KEYS, "wall_us"]:
             event.pop(k, None)  # never the worker's word for these
         event["samples"] = samples
+        if any(not (0 < x < float("inf")) for x in samples):
+            bad = {"rep": FIRST_PASS, "message": "the worker reported a time that is not positive and finite"}
         if bad is not None:
             where = f"repetition {bad['rep']}: " if bad["rep"] != FIRST_PASS else ""
             event.update(passed=False, message=where + str(bad["message"]), evidence=bad.get("evidence"))
