@@ -34,9 +34,8 @@ def host_processes(*argv: str) -> list[int]:
         if not entry.name.isdigit():
             continue
         try:
-            if (entry / "cmdline").read_bytes() == want and (entry / "stat").read_text().rsplit(")", 1)[1].split()[
-                0
-            ] not in "ZX":
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            if (entry / "cmdline").read_bytes() == want and state not in "ZX":
                 found.append(int(entry.name))
         except (OSError, IndexError):
             continue
