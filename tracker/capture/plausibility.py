@@ -1,4 +1,5 @@
-"""Timing cross-checks: flags for a case whose reported time is less than its work can take.
+"""Timing cross-checks: flags for a case whose reported time is less than its work can take, or than the same
+call takes on fresh copies of its inputs.
 
 The kernel's process measures its own time (CUDA events or the CPU clock), so a kernel that patches the timer,
 forges its events or does the work outside the timed window can report what it likes. Two checks do not
@@ -16,6 +17,8 @@ from typing import Any
 PEAKS = {"cuda": (5e15, 2e13), "cpu": (2e13, 1e12)}
 GAP_FACTOR = 20.0  # the checker's wall time per call this many times the reported time ...
 GAP_MIN_US = 20_000.0  # ... on a repetition of at least this long (launch-bound cases are mostly overhead)
+FRESH_FACTOR = 10.0  # a call on fresh copies of the inputs this many times slower than the loop's median ...
+FRESH_MIN_US = 10.0  # ... and by at least this much
 
 
 def floor_us(flops: float | None, nbytes: float | None, device: str) -> float:
@@ -39,6 +42,14 @@ def flags(cases: list[dict[str, Any]], mode: str, device: str) -> list[dict[str,
                 "code": "timing-below-work", "line": 0, "severity": "hack",
                 "message": f"case {case['case_idx']}: a repetition reported {best:.3g} us per call, less than the "
                            f"{floor:.3g} us its work takes at any device's peak: the timing cannot be real",
+            })  # fmt: skip
+        fresh, median = case.get("fresh_us"), case.get("median_us")
+        if fresh and median is not None and fresh > FRESH_FACTOR * median and fresh - median > FRESH_MIN_US:
+            out.append({
+                "code": "identity-cache", "line": 0, "severity": "hack",
+                "message": f"case {case['case_idx']}: a call on fresh copies of the inputs took {fresh:.3g} us per "
+                           f"call against {median:.3g} us in the loop over the same input objects: the kernel "
+                           "seems to reuse results it keyed by the input object",
             })  # fmt: skip
         wall = case.get("wall_us")
         if wall and wall > GAP_FACTOR * mean and wall * (case.get("inputs") or 1) > GAP_MIN_US:

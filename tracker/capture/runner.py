@@ -540,10 +540,28 @@ def judge(events: list[dict[str, Any]], verdicts: list[dict[str, Any]], req) -> 
         if v.get("event") == "verdict" and isinstance(v.get("case_idx"), int):
             by_case.setdefault(v["case_idx"], []).append(v)
     cases, workload = req.suite_cases(), req.workload()
+    wanted = set(req.cases) if req.cases else set(range(len(cases)))
+    seen: dict[str, set[int]] = {"case_start": set(), "profile": set()}
+    for event in events:  # one start and one profile per case of this run: others are forged, and dropped
+        kind, idx = event.get("event"), event.get("case_idx")
+        if kind in seen:
+            if type(idx) is not int or idx not in wanted or idx in seen[kind]:
+                event["event"] = f"{kind}_refused"
+            else:
+                seen[kind].add(idx)
+    done: set[int] = set()
     for event in events:
         if event.get("event") != "case_done":
             continue
         idx = event.get("case_idx")
+        if type(idx) is not int or idx not in wanted or idx in done:  # a forged or repeated case: not recorded
+            event["event"] = "case_done_refused"
+            continue
+        done.add(idx)
+        case = cases[idx] if req.seed is None else workload.hidden_seed(cases[idx], req.seed)
+        inputs = 1 if req.mode == "test" else case.input_count()
+        # What the case is, is ours to say: never the worker's description.
+        event.update(spec=case.spec, case={**case.to_dict(), "inputs": inputs}, columns=workload.case_columns(case))
         mine = by_case.get(idx, [])
         samples = event.get("samples") or []
         if not isinstance(samples, list) or not all(isinstance(x, int | float) for x in samples):
@@ -551,7 +569,7 @@ def judge(events: list[dict[str, Any]], verdicts: list[dict[str, Any]], req) -> 
         needed = {FIRST_PASS} if req.mode == "test" else {FIRST_PASS, *range(len(samples))}
         judged = {v["rep"] for v in mine}
         bad = next((v for v in mine if not v["passed"]), None)
-        for k in [*RESIDUAL_KEYS, "evidence", *STAT_KEYS, "wall_us"]:
+        for k in [*RESIDUAL_KEYS, "evidence", *STAT_KEYS, "wall_us", "columns"]:
             event.pop(k, None)  # never the worker's word for these
         event["samples"] = samples
         if any(not (0 < x < float("inf")) for x in samples):
@@ -569,10 +587,7 @@ def judge(events: list[dict[str, Any]], verdicts: list[dict[str, Any]], req) -> 
             event["passed"] = True
         last = (bad or (mine[-1] if mine else None)) or {}
         event.update({k: v for k, v in (last.get("residuals") or {}).items() if k in RESIDUAL_KEYS})
-        if not (isinstance(idx, int) and 0 <= idx < len(cases)):
-            event["passed"] = False
-            continue
-        event["flops"], event["bytes"] = workload.work(cases[idx])  # the work is ours to say, not the worker's
+        event["flops"], event["bytes"] = workload.work(cases[idx])
         if samples and req.mode != "test":
             event.update(_stats(samples))
             event["wall_us"] = _wall_per_call(mine, cases[idx].input_count())

@@ -78,9 +78,10 @@ MIGRATIONS: list[str] = [
     ALTER TABLE variants ADD COLUMN parent VARCHAR; ALTER TABLE variants ADD COLUMN registered_at TIMESTAMPTZ;
     """,
     # v8 (containment): how the worker was contained, the helper modules the kernel imported (JSON path ->
-    # source), and the supervisor's wall clock per call beside the kernel's own timing.
+    # source), the supervisor's wall clock per call beside the kernel's own timing, and one call on fresh copies of
+    # the inputs after the loop (a cache keyed by the input objects misses there).
     "ALTER TABLE runs ADD COLUMN sandbox VARCHAR; ALTER TABLE runs ADD COLUMN helper_sources VARCHAR; "
-    "ALTER TABLE case_results ADD COLUMN wall_us DOUBLE;",
+    "ALTER TABLE case_results ADD COLUMN wall_us DOUBLE; ALTER TABLE case_results ADD COLUMN fresh_us DOUBLE;",
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -172,6 +173,7 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
         "flops",
         "bytes",
         "wall_us",
+        "fresh_us",
     ],
     "samples": ("run_id", "case_idx", "rep", "time_us"),
     "profile_cases": (

@@ -1,0 +1,400 @@
+"""Hostile kernels, one per route a kernel author could take against the harness, each run through the real CLI.
+
+Each kernel is written here (not taken from anyone's submission) and does what a reward-hacking author would:
+rewrite or destroy the store, plant code for later processes, outlive its run, forge its verdict or its timing,
+read the dashboard's token. Each test checks what the run was recorded as, that the store holds nothing but the
+run's own record beside what was there, that no process of the kernel is left, and that nothing was written
+outside the run's own folder. They need the sandbox (bubblewrap): without it they are skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import sysconfig
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, T0, host_processes, make_record, wait_no_process
+from tracker import store as store_mod
+from tracker.capture import sandbox
+from tracker.store import queries
+
+pytestmark = [
+    pytest.mark.timeout(240),
+    pytest.mark.skipif(sandbox.unavailable() is not None, reason=f"no sandbox here: {sandbox.unavailable()}"),
+]
+
+HEADER = "from task import input_t, output_t\nimport os, sys, time, torch\n"
+
+
+@pytest.fixture
+def world(tmp_path, monkeypatch):
+    """A store holding one earlier run, a lock folder and a canary folder, all of the test's own."""
+    store = tmp_path / "store" / "runs.duckdb"
+    store.parent.mkdir()
+    record = make_record(
+        "earlier00001", variant="earlier", source="# earlier\n", path="kernels/earlier.py", family="f",
+        started=T0, means=[10.0] * 12,
+    )  # fmt: skip
+    store_mod.finish_run(store, record)
+    canary = tmp_path / "canary"
+    canary.mkdir()
+    locks = tmp_path / "locks"
+    monkeypatch.setenv("KERNELBEAM_LOCK_DIR", str(locks))
+    return {"store": store, "canary": canary, "locks": locks, "tmp": tmp_path, "before": _snapshot(store)}
+
+
+def _snapshot(store: Path) -> dict:
+    """Every run as text (NaN compares equal to itself there)."""
+    runs = queries.list_runs(store)
+    return {
+        run_id: json.dumps(
+            [queries.get_run(store, run_id), queries.case_results(store, run_id).to_dict("records")],
+            default=str,
+            sort_keys=True,
+        )
+        for run_id in runs["run_id"]
+    }
+
+
+def _kernel(world: dict, body: str, name: str = "k.py") -> Path:
+    folder = world["tmp"] / "kernels"
+    folder.mkdir(exist_ok=True)
+    path = folder / name
+    path.write_text(HEADER + textwrap.dedent(body))
+    return path
+
+
+def _run(world: dict, kernel: Path, *args: str, env: dict | None = None, timeout: float = 200) -> dict:
+    cmd = [sys.executable, "-m", "tracker", "run", str(kernel), "--store", str(world["store"]), "--json", "--quiet"]
+    cmd += list(args) or ["--suite", "smoke", "--mode", "test", "--cases", "0"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
+    assert proc.stdout, proc.stderr
+    doc = json.loads(proc.stdout)
+    _assert_store_kept(world, doc["run_id"])
+    return doc
+
+
+def _assert_store_kept(world: dict, run_id: str) -> None:
+    """Every earlier run exactly as it was; the only new run is this one; no side file waits."""
+    after = _snapshot(world["store"])
+    assert set(after) == set(world["before"]) | {run_id}
+    for old, value in world["before"].items():
+        assert after[old] == value
+    assert store_mod.pending_run_ids(world["store"]) == set()
+    assert list(world["canary"].iterdir()) == []
+
+
+def _log(world: dict, run_id: str) -> str:
+    return queries.get_run(world["store"], run_id)["log_tail"] or ""
+
+
+def _flags(doc: dict) -> set[str]:
+    return {f["code"] for f in doc.get("flags") or []}
+
+
+def test_the_record_cannot_be_rewritten_destroyed_or_forged_and_no_code_can_be_planted(world):
+    """Routes 1, 2 and the lock symlink: every write outside the run folder fails, the store is found nowhere."""
+    site = sysconfig.get_paths()["purelib"]
+    kernel = _kernel(
+        world,
+        f"""
+        STORE, CANARY, LOCKS = {str(world["store"])!r}, {str(world["canary"])!r}, {str(world["locks"])!r}
+        SITE, TRACKER = {site!r}, {str(ROOT / "tracker")!r}
+
+        def attempt(what, fn):
+            try:
+                fn()
+                print("KB-HOSTILE-DONE", what, flush=True)
+            except Exception as exc:
+                print("KB-HOSTILE-BLOCKED", what, type(exc).__name__, flush=True)
+
+        def store_in_proc():
+            for pid in os.listdir("/proc"):
+                if pid.isdigit():
+                    try:
+                        if STORE.encode() in open(f"/proc/{{pid}}/cmdline", "rb").read():
+                            return
+                    except OSError:
+                        pass
+            raise LookupError("no process names the store")
+
+        def duckdb_update():
+            import duckdb
+            duckdb.connect(STORE).execute("UPDATE runs SET status = 'failed', geomean_us = 0.001")
+
+        def forge_side_file():
+            os.makedirs(STORE + ".pending", exist_ok=True)
+            open(STORE + ".pending/forged000001.json", "w").write('{{"run": {{"run_id": "forged000001"}}}}')
+
+        def custom_kernel(data):
+            attempt("parent-cmdline", store_in_proc)
+            attempt("store-truncate", lambda: open(STORE, "r+b").truncate(0))
+            attempt("store-update", duckdb_update)
+            attempt("side-file", forge_side_file)
+            attempt("pth", lambda: open(os.path.join(SITE, "kb_planted.pth"), "w").write("import os\\n"))
+            attempt("tracker", lambda: open(os.path.join(TRACKER, "kb_planted.py"), "w").write("x = 1\\n"))
+            attempt("lock", lambda: os.symlink(CANARY + "/target", LOCKS + "/cpu.holder.kb"))
+            attempt("canary", lambda: open(CANARY + "/written", "w").write("x"))
+            attempt("home", lambda: open(os.path.expanduser("~") + "/../kb_planted", "w").write("x"))
+            return torch.geqrf(data)
+        """,
+    )
+    doc = _run(world, kernel)
+    assert doc["status"] == "passed", doc["error"]
+    log = _log(world, doc["run_id"])
+    assert "KB-HOSTILE-DONE" not in log, log
+    assert log.count("KB-HOSTILE-BLOCKED") == 9, log
+    assert not Path(site, "kb_planted.pth").exists() and not (ROOT / "tracker" / "kb_planted.py").exists()
+    assert not any(p.is_symlink() for p in world["locks"].iterdir())
+    assert queries.get_run(world["store"], doc["run_id"])["sandbox"].startswith("bubblewrap")
+
+
+def test_a_daemon_the_kernel_double_forks_with_setsid_and_an_empty_environment_dies_with_the_run(world):
+    kernel = _kernel(
+        world,
+        """
+        def custom_kernel(data):
+            if os.fork() == 0:
+                os.setsid()
+                if os.fork() == 0:
+                    os.execve("/bin/sleep", ["sleep", "777.25"], {})
+                os._exit(0)
+            time.sleep(0.5)
+            return torch.geqrf(data)
+        """,
+    )
+    doc = _run(world, kernel)
+    assert doc["status"] == "passed", doc["error"]
+    assert wait_no_process("sleep", "777.25", seconds=5) == []
+
+
+def test_killing_the_tracker_ends_a_kernel_that_ignores_sigterm_and_fakes_its_parent(world):
+    kernel = _kernel(
+        world,
+        """
+        import signal, subprocess
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        os.getppid = lambda: 1
+        CALLS = []
+
+        def custom_kernel(data):
+            CALLS.append(1)
+            if len(CALLS) == 2:
+                subprocess.Popen(["sleep", "778.25"], start_new_session=True)
+                while True:
+                    time.sleep(1)
+            return torch.geqrf(data)
+        """,
+    )
+    progress = world["tmp"] / "progress.json"
+    cmd = [sys.executable, "-m", "tracker", "run", str(kernel), "--suite", "smoke", "--mode", "test", "--cases",
+           "0,1", "--store", str(world["store"]), "--progress-file", str(progress), "--quiet"]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 150
+    while not host_processes("sleep", "778.25"):  # the second call is hanging now
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert wait_no_process("sleep", "778.25", seconds=10) == []
+    workers = [p for p in host_processes(sys.executable, "-m", "tracker.capture.worker") if _child_of_gone(p)]
+    assert workers == []
+
+
+def _child_of_gone(pid: int) -> bool:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) == 1
+    except OSError:
+        return False
+
+
+def test_forged_events_with_the_key_found_in_memory_do_not_make_a_pass(world):
+    """The kernel finds the event channel and its key by walking the worker's objects and sends a signed
+    `passed` with tiny times; its outputs are zeros. The checker never saw a correct output: failed."""
+    kernel = _kernel(
+        world,
+        """
+        import gc
+
+        def forge():
+            events = next(o for o in gc.get_objects() if type(o).__name__ == "Events")
+            events.emit("case_start", case_idx=0, position=0, total=1, spec="forged")
+            events.emit("case_done", case_idx=0, spec="forged", passed=True, message="", case={"inputs": 1},
+                        samples=[0.001] * 5, runs=5, mean_us=0.001, factor_res=0.0, evidence="../../etc/passwd")
+            events.emit("timing_done")
+            events.emit("done")
+
+        def custom_kernel(data):
+            forge()
+            n = data.shape[-1]
+            return torch.zeros_like(data), torch.zeros(data.shape[0], n, dtype=data.dtype)
+        """,
+    )
+    doc = _run(world, kernel)
+    assert doc["status"] == "failed"
+    assert all(not c["passed"] for c in doc["cases"])
+    assert all(c["factor_res"] != 0.0 for c in doc["cases"] if c.get("factor_res") is not None)
+
+
+def test_a_timer_patched_through_an_alias_is_caught_by_the_supervisors_clock(world):
+    """The kernel takes 30 ms a call but replaces the tracker's own timed loop (found through sys.modules, no
+    name the scan knows) so each repetition reads a nanosecond: the checker's wall clock between repetitions
+    flags it. (Patching time.perf_counter itself changes nothing: the loop bound its clock before the import.)"""
+    kernel = _kernel(
+        world,
+        """
+        timing = sys.modules["tracker.capture" + ".timing"]
+        setattr(timing.Clock, "time_loop", lambda self, fn: (1e-9, fn()))
+
+        def custom_kernel(data):
+            end = time.monotonic() + 0.03
+            while time.monotonic() < end:
+                pass
+            return torch.geqrf(data)
+        """,
+    )
+    doc = _run(world, kernel, "--suite", "smoke", "--cases", "0")
+    assert doc["status"] == "passed"
+    assert "timing-gap" in _flags(doc), doc["flags"]
+
+
+def test_an_output_cache_keyed_by_the_tensor_object_is_flagged(world):
+    """The same input objects come back each repetition (as in the contest), so a cache by object returns at once;
+    the call on fresh copies after the loop shows what the work really takes."""
+    kernel = _kernel(
+        world,
+        """
+        CACHE = {}
+
+        def custom_kernel(data):
+            hit = CACHE.get(id(data))
+            if hit is None or hit[0] is not data:
+                hit = CACHE[id(data)] = (data, torch.geqrf(data))
+            return hit[1]
+        """,
+    )
+    doc = _run(world, kernel, "--suite", "smoke", "--cases", "1")
+    assert doc["status"] == "passed", doc["error"]
+    assert "identity-cache" in _flags(doc), doc["flags"]
+
+
+@pytest.mark.parametrize("kind", ["lazy", "liar"])
+def test_tensor_subclasses_are_refused_before_they_reach_the_checker(world, kind):
+    """A subclass that computes only when the checker touches it, or one that reports float32 while holding
+    float64: only plain torch.Tensor outputs are accepted."""
+    body = {
+        "lazy": """
+        class Lazy(torch.Tensor):
+            @classmethod
+            def __torch_function__(cls, func, types, args=(), kwargs=None):
+                return super().__torch_function__(func, types, args, kwargs or {})
+
+        def custom_kernel(data):
+            h, tau = torch.geqrf(data)
+            return h.as_subclass(Lazy), tau
+        """,
+        "liar": """
+        class Liar(torch.Tensor):
+            @property
+            def dtype(self):
+                return torch.float32
+
+        def custom_kernel(data):
+            h, tau = torch.geqrf(data.double())
+            return h.as_subclass(Liar), tau.float()
+        """,
+    }[kind]
+    doc = _run(world, _kernel(world, body))
+    assert doc["status"] == "failed"
+    assert "not a plain torch.Tensor" in doc["cases"][0]["message"]
+
+
+def test_patching_torch_and_the_gates_in_the_kernels_process_changes_no_verdict(world):
+    kernel = _kernel(
+        world,
+        """
+        import importlib
+        checks = importlib.import_module("tracker.workloads.qr_v2.checks")
+        base = importlib.import_module("tracker.workloads.base")
+        checks.check_outputs = lambda *a, **k: base.CheckResult(True)
+        torch.Tensor.abs = lambda self: torch.zeros_like(self)
+        torch.isfinite = lambda x: torch.ones_like(x, dtype=torch.bool)
+
+        def custom_kernel(data):
+            n = data.shape[-1]
+            return torch.zeros_like(data), torch.zeros(data.shape[0], n, dtype=data.dtype)
+        """,
+    )
+    doc = _run(world, kernel)
+    assert doc["status"] == "failed"
+    assert not doc["cases"][0]["passed"]
+
+
+def test_a_hack_in_a_helper_module_is_recorded_and_scanned(world):
+    _kernel(world, "import time\ntime.perf_counter = lambda: 0.0\n", name="kb_helper.py")
+    kernel = _kernel(world, "import kb_helper\n\ndef custom_kernel(data):\n    return torch.geqrf(data)\n")
+    doc = _run(world, kernel)
+    run = queries.get_run(world["store"], doc["run_id"])
+    assert "kb_helper.py" in json.loads(run["helper_sources"])
+    assert any("kb_helper.py" in f["message"] for f in doc["flags"]), doc["flags"]
+
+
+@pytest.mark.parametrize("raised", ["KeyboardInterrupt", "SystemExit(0)"])
+def test_keyboard_interrupt_or_system_exit_from_a_kernel_is_its_failure(world, raised):
+    doc = _run(world, _kernel(world, f"def custom_kernel(data):\n    raise {raised}\n"))
+    assert doc["status"] == "failed"
+    assert "custom_kernel raised" in doc["cases"][0]["message"]
+
+
+def test_the_dashboard_token_and_the_store_path_are_not_in_the_kernels_reach(world):
+    kernel = _kernel(
+        world,
+        """
+        def custom_kernel(data):
+            print("KB-ENV", dict(os.environ), flush=True)
+            for pid in os.listdir("/proc"):
+                if pid.isdigit():
+                    try:
+                        print("KB-PROC", pid, open(f"/proc/{pid}/environ", "rb").read(), flush=True)
+                    except OSError:
+                        pass
+            return torch.geqrf(data)
+        """,
+    )
+    env = dict(os.environ, KERNELBEAM_TOKEN="kb-secret-token-123", KERNELBEAM_STORE=str(world["store"]))
+    doc = _run(world, kernel, env=env)
+    assert doc["status"] == "passed"
+    log = _log(world, doc["run_id"])
+    assert "KB-ENV" in log and "kb-secret-token-123" not in log and str(world["store"]) not in log
+
+
+def test_an_event_flood_without_newlines_is_cut_off_and_counted(world):
+    kernel = _kernel(
+        world,
+        """
+        import stat
+        FLOOD = b"x" * (1 << 20)
+
+        def custom_kernel(data):
+            for name in os.listdir("/proc/self/fd"):
+                fd = int(name)
+                try:
+                    if fd > 2 and stat.S_ISFIFO(os.fstat(fd).st_mode):
+                        for _ in range(24):
+                            os.write(fd, FLOOD)
+                except OSError:
+                    pass
+            return torch.geqrf(data)
+        """,
+    )
+    doc = _run(world, kernel)
+    assert doc["status"] in ("passed", "crashed")
+    assert "forged-events" in _flags(doc), doc["flags"]
