@@ -22,7 +22,6 @@ if str(ROOT) not in sys.path:
 
 from pages import _common as common  # noqa: E402
 from tracker.store import (  # noqa: E402
-    DEFAULT_STORE,
     NotAStoreError,
     StoreLockedError,
     connect,
@@ -50,19 +49,7 @@ if ARGS.kernels_dir:  # the folder the Benchmark page may run kernels from (trac
 
 
 def default_store() -> str:
-    return ARGS.store or ARGS.positional or os.environ.get("KERNELBEAM_STORE") or str(OWN_STORE)
-
-
-# The one store the dashboard may create or seed: experiments.duckdb in its own checkout ($KERNELBEAM_OWN_STORE
-# moves it, for tests). Any other path is only ever opened read-only.
-OWN_STORE = Path(os.environ.get("KERNELBEAM_OWN_STORE") or ROOT / DEFAULT_STORE).resolve()
-
-
-def _is_own_store(store: str) -> bool:
-    try:
-        return Path(store).resolve() == OWN_STORE
-    except (OSError, RuntimeError, ValueError):
-        return False
+    return ARGS.store or ARGS.positional or os.environ.get("KERNELBEAM_STORE") or str(common.own_store())
 
 
 @st.cache_data(show_spinner=False)
@@ -113,26 +100,32 @@ pages = [
 ]
 page = st.navigation(pages)
 
-LOCAL_ADDRESSES = ("127.0.0.1", "localhost", "::1", "")
+LOCAL_ADDRESSES = ("127.0.0.1", "localhost", "::1")
 TOKEN_KEY = "kb_token_ok"
 
 
-def listen_address() -> str:
-    """The address the server listens on: $KERNELBEAM_ADDRESS (scripts/dashboard.sh), else --server.address."""
-    address = os.environ.get("KERNELBEAM_ADDRESS")
-    if address is None:
-        try:
-            address = st.get_option("server.address")
-        except Exception:  # noqa: BLE001 - no server config (tests): local
-            address = None
-    return (address or "").strip()
+def listen_address() -> str | None:
+    """The address beyond this machine that the server may listen on, or None when it is local only.
+
+    Both what scripts/dashboard.sh says ($KERNELBEAM_ADDRESS) and what Streamlit itself was given
+    (server.address: flag, STREAMLIT_SERVER_ADDRESS or a config file) must be local; an empty server.address
+    means every address. So a server started with another address than the script believes still asks."""
+    try:
+        server = st.get_option("server.address")
+    except Exception:  # noqa: BLE001 - no server config at all: Streamlit's default, every address
+        server = None
+    claimed = os.environ.get("KERNELBEAM_ADDRESS")
+    for address in ((server or "").strip(), *([claimed.strip()] if claimed is not None else [])):
+        if address not in LOCAL_ADDRESSES:
+            return address or "every address"
+    return None
 
 
 def require_token() -> None:
     """Beyond 127.0.0.1 anyone on the network could read the store and start runs: every page then wants the
     token ($KERNELBEAM_TOKEN) once, as ?token=..., and the session keeps it. Without it, nothing else renders."""
     address = listen_address()
-    if address in LOCAL_ADDRESSES or st.session_state.get(TOKEN_KEY):
+    if address is None or st.session_state.get(TOKEN_KEY):
         return
     expected = os.environ.get("KERNELBEAM_TOKEN", "")
     given = st.query_params.get("token", "")
@@ -164,7 +157,7 @@ with st.sidebar:
         "only its own experiments.duckdb is ever created, from samples/)",
     )
     store = common.store()
-    added, problem = _seed(store, queries.store_version(store)) if _is_own_store(store) else (0, None)
+    added, problem = _seed(store, queries.store_version(store)) if common.is_own_store(store) else (0, None)
     problem = problem or _problem(store, queries.store_version(store))
     if added:
         st.success(f"Seeded {added} runs from samples/ into the empty store {store}.")

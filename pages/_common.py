@@ -7,6 +7,7 @@ kept: every query opens the store read-only and closes it.
 
 from __future__ import annotations
 
+import os
 import re
 import runpy
 from pathlib import Path
@@ -15,9 +16,10 @@ from typing import Any
 import streamlit as st
 
 from tracker.analysis import series as analysis
-from tracker.store import NotAStoreError, StoreError, StoreLockedError, queries
+from tracker.store import DEFAULT_STORE, NotAStoreError, StoreError, StoreLockedError, queries
 
-APP = Path(__file__).resolve().parent.parent / "app.py"
+ROOT = Path(__file__).resolve().parent.parent
+APP = ROOT / "app.py"
 STORE_KEY = "kb_store"
 GPU_KEY = "kb_gpu"
 ALL_GPUS = "All GPUs"
@@ -48,6 +50,33 @@ def page_setup() -> None:
 
 def store() -> str:
     return st.session_state.get(STORE_KEY) or "experiments.duckdb"
+
+
+def own_store() -> Path:
+    """The one store the dashboard may create, seed or write (verdicts, Benchmark jobs): experiments.duckdb in its
+    own checkout; $KERNELBEAM_OWN_STORE moves it (tests). Read on every call, so a test's setting takes effect."""
+    return Path(os.environ.get("KERNELBEAM_OWN_STORE") or ROOT / DEFAULT_STORE).resolve()
+
+
+def is_own_store(path: str | os.PathLike) -> bool:
+    """Whether `path` is the dashboard's own store (after resolving symlinks and `..`); any other is read-only."""
+    try:
+        return Path(path).resolve() == own_store()
+    except (OSError, RuntimeError, ValueError):
+        return False
+
+
+def writable() -> bool:
+    """Whether this page may write into the open store; says why not (st.info) when it may not. A page draws its
+    write widgets (forms, buttons) only when this is true, so neither widget state nor query parameters can
+    reach a write on another store: Streamlit handles a click only on a run that draws the widget."""
+    if is_own_store(store()):
+        return True
+    st.info(
+        f"Read-only: **{md(store())}** is not this dashboard's own store ({md(own_store())}), so verdicts and "
+        "benchmark runs cannot be recorded here. Use the CLI with `--store` to write into it."
+    )
+    return False
 
 
 def gpu_filter() -> str | None:

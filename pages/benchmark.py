@@ -19,6 +19,8 @@ _, problem = common.try_read("count_runs")
 if problem and "no store" not in problem.lower():
     st.error(problem + " Choose another store in the sidebar.")
     st.stop()
+if not common.writable():  # runs and their .jobs/ folder go only into the dashboard's own store
+    st.stop()
 
 kernels_dir = jobs.default_kernels_dir()
 kernels = jobs.list_kernels(kernels_dir)

@@ -201,17 +201,18 @@ with tabs[6]:
     verdicts = bundle["verdicts"]
     if not verdicts.empty:
         st.dataframe(verdicts, hide_index=True)
-    with st.form("verdict"):
-        verdict = st.radio("Verdict on this variant", VERDICTS, horizontal=True, key="verdict_choice")
-        reason = st.text_input("Reason", max_chars=500, key="verdict_reason")
-        submitted = st.form_submit_button("Record verdict", key="verdict_submit")
-        if submitted:
-            try:
-                add_verdict(common.store(), run_id, verdict, reason)
-            except StoreLockedError:
-                st.error("The store stayed locked by another process; try again in a moment.")
-            except (KeyError, ValueError) as exc:
-                st.error(str(exc.args[0] if exc.args else exc))
-            else:
-                st.session_state["kb_verdict_flash"] = f"Recorded: {verdict}" + (f" — {reason}" if reason else "")
-                st.rerun()
+    if common.writable():  # on any other store no form is drawn, so no submission can be handled either
+        with st.form("verdict"):
+            verdict = st.radio("Verdict on this variant", VERDICTS, horizontal=True, key="verdict_choice")
+            reason = st.text_input("Reason", max_chars=500, key="verdict_reason")
+            submitted = st.form_submit_button("Record verdict", key="verdict_submit")
+            if submitted:
+                try:
+                    add_verdict(common.store(), run_id, verdict, reason)
+                except StoreLockedError:
+                    st.error("The store stayed locked by another process; try again in a moment.")
+                except (KeyError, ValueError) as exc:
+                    st.error(str(exc.args[0] if exc.args else exc))
+                else:
+                    st.session_state["kb_verdict_flash"] = f"Recorded: {verdict}" + (f" — {reason}" if reason else "")
+                    st.rerun()

@@ -221,6 +221,13 @@ def demo_store(demo_store_master, tmp_path, monkeypatch) -> tuple[Path, dict]:
 
 
 @pytest.fixture
+def own_demo_store(demo_store, monkeypatch) -> tuple[Path, dict]:
+    """The demo store copy as the dashboard's own store: the one it may write verdicts and jobs into."""
+    monkeypatch.setenv("KERNELBEAM_OWN_STORE", str(demo_store[0]))
+    return demo_store
+
+
+@pytest.fixture
 def empty_store(tmp_path, monkeypatch) -> Path:
     path = tmp_path / "empty.duckdb"
     with store_mod.connect(path):

@@ -300,8 +300,8 @@ def test_run_page_failed_and_timeout_runs(demo_store):
     assert cases.iloc[4]["ok"] == "FAIL" and "residual" in cases.iloc[4]["message"]
 
 
-def test_verdict_form_writes_and_shows_in_experiments(demo_store):
-    path, ids = demo_store
+def test_verdict_form_writes_and_shows_in_experiments(own_demo_store):
+    path, ids = own_demo_store
     at = open_page("pages/run.py", id=ids["householder"][9])
     at.radio(key="verdict_choice").set_value("rejected")
     at.text_input(key="verdict_reason").input("slower on 640x512 dense")
@@ -453,7 +453,7 @@ def test_regressions_by_kernel_path_and_bad_scope(demo_store):
 # ---------------------------------------------------------------------------------------------- benchmark
 
 
-def test_benchmark_page_without_gpu(demo_store):
+def test_benchmark_page_without_gpu(own_demo_store):
     at = open_page("pages/benchmark.py")
     assert "No GPU here" in texts(at.info)
     kernels = at.selectbox(key="bm_kernel").options
@@ -462,8 +462,8 @@ def test_benchmark_page_without_gpu(demo_store):
     assert suite.options == ["smoke"] and suite.disabled
 
 
-def test_benchmark_refuses_paths_outside_the_kernels_folder(demo_store, tmp_path, monkeypatch):
-    path, _ = demo_store
+def test_benchmark_refuses_paths_outside_the_kernels_folder(own_demo_store, tmp_path, monkeypatch):
+    path, _ = own_demo_store
     kdir = tmp_path / "kernels"
     kdir.mkdir()
     (kdir / "ok.py").write_text("def custom_kernel(data):\n    return data\n")
@@ -488,8 +488,8 @@ def test_benchmark_refuses_paths_outside_the_kernels_folder(demo_store, tmp_path
     assert not jobs.list_jobs(path)
 
 
-def test_benchmark_starts_a_cpu_job_and_links_the_run(demo_store):
-    path, _ = demo_store
+def test_benchmark_starts_a_cpu_job_and_links_the_run(own_demo_store):
+    path, _ = own_demo_store
     at = open_page("pages/benchmark.py")
     at.selectbox(key="bm_kernel").select("geqrf_reference.py")
     at.selectbox(key="bm_mode").select("test")
@@ -511,8 +511,8 @@ def test_benchmark_starts_a_cpu_job_and_links_the_run(demo_store):
     assert "geqrf_reference" in set(table(at, "variants")["variant"])
 
 
-def test_job_cancel_records_a_cancelled_run(demo_store):
-    path, _ = demo_store
+def test_job_cancel_records_a_cancelled_run(own_demo_store):
+    path, _ = own_demo_store
     job = jobs.start_job(path, "householder_torch.py", suite="smoke", mode="benchmark")
     deadline = time.monotonic() + 60
     while jobs.status(job)["state"] in ("starting",) and time.monotonic() < deadline:

@@ -187,8 +187,9 @@ def test_a_failed_run_exits_1_with_its_message(tmp_path):
     assert cli_json("list", "--store", str(store))[0]["status"] == "failed"
 
 
-def test_list_of_a_missing_store_is_empty(tmp_path):
-    assert cli_json("list", "--store", str(tmp_path / "none.duckdb")) == []
+def test_list_of_a_missing_store_is_an_error(tmp_path):
+    proc = cli("list", "--json", "--store", str(tmp_path / "none.duckdb"))
+    assert proc.returncode == 2 and proc.stderr.strip() == f"error: no store at {tmp_path / 'none.duckdb'}"
     assert not (tmp_path / "none.duckdb").exists()
 
 

@@ -296,3 +296,117 @@ def test_a_good_store_still_reads_after_the_checks(capsys, demo_store):
     assert rc == 0 and ids["householder"][0] in out
     with connect(path, read_only=True) as con:
         assert con.execute("SELECT max(version) FROM schema_version").fetchone()[0] == SCHEMA_VERSION
+
+
+# ---------------------------------------------------------------------- smaller defects, through `python -m tracker`
+
+
+def _cli_all(commands: list[list[str]], env: dict[str, str] | None = None) -> list[subprocess.CompletedProcess]:
+    """Run the commands as real `python -m tracker` processes side by side (each one imports the tracker anew)."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tracker", *args],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for args in commands
+    ]
+    done = []
+    for args, proc in zip(commands, procs, strict=True):
+        try:
+            out, err = proc.communicate(timeout=60)  # a FIFO opened for reading would block here forever
+        except subprocess.TimeoutExpired:
+            for p in procs:
+                p.kill()
+            raise AssertionError(f"{args} did not end") from None
+        done.append(subprocess.CompletedProcess(args, proc.returncode, out, err))
+    return done
+
+
+def _one_error(proc: subprocess.CompletedProcess, *words: str) -> str:
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), (proc.args, proc.stderr)
+    assert "Traceback" not in proc.stderr and proc.stdout == "", proc.args
+    for w in words:
+        assert w in lines[0], (proc.args, lines[0])
+    return lines[0]
+
+
+def test_small_bad_inputs_end_in_one_error_line_and_exit_2(tmp_path):
+    fifo = tmp_path / "pipe.duckdb"
+    os.mkfifo(fifo)
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "helper.py").write_text("def helper():\n    return 1\n")  # no custom_kernel
+    store = tmp_path / "s.duckdb"
+    cases = [
+        (["list", "--store", str(fifo)], ("is a FIFO, not a regular file",)),
+        (["list", "--store", str(store)], (f"no store at {store}",)),
+        (["run", str(tmp_path / "empty"), "--store", str(store)], ("no kernel files in", "empty")),
+        (["run", "--store", str(store)], ("run needs a kernel file or folder",)),
+        (["since", "99999999999999h", "--store", str(store)], ("out of range",)),
+        (["run", REFERENCE, "--suite", "smoke", "--device", "cuda", "--store", str(store)], ("--device cuda",)),
+        (["run", str(ROOT / "kernels"), "--device", "cuda", "--store", str(store)], ("--device cuda",)),
+    ]
+    env = dict(os.environ, KERNELBEAM_NO_GPU="1")  # no GPU here, whatever this machine has
+    for (_, words), proc in zip(cases, _cli_all([a for a, _ in cases], env), strict=True):
+        _one_error(proc, *words)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "pipe.duckdb"]  # no store was created
+
+
+def _real_store(tmp_path: Path) -> Path:
+    """A store as the tracker writes it: the shipped sample runs imported."""
+    path = tmp_path / "real.duckdb"
+    assert main(["import", str(SAMPLES[0]), "--store", str(path)]) == 0
+    return path
+
+
+def test_a_half_truncated_store_is_named_damaged(capsys, tmp_path):
+    whole = _real_store(tmp_path)
+    half = tmp_path / "half.duckdb"
+    half.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
+    before = half.read_bytes()
+    commands = [["list", "--store", str(half)], ["run", REFERENCE, "--suite", "smoke", "--store", str(half)]]
+    for proc in _cli_all(commands):
+        _one_error(proc, f"the store {half} is damaged")
+    assert half.read_bytes() == before
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 4 MiB tmpfs filled to the last byte (root only); unmounted afterwards."""
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip() or 'mount failed'}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def _fill(folder: Path) -> None:
+    """Write zeros until the file system refuses one more byte."""
+    with open(folder / "filler", "wb", buffering=0) as f:
+        for size in (1 << 16, 1):
+            try:
+                while f.write(b"\0" * size):
+                    pass
+            except OSError:
+                pass
+
+
+def test_a_full_disk_before_a_run_is_named(tmp_path, full_disk):
+    store = full_disk / "s.duckdb"
+    store.write_bytes(_real_store(tmp_path).read_bytes())
+    _fill(full_disk)
+    before = store.read_bytes()
+    case = ["--suite", "smoke", "--mode", "test", "--cases", "0"]
+    fresh = full_disk / "new.duckdb"
+    commands = [["run", REFERENCE, *case, "--store", str(store)], ["run", REFERENCE, *case, "--store", str(fresh)]]
+    for proc, path in zip(_cli_all(commands), (store, fresh), strict=True):
+        _one_error(proc, f"no space left on device writing {path}")
+    assert store.read_bytes() == before and not fresh.exists()  # no empty file left to be mistaken for a store

@@ -69,8 +69,8 @@ def server(demo_store, tmp_path):
     samples = tmp_path / "no-samples"
     samples.mkdir()
     env = dict(
-        os.environ, KERNELBEAM_STORE=str(path), KERNELBEAM_NO_GPU="1", KERNELBEAM_SAMPLES_DIR=str(samples),
-        PYTHONPATH=str(ROOT),
+        os.environ, KERNELBEAM_STORE=str(path), KERNELBEAM_OWN_STORE=str(path), KERNELBEAM_NO_GPU="1",
+        KERNELBEAM_SAMPLES_DIR=str(samples), PYTHONPATH=str(ROOT),
     )  # fmt: skip
     env.pop("KERNELBEAM_KERNELS_DIR", None)
     log = open(tmp_path / "streamlit.log", "wb")  # noqa: SIM115 - closed below

@@ -302,6 +302,7 @@ def dashboard(runs, tmp_path, monkeypatch):
     (tmp_path / "no-samples").mkdir()
     (runs["vecadd"].parent / "notes").mkdir(exist_ok=True)  # a folder that is not a problem is not offered
     monkeypatch.setenv("KERNELBEAM_STORE", str(store))
+    monkeypatch.setenv("KERNELBEAM_OWN_STORE", str(store))  # the Benchmark page writes only its own store
     monkeypatch.setenv("KERNELBEAM_SAMPLES_DIR", str(tmp_path / "no-samples"))
     monkeypatch.setenv("KERNELBEAM_NO_GPU", "1")
     monkeypatch.setenv("KERNELBEAM_PROBLEMS_DIR", str(runs["vecadd"].parent))

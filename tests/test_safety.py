@@ -477,8 +477,8 @@ def test_waiting_writer_says_what_it_waits_for(tmp_path, monkeypatch):
 # ----------------------------------------------------------------------- 6. a token beyond 127.0.0.1
 
 
-def test_beyond_localhost_every_page_wants_the_token(demo_store, monkeypatch):
-    path, ids = demo_store
+def test_beyond_localhost_every_page_wants_the_token(own_demo_store, monkeypatch):
+    path, ids = own_demo_store
     monkeypatch.setenv("KERNELBEAM_ADDRESS", "0.0.0.0")
     monkeypatch.setenv("KERNELBEAM_TOKEN", "s3cret-token")
     for page in PAGES:

@@ -24,7 +24,10 @@ def parse_since(text: str, now: dt.datetime | None = None) -> dt.datetime:
     now = now or dt.datetime.now(dt.UTC)
     m = _DURATION.match(text or "")
     if m:
-        return now - dt.timedelta(**{_UNITS[m.group(2).lower()]: float(m.group(1))})
+        try:
+            return now - dt.timedelta(**{_UNITS[m.group(2).lower()]: float(m.group(1))})
+        except OverflowError:  # more than datetime reaches back (year 1)
+            raise ValueError(f"since {text!r} is out of range: it reaches back before the year 1") from None
     try:
         when = dt.datetime.fromisoformat(text.strip())
     except (AttributeError, ValueError):

@@ -82,8 +82,24 @@ class RunRequest:
         for name, value in (("--timeout", self.timeout), ("--compile-timeout", self.compile_timeout)):
             if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
                 raise ValueError(f"{name} must be positive and finite (seconds), not {value}")
-        if self.device not in ("auto", "cpu", "cuda"):
-            raise ValueError("--device must be auto, cpu or cuda")
+        problem = device_problem(self.device, self.gpu_present)
+        if problem:
+            raise ValueError(problem)
+
+
+def device_problem(device: str, gpu_present: bool | None = None) -> str | None:
+    """What is wrong with --device here, or None. `gpu_present` as the caller found it (a cluster's workers have
+    the GPUs, not this machine); None: probed here, only for --device cuda."""
+    if device not in ("auto", "cpu", "cuda"):
+        return "--device must be auto, cpu or cuda"
+    if device == "cuda":
+        if gpu_present is None:
+            from tracker.capture.envinfo import gpu_available
+
+            gpu_present = gpu_available()
+        if not gpu_present:
+            return "--device cuda: no CUDA GPU is usable here (use --device auto or cpu)"
+    return None
 
 
 def _geomean(values: list[float]) -> float:

@@ -22,6 +22,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         workload = get_workload(args.problem)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if not (args.path or args.glob or args.pending):
+        raise UsageError("run needs a kernel file or folder (or --glob PATTERN, or --pending)")
     queue = bool(args.gpus or args.cluster)
     single = len(args.path) == 1 and not args.glob and not args.pending and Path(args.path[0]).is_file()
     if not single and not queue:
@@ -64,6 +66,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             problem=args.problem,
             name=t["name"],
             sandbox=not args.no_sandbox,
+            gpu_present=True if args.cluster and args.device == "cuda" else None,  # the cluster's GPUs, not ours
         )
         for t in targets
     ]

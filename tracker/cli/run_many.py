@@ -48,16 +48,25 @@ def _targets(args: argparse.Namespace, suite: str, gpu: bool) -> list[dict[str, 
                 {"source": row["source"], "recorded_path": row["path"], "commit": row["commit"], "name": row["name"],
                  "family": row["family"]}
             )  # fmt: skip
-    if not targets:
+    if not targets and (args.path or args.glob):  # a folder without kernels: a mistake, not an empty queue
+        named = ", ".join([*args.path, *([f"--glob {args.glob!r}"] if args.glob else [])])
+        raise UsageError(
+            f"no kernel files in {named} (a folder needs submission.py files or .py files defining custom_kernel)"
+        )
+    if not targets:  # --pending with nothing left to run in this context
         print("nothing to run", file=sys.stderr)
     return targets
 
 
 def run_many(args: argparse.Namespace) -> int:
     from tracker.capture.envinfo import gpu_available
+    from tracker.capture.record import device_problem
     from tracker.capture.runner import RunRequest, run_variant
 
     gpu = args.device != "cpu" and gpu_available()
+    problem = device_problem(args.device, gpu)
+    if problem:  # said once, before any target starts
+        raise UsageError(problem)
     suite = args.suite or ("qr_v2" if gpu else "smoke")
     targets = _targets(args, suite, gpu)
     summaries = []

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from tracker.capture.devicelock import queue
 from tracker.capture.scan import describe
@@ -23,9 +22,8 @@ from tracker.store import VERDICTS, check_store, queries
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    if Path(args.store).exists():
-        readable_store(args.store)
-    df = queries.list_runs(args.store, limit=args.limit) if Path(args.store).exists() else None
+    readable_store(args.store)  # a missing store is an error, as for every other read (`run` creates one)
+    df = queries.list_runs(args.store, limit=args.limit)
     cols = [
         "run_id",
         "variant",
@@ -39,7 +37,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         "started_at",
         "family",
     ]
-    records = [] if df is None else [{c: clean(r[c]) for c in cols} for r in df.to_dict("records")]
+    records = [{c: clean(r[c]) for c in cols} for r in df.to_dict("records")]
     if args.json:
         print(json.dumps(records))
         return 0

@@ -17,6 +17,7 @@ import random
 import re
 import secrets
 import socket
+import stat
 import sys
 import tempfile
 import time
@@ -56,8 +57,44 @@ class StoreAccessError(StoreError):
     """The store cannot be opened or written: a directory, permissions, a read-only file system."""
 
 
+class StoreDamagedError(StoreError):
+    """The store file is cut short or corrupt: DuckDB cannot read what its header says is there."""
+
+
+class StoreFullError(StoreError):
+    """The disk holding the store (or its WAL) has no space left."""
+
+
 # How the operating system says that a file cannot be opened as asked, as DuckDB passes it on.
 _ACCESS_MESSAGES = ("Permission denied", "Read-only file system", "Is a directory", "No such file or directory")
+_FULL_MESSAGES = ("No space left on device", "Disk quota exceeded")
+# How DuckDB says that a database file is shorter than it claims or its blocks do not check out.
+# (A file that is no DuckDB file at all stays NotAStoreError: "not a valid DuckDB database file".)
+_DAMAGE_MESSAGES = ("Could not read enough bytes", "Corrupt database file", "does not match stored checksum")
+
+
+def _io_cause(path: Path, exc: Exception) -> StoreError | None:
+    """The store error that names the cause of a DuckDB error about the file itself, or None for any other."""
+    text = str(exc)
+    said = " ".join(text.split())[:200]
+    if any(m in text for m in _FULL_MESSAGES):
+        return StoreFullError(f"no space left on device writing {path}: {said}")
+    if any(m.lower() in text.lower() for m in _DAMAGE_MESSAGES):
+        return StoreDamagedError(f"the store {path} is damaged (cut short or corrupt; restore it from a copy): {said}")
+    return None
+
+
+def _refuse_special(path: Path) -> None:
+    """A FIFO, socket or device at the store's path would block or misbehave once opened: refuse it unopened."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return  # missing: the callers say so, or create it
+    if stat.S_ISDIR(mode):
+        raise StoreAccessError(f"store {path} is a directory, not a file")
+    if not stat.S_ISREG(mode):
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+        raise StoreAccessError(f"store {path} is {kind}, not a regular file")
 
 
 def now() -> datetime:
@@ -116,8 +153,10 @@ def connect(
     a marker file beside the store (`<store>.writer-waiting.<pid>`), and readers hold back while one is fresh.
     """
     path = Path(path)
+    _refuse_special(path)
     if read_only and not path.exists():
         raise FileNotFoundError(f"no store at {path}")
+    created = not path.exists()
     if not path.parent.is_dir():
         raise FileNotFoundError(f"cannot create a store at {path}: folder {path.parent} does not exist")
     limit = LOCK_RETRY_SECONDS if retry_seconds is None else retry_seconds
@@ -135,6 +174,11 @@ def connect(
                 con = duckdb.connect(str(path), read_only=read_only)
                 break
             except duckdb.Error as exc:
+                cause = _io_cause(path, exc)
+                if cause is not None:
+                    if created and path.is_file() and path.stat().st_size == 0:
+                        path.unlink()  # the empty file DuckDB left behind is no store
+                    raise cause from exc
                 access = next((m for m in _ACCESS_MESSAGES if m in str(exc)), None)
                 if access:
                     raise StoreAccessError(
@@ -170,6 +214,11 @@ def connect(
             migrate(con)
             reap_dead_runs(con, path)
         yield con
+    except duckdb.Error as exc:  # a truncated file or a full disk shows only when read or written: say which
+        cause = _io_cause(path, exc)
+        if cause is None:
+            raise
+        raise cause from exc
     finally:
         con.close()
 
@@ -204,8 +253,7 @@ def check_store(path: str | os.PathLike, *, write: bool = False, need_runs: bool
     with other tables and no schema_version is someone else's database: never migrated into.
     """
     p = Path(path)
-    if p.is_dir():
-        raise StoreAccessError(f"store {path} is a directory, not a file")
+    _refuse_special(p)
     if not p.exists():
         if not write:
             raise FileNotFoundError(f"no store at {path}")
