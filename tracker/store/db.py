@@ -27,6 +27,7 @@ import duckdb
 
 from tracker.common.processes import process_alive
 from tracker.store.schema import MIGRATIONS, RUN_TABLES, SCHEMA_VERSION, TABLE_COLUMNS, VERDICTS
+from tracker.store.validate import check_record
 
 DEFAULT_STORE = "experiments.duckdb"
 DEFAULT_PROBLEM = "qr_v2"  # runs.problem of records that name none (the column default of migration v6)
@@ -520,6 +521,7 @@ def _flush_pending(con: duckdb.DuckDBPyConnection, path: str | os.PathLike) -> F
     for side in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
             record = RunRecord.from_json(side.read_text())
+            check_record(record, side)  # values too: a side file is imported data until proven otherwise
         except (OSError, ValueError, TypeError, KeyError) as exc:  # kept for a person to see, and reported
             result.unreadable.append((side, f"{type(exc).__name__}: {exc}"[:300]))
             continue
