@@ -33,7 +33,7 @@ from tracker.capture import envinfo, evidence
 from tracker.capture.gitinfo import capture_git, diff_commits
 from tracker.capture.register import file_snapshots
 from tracker.cli.main import main
-from tracker.store import queries, validate
+from tracker.store import validate
 from tracker.store.db import save_side_file
 from tracker.store.transfer import export_runs, import_runs
 from tracker.store.validate import InvalidImport
