@@ -118,8 +118,8 @@ def _render_job(job: jobs.Job) -> None:
     s = jobs.status(job)
     state = s["state"]
     total, done = s["total"] or 0, s["done"] or 0
-    md = common.md
-    head = f"**{md(job.spec.get('kernel'))}** · {md(s['suite'])}/{md(s['mode'])} · job {common.code(job.job_id)}"
+    md = common.md  # a job's kernel path and cases are this machine's; its error may quote stored text
+    head = f"**{job.spec.get('kernel')}** · {s['suite']}/{s['mode']} · job `{job.job_id}`"
     elapsed = f"{s['elapsed_s']:.0f} s" if s.get("elapsed_s") is not None else "–"
     if state in ("starting", "running", "cancelling"):
         current = f" — now: {s['current']}" if s["current"] else ""
@@ -134,12 +134,12 @@ def _render_job(job: jobs.Job) -> None:
             )
         else:
             text = "starting the worker (imports torch, generates inputs)…"
-        st.progress(done / total if total else 0.0, text=md(text))  # its text is Markdown too
+        st.progress(done / total if total else 0.0, text=text)
         if state != "cancelling" and st.button("Cancel", key=f"cancel_{job.job_id}"):
             jobs.cancel(store, job.job_id)
             st.warning("Cancelling…")
     elif state == "finished":
-        text = f"{head} · finished: **{md(s['status'])}** in {elapsed}" + (
+        text = f"{head} · finished: **{s['status']}** in {elapsed}" + (
             f" · {md(s['error'])}" if s.get("error") else ""
         )
         (st.success if s["status"] == "passed" else st.warning)(text)

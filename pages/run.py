@@ -114,7 +114,7 @@ if isinstance(run.get("parent_run"), str) and run["parent_run"]:
 
 flash = st.session_state.pop("kb_verdict_flash", None)
 if flash:
-    st.success(md(flash))
+    st.success(flash)  # the reason in it is escaped where the flash is made
 tabs = st.tabs(["Cases", "Samples", "Profile", "Source", "Git", "Environment", "Verdict"])
 
 with tabs[0]:
@@ -218,5 +218,5 @@ with tabs[6]:
             except (KeyError, ValueError) as exc:
                 st.error(str(exc.args[0] if exc.args else exc))
             else:
-                st.session_state["kb_verdict_flash"] = f"Recorded: {verdict}" + (f" — {reason}" if reason else "")
+                st.session_state["kb_verdict_flash"] = f"Recorded: {verdict}" + (f" — {md(reason)}" if reason else "")
                 st.rerun()

@@ -9,9 +9,10 @@ from __future__ import annotations
 import html
 import re
 
-# Every ASCII punctuation character may be backslash-escaped in CommonMark: escaping all of them leaves no
-# construct (link, image, autolink, emphasis, HTML, entity, Streamlit's :directive[...], math) to parse.
-_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
+# Any ASCII punctuation may be backslash-escaped in CommonMark: escaping every character that can start or
+# shape a construct (link, image, autolink, emphasis, heading, HTML, entity, Streamlit's :directive[...], math)
+# leaves none to parse. Quotes, commas, `/`, `;`, `%` and `?` start none and stay as they are, readable.
+_PUNCTUATION = re.compile(r"([!#$&()*+\-.:<=>@\[\\\]^_`{|}~])")
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
