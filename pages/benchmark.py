@@ -139,9 +139,7 @@ def _render_job(job: jobs.Job) -> None:
             jobs.cancel(store, job.job_id)
             st.warning("Cancelling…")
     elif state == "finished":
-        text = f"{head} · finished: **{s['status']}** in {elapsed}" + (
-            f" · {md(s['error'])}" if s.get("error") else ""
-        )
+        text = f"{head} · finished: **{s['status']}** in {elapsed}" + (f" · {md(s['error'])}" if s.get("error") else "")
         (st.success if s["status"] == "passed" else st.warning)(text)
         if s.get("run_id"):
             common.run_link(s["run_id"], f"open run {s['run_id']}")
