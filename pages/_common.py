@@ -15,6 +15,7 @@ from typing import Any
 
 import streamlit as st
 
+from pages.ui.text import code, md  # noqa: F401 - the pages' escaping, defined once in ui
 from tracker.analysis import series as analysis
 from tracker.store import DEFAULT_STORE, NotAStoreError, StoreError, StoreLockedError, queries
 
@@ -191,14 +192,6 @@ def resolve_run(text: str) -> str | None:
         else:
             st.error(f"No run matches **{md(text)}** in {store()} (give a run id or a unique prefix).")
     return run_id
-
-
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~<>$:])")
-
-
-def md(text: object) -> str:
-    """User text (notes, paths, messages) made literal inside Markdown: `--` stays two dashes, `*x*` no italic."""
-    return _MD_SPECIAL.sub(r"\\\1", str(text))
 
 
 def run_link(run_id: str, label: str | None = None) -> None:

@@ -120,6 +120,7 @@ def _render_job(job: jobs.Job) -> None:
     s = jobs.status(job)
     state = s["state"]
     total, done = s["total"] or 0, s["done"] or 0
+    md = common.md  # a job's kernel path and cases are this machine's; its error may quote stored text
     head = f"**{job.spec.get('kernel')}** · {s['suite']}/{s['mode']} · job `{job.job_id}`"
     elapsed = f"{s['elapsed_s']:.0f} s" if s.get("elapsed_s") is not None else "–"
     if state in ("starting", "running", "cancelling"):
@@ -140,12 +141,12 @@ def _render_job(job: jobs.Job) -> None:
             jobs.cancel(store, job.job_id)
             st.warning("Cancelling…")
     elif state == "finished":
-        text = f"{head} · finished: **{s['status']}** in {elapsed}" + (f" · {s['error']}" if s.get("error") else "")
+        text = f"{head} · finished: **{s['status']}** in {elapsed}" + (f" · {md(s['error'])}" if s.get("error") else "")
         (st.success if s["status"] == "passed" else st.warning)(text)
         if s.get("run_id"):
             common.run_link(s["run_id"], f"open run {s['run_id']}")
     else:
-        st.error(f"{head} · the job ended without recording a run: {s.get('error')}")
+        st.error(f"{head} · the job ended without recording a run: {md(s.get('error'))}")
     tail = jobs.log_tail(job, 3000)
     if tail.strip():
         st.code(tail, language="text")

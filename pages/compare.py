@@ -61,14 +61,15 @@ if bundle_a is None or bundle_b is None:
     st.error("One of the runs disappeared from the store; reload the page.")
     st.stop()
 run_a, run_b = bundle_a["run"], bundle_b["run"]
+md = common.md  # every stored value below goes into Markdown through it: shown as text, never as links or HTML
 
 
 def _header(col, side: str, run: dict) -> None:
     col.markdown(
-        f"**{side}: {common.md(run['variant'])}** · `{run['run_id']}` · {run['status']}  \n"
-        f"{common.md(run.get('path') or '?')}  \n"
-        f"{run.get('gpu') or '?'} · {run['suite']}/{run['mode']} · {run['started_at']:%Y-%m-%d %H:%M} · "
-        f"commit `{(run.get('git_commit') or '–')[:10] if isinstance(run.get('git_commit'), str) else '–'}`"
+        f"**{side}: {md(run['variant'])}** · {common.code(run['run_id'])} · {md(run['status'])}  \n"
+        f"{md(run.get('path') or '?')}  \n"
+        f"{md(run.get('gpu') or '?')} · {md(run['suite'])}/{md(run['mode'])} · {run['started_at']:%Y-%m-%d %H:%M} · "
+        f"commit {common.code((run.get('git_commit') or '–')[:10] if isinstance(run.get('git_commit'), str) else '–')}"
         + (" (dirty)" if run.get("git_dirty") is True and isinstance(run.get("git_commit"), str) else "")
     )
     with col:
@@ -81,7 +82,8 @@ _header(h[1], "B", run_b)
 
 if (run_a.get("gpu") or "?") != (run_b.get("gpu") or "?"):
     st.warning(
-        f"Different GPUs: A ran on **{run_a.get('gpu') or 'unknown'}**, B on **{run_b.get('gpu') or 'unknown'}**. "
+        f"Different GPUs: A ran on **{md(run_a.get('gpu') or 'unknown')}**, "
+        f"B on **{md(run_b.get('gpu') or 'unknown')}**. "
         "Timings of different GPU models are not compared; only the sources are."
     )
 _shared = common.read("shared_device_runs", (run_a["run_id"], run_b["run_id"]))
@@ -94,19 +96,20 @@ if _shared:
 problem_a, problem_b = run_a.get("problem") or "qr_v2", run_b.get("problem") or "qr_v2"
 if problem_a != problem_b:
     st.warning(
-        f"Different problems: A was judged by **{problem_a}**, B by **{problem_b}**. Their timings are not "
+        f"Different problems: A was judged by **{md(problem_a)}**, B by **{md(problem_b)}**. Their timings are not "
         "compared; only the sources are."
     )
 elif run_a.get("problem_sha256") and run_b.get("problem_sha256") and run_a["problem_sha256"] != run_b["problem_sha256"]:
-    st.warning(f"The files of problem **{problem_a}** changed between the runs: the cases may not be the same.")
+    st.warning(f"The files of problem **{md(problem_a)}** changed between the runs: the cases may not be the same.")
 if (run_a["suite"], run_a["mode"]) != (run_b["suite"], run_b["mode"]):
     st.info(
-        f"Different suites or modes ({run_a['suite']}/{run_a['mode']} vs {run_b['suite']}/{run_b['mode']}): "
+        f"Different suites or modes ({md(run_a['suite'])}/{md(run_a['mode'])} vs "
+        f"{md(run_b['suite'])}/{md(run_b['mode'])}): "
         "only cases present in both are compared."
     )
 
 not_passed = [
-    f"{side} is **{run['status']}**" for side, run in (("A", run_a), ("B", run_b)) if run["status"] != "passed"
+    f"{side} is **{md(run['status'])}**" for side, run in (("A", run_a), ("B", run_b)) if run["status"] != "passed"
 ]
 if not_passed:
     st.warning(
@@ -124,7 +127,9 @@ else:
 counts = {v: sum(c.verdict == v for c in cmp.cases) for v in ("faster", "slower", "same", "n/a")}
 m[2].metric("Cases faster / slower", f"{counts['faster']} / {counts['slower']}")
 m[3].metric("Within noise / n/a", f"{counts['same']} / {counts['n/a']}")
-st.caption(f"{cmp.reason}. Marks as in `asv compare`: `-` faster, `+` slower, `~` within noise, `x` not comparable.")
+st.caption(
+    f"{md(cmp.reason)}. Marks as in `asv compare`: `-` faster, `+` slower, `~` within noise, `x` not comparable."
+)
 
 table = views.compare_table(cmp, bundle_a, bundle_b)
 st.dataframe(
@@ -158,13 +163,8 @@ else:
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def _git_diff(repos: tuple[str, ...], commit_a: str, commit_b: str, paths: tuple[str, ...]) -> tuple[str | None, str]:
-    for repo in repos:
-        if repo and Path(repo).is_dir():
-            text = diff_commits(repo, commit_a, commit_b, list(paths) or None)
-            if text is not None:
-                return text, repo
-    return None, ""
+def _git_diff(repo: str, commit_a: str, commit_b: str, paths: tuple[str, ...]) -> str | None:
+    return diff_commits(repo, commit_a, commit_b, list(paths) or None) if Path(repo).is_dir() else None
 
 
 commit_a, commit_b = run_a.get("git_commit"), run_b.get("git_commit")
@@ -173,10 +173,16 @@ if isinstance(commit_a, str) and isinstance(commit_b, str):
     if commit_a == commit_b:
         st.caption(f"Both runs are at commit `{commit_a[:10]}`.")
     else:
-        repos = tuple(dict.fromkeys(r for r in (run_a.get("git_repo"), run_b.get("git_repo"), str(Path.cwd())) if r))
+        # Git runs only in a repository named here (by default the dashboard's own working folder), never in
+        # the `git_repo` a run recorded: an imported run may name any folder, with any .git/config.
+        repo = st.text_input(
+            "Repository for the git diff", value=str(Path.cwd()), key="git_repo_here",
+            help="A git checkout on this machine that holds both commits. The runs' recorded repositories are "
+            "not used: they are data, possibly from another machine.",
+        ).strip()  # fmt: skip
         only_kernels = st.toggle("Only the kernel files", value=True)
         paths = diffs.kernel_paths_in_repo([run_a.get("path"), run_b.get("path")], run_a.get("git_repo"))
-        text, repo = _git_diff(repos, commit_a, commit_b, tuple(paths) if only_kernels else ())
+        text = _git_diff(repo, commit_a, commit_b, tuple(paths) if only_kernels else ()) if repo else None
         if text is None:
             st.info(f"Commits `{commit_a[:10]}` and `{commit_b[:10]}` are not both in a repository here.")
         elif not text.strip():
@@ -185,7 +191,7 @@ if isinstance(commit_a, str) and isinstance(commit_b, str):
                 + (" in the kernel files." if only_kernels else ".")
             )
         else:
-            st.caption(f"`git diff {commit_a[:10]} {commit_b[:10]}` in {repo}")
+            st.caption(f"`git diff {commit_a[:10]} {commit_b[:10]}` in {common.md(repo)}")
             st.code(text, language="diff")
 else:
     st.caption("At least one of the runs was not recorded in a git repository.")

@@ -56,7 +56,7 @@ filters = {
 filters_status = None if status == ANY else status
 table = common.read("variant_table", status=filters_status, sort=sort, **filters)
 if table.empty:
-    st.info("No runs match these filters" + (f" and the search “{search}”." if search else "."))
+    st.info("No runs match these filters" + (f" and the search “{common.md(search)}”." if search else "."))
     st.stop()
 
 # Every filter of the table, status included, applies to the chart; a few thousand points draw the same chart as

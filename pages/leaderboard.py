@@ -33,7 +33,11 @@ family = cols[3].selectbox("Family", [ANY, *facets["family"]], key="lb_family", 
 data = common.read("leaderboard_cells", suite=suite, mode=mode, gpu=gpu, family=None if family == ANY else family)
 board = summaries.leaderboard(data)
 if board["table"].empty:
-    st.info(f"No {mode} runs of suite {suite} on {gpu}" + (f" in family {family}." if family != ANY else "."))
+    md = common.md
+    st.info(
+        f"No {md(mode)} runs of suite {md(suite)} on {md(gpu)}"
+        + (f" in family {md(family)}." if family != ANY else ".")
+    )
     st.stop()
 sort = cols[4].selectbox("Sort by", ["geomean", *board["cases"]], key="lb_sort", bind="query-params")
 if sort != "geomean":
@@ -70,4 +74,4 @@ if cells:
     if isinstance(run_id, str):
         common.run_link(run_id, f"{table.loc[sha, 'variant']} · {column}: run {run_id}")
     else:
-        st.caption(f"{table.loc[sha, 'variant']} has no passed result on {column}.")
+        st.caption(f"{common.md(table.loc[sha, 'variant'])} has no passed result on {common.md(column)}.")

@@ -26,7 +26,7 @@ gpu = c[2].selectbox("GPU", gpus, index=gpus.index(side_gpu) if side_gpu in gpus
 nodes = common.read("lineage_nodes", family=None if family == ALL else family, suite=suite, gpu=gpu)
 tree = summaries.lineage_tree(nodes)
 if tree.empty:
-    st.info("No variants" + (f" in family {family}." if family != ALL else "."))
+    st.info("No variants" + (f" in family {common.md(family)}." if family != ALL else "."))
     st.stop()
 
 
@@ -57,7 +57,10 @@ shown = pd.DataFrame(
     }
 )
 roots = int((tree["depth"] == 0).sum())
-st.caption(f"{len(tree)} variants, {roots} roots · geomeans on {suite} · {gpu}. Indentation shows parent → child.")
+st.caption(
+    f"{len(tree)} variants, {roots} roots · geomeans on {common.md(suite)} · {common.md(gpu)}. "
+    "Indentation shows parent → child."
+)
 st.dataframe(
     shown,
     hide_index=True,

@@ -62,7 +62,7 @@ gpu = common.gpu_filter()
 if gpu is not None:
     contexts = contexts[contexts["gpu"] == gpu]
 if contexts.empty:
-    st.info(f"No timed (benchmark or leaderboard) runs along {label.lower()} **{scope_value}**"
+    st.info(f"No timed (benchmark or leaderboard) runs along {label.lower()} **{common.md(scope_value)}**"
             + (f" on {gpu}." if gpu else "."))  # fmt: skip
     st.stop()
 many = contexts["problem"].nunique() > 1  # name the problem only when the store holds more than one

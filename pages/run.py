@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
-
 import streamlit as st
 
 from pages import _common as common
 from pages.ui import charts
 from pages.ui import tables as views
 from tracker.analysis import series as analysis
+from tracker.common.jsonfields import parse_flags
 from tracker.store import VERDICTS, StoreLockedError, add_verdict
 
 common.page_setup()
@@ -69,17 +68,20 @@ run, cases = bundle["run"], bundle["cases"]
 status_icon = {"passed": ":green[:material/check_circle:]", "failed": ":red[:material/cancel:]"}.get(
     run["status"], ":orange[:material/warning:]"
 )
-st.subheader(f"{status_icon} {common.md(run['variant'])} · {run['status']}")
+md = common.md  # every stored value below goes into Markdown through it: shown as text, never as links or HTML
+st.subheader(f"{status_icon} {md(run['variant'])} · {md(run['status'])}")
 st.caption(
-    f"{common.md(run.get('path') or '?')} · run `{run['run_id']}` · problem **{run.get('problem') or 'qr_v2'}** · "
-    f"suite **{run['suite']}** · "
-    f"mode **{run['mode']}** · {run.get('gpu') or '?'} · "
-    f"started {run['started_at']:%Y-%m-%d %H:%M:%S} · trigger {run.get('trigger') or '?'}"
-    + (f" · family **{common.md(run['family'])}**" if isinstance(run.get("family"), str) else "")
+    f"{md(run.get('path') or '?')} · run {common.code(run['run_id'])} · "
+    f"problem **{md(run.get('problem') or 'qr_v2')}** · "
+    f"suite **{md(run['suite'])}** · "
+    f"mode **{md(run['mode'])}** · {md(run.get('gpu') or '?')} · "
+    f"started {run['started_at']:%Y-%m-%d %H:%M:%S} · trigger {md(run.get('trigger') or '?')}"
+    + (f" · family **{md(run['family'])}**" if isinstance(run.get("family"), str) else "")
 )
 if run["status"] == "pending":
     st.info(
-        f"This run finished but waits in the side file `{run.get('side_file')}` (the store was busy or could not "
+        f"This run finished but waits in the side file {common.code(run.get('side_file'))} (the store was busy "
+        "or could not "
         "be written); the next run or `python -m tracker import` writes it into the store."
     )
 elif run["status"] == "crashed" and (run.get("error") is None or run.get("error") != run.get("error")):
@@ -87,15 +89,17 @@ elif run["status"] == "crashed" and (run.get("error") is None or run.get("error"
 if run.get("gpu") == "CPU" or run.get("device") == "cpu":
     st.info("CPU run: timings are CPU timings, never compared with GPU runs.")
 if isinstance(run.get("note"), str) and run["note"]:
-    st.markdown(f"**Note / hypothesis:** {common.md(run['note'])}")
+    st.markdown(f"**Note / hypothesis:** {md(run['note'])}")
 if isinstance(run.get("error"), str) and run["error"]:
-    st.error(run["error"])
+    st.error(md(run["error"]))
 if isinstance(run.get("warnings"), str) and run["warnings"]:
-    st.warning(run["warnings"])
-_flags = json.loads(run["flags"]) if isinstance(run.get("flags"), str) else []
+    st.warning(md(run["warnings"]))
+_flags, _readable = parse_flags(run.get("flags"))
+if not _readable:  # a store written before import checked JSON columns
+    st.warning("This run's scan flags are not readable (malformed JSON in the store); not shown.")
 for _flag in _flags:  # static-scan flags beside the verdict: reasons to look before trusting it
     _show = st.warning if _flag.get("severity", "hack") == "hack" else st.info
-    _show(f"Flag **{_flag['code']}** (line {_flag['line']}): {_flag['message']}", icon=":material/flag:")
+    _show(f"Flag **{md(_flag['code'])}** (line {_flag.get('line')}): {md(_flag['message'])}", icon=":material/flag:")
 if run.get("shared_device") is True:
     st.warning("This run shared its device with other work (GPU processes or host load): timings may be contended.")
 
@@ -110,7 +114,7 @@ if isinstance(run.get("parent_run"), str) and run["parent_run"]:
 
 flash = st.session_state.pop("kb_verdict_flash", None)
 if flash:
-    st.success(flash)
+    st.success(flash)  # the reason in it is escaped where the flash is made
 tabs = st.tabs(["Cases", "Samples", "Profile", "Source", "Git", "Environment", "Verdict"])
 
 with tabs[0]:
@@ -171,7 +175,7 @@ with tabs[2]:
 
 with tabs[3]:
     if bundle["source"]:
-        st.caption(f"{common.md(run.get('path'))} · sha256 {run['variant_sha256'][:16]}")
+        st.caption(f"{md(run.get('path'))} · sha256 {md(run['variant_sha256'][:16])}")
         st.code(bundle["source"], language="python", line_numbers=True)
     else:
         st.info("The source of this variant is not in the store.")
@@ -180,8 +184,9 @@ with tabs[4]:
     if isinstance(run.get("git_commit"), str):
         dirty = " (dirty)" if run.get("git_dirty") else ""
         st.markdown(
-            f"Repository `{run.get('git_repo')}` · branch `{run.get('git_branch') or 'detached'}` · "
-            f"commit `{run['git_commit']}`{dirty}"
+            f"Repository {common.code(run.get('git_repo'))} · "
+            f"branch {common.code(run.get('git_branch') or 'detached')} · "
+            f"commit {common.code(run['git_commit'])}{dirty}"
         )
     else:
         st.info("Not recorded in a git repository.")
@@ -214,5 +219,5 @@ with tabs[6]:
                 except (KeyError, ValueError) as exc:
                     st.error(str(exc.args[0] if exc.args else exc))
                 else:
-                    st.session_state["kb_verdict_flash"] = f"Recorded: {verdict}" + (f" — {reason}" if reason else "")
+                    st.session_state["kb_verdict_flash"] = f"Recorded: {verdict}" + (f" — {md(reason)}" if reason else "")
                     st.rerun()

@@ -399,6 +399,9 @@ def test_compare_git_diff_between_commits(demo_store, tmp_path):
         rec.run["git_repo"] = str(repo)
         assert store_mod.finish_run(path, rec) is None
     at = open_page("pages/compare.py", a="git0dddddddd", b="git1dddddddd")
+    # The recorded git_repo is data and never used: the diff comes once the user names the repository.
+    assert not [c for c in at.code if c.language == "diff" and "diff --git" in c.value]
+    at.text_input(key="git_repo_here").set_value(str(repo)).run()
     diff = [c.value for c in at.code if c.language == "diff" and "diff --git" in c.value]
     assert len(diff) == 1 and "-    BLOCK = 32" in diff[0] and "+    BLOCK = 64" in diff[0]
     assert "README" not in diff[0]  # only the kernel files by default

@@ -10,6 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from pages.ui.tables import err_by_label, short
+from pages.ui.text import plain
 from tracker.analysis.stats import ChangePoint, HistoryPoint, RunComparison
 
 MARK_COLOURS = {"faster": "#2ca02c", "slower": "#d62728", "same": "#9e9e9e", "n/a": "#c7c7c7"}
@@ -42,11 +43,11 @@ def progress_figure(points: pd.DataFrame) -> go.Figure:
                 x=grp["started_at"],
                 y=grp["geomean_us"],
                 mode="markers",
-                name=str(family),
+                name=plain(family),
                 legendgroup="family",
                 legendgrouptitle_text="family",
                 marker={"size": 6, "opacity": 0.65, "color": COLOURS[i % len(COLOURS)]},
-                customdata=grp[["run_id", "variant"]].to_numpy(),
+                customdata=[[r, plain(v)] for r, v in zip(grp["run_id"], grp["variant"], strict=True)],
                 hovertemplate="%{customdata[1]}<br>run %{customdata[0]}<br>%{y:.1f} µs<br>%{x}<extra></extra>",
             )
         )
@@ -59,10 +60,10 @@ def progress_figure(points: pd.DataFrame) -> go.Figure:
                 y=grp["best_us"],
                 mode="lines",
                 line={"shape": "hv", "width": 2, "color": "#222", "dash": dashes[k % len(dashes)]},
-                name=f"best so far ({context})",
+                name=f"best so far ({plain(context)})",
                 legendgroup="best",
                 legendgrouptitle_text="best so far",
-                customdata=grp[["run_id", "variant"]].to_numpy(),
+                customdata=[[r, plain(v)] for r, v in zip(grp["run_id"], grp["variant"], strict=True)],
                 hovertemplate="best %{y:.1f} µs<br>%{customdata[1]}<extra></extra>",
             )
         )
@@ -84,7 +85,7 @@ def box_figure(per_case: Mapping[str, Sequence[float]], title: str = "Samples pe
     fig = go.Figure()
     for label, values in per_case.items():
         if len(values):
-            fig.add_trace(go.Box(y=list(values), name=label, boxpoints="suspectedoutliers", showlegend=False))
+            fig.add_trace(go.Box(y=list(values), name=plain(label), boxpoints="suspectedoutliers", showlegend=False))
     fig.update_layout(title=title, yaxis=TIME_AXIS, height=420, margin={"t": 50, "b": 40})
     return fig
 
@@ -104,7 +105,7 @@ def grouped_bars_figure(cmp: RunComparison, a: Mapping[str, Any], b: Mapping[str
                 x=labels,
                 y=[getattr(c, key) for c in cmp.cases],
                 error_y={"type": "data", "array": [errs.get(lbl) or 0 for lbl in labels]},
-                name=f"{side}: {run['run'].get('variant')} ({short(run['run'].get('run_id'))})",
+                name=plain(f"{side}: {run['run'].get('variant')} ({short(run['run'].get('run_id'))})"),
                 marker_color=colour,
             )
         )

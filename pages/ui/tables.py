@@ -6,7 +6,6 @@ tracker.analysis, Plotly figures in tracker.charts, source diffs in tracker.diff
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,6 +13,7 @@ import pandas as pd
 
 from tracker.analysis.series import is_num
 from tracker.analysis.stats import RunComparison
+from tracker.common.jsonfields import parse_flags
 
 # ------------------------------------------------------------------------------------------------ numbers
 
@@ -73,10 +73,7 @@ def short(run_id: Any) -> str:
 
 def flag_icon(flags_json: Any) -> str:
     """'⚠ timer-patch, identity-cache' for the static-scan flags of a run (hack ones), 'ℹ' for informational only."""
-    try:
-        flags = json.loads(flags_json) if isinstance(flags_json, str) else []
-    except ValueError:
-        flags = []
+    flags, _ = parse_flags(flags_json)
     hacks = sorted({f["code"] for f in flags if f.get("severity", "hack") == "hack"})
     if hacks:
         return "⚠ " + ", ".join(hacks)

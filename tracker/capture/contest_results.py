@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker import store as store_mod
-from tracker.capture.gitinfo import source_hash
+from tracker.capture.gitinfo import head_commit, source_hash
 from tracker.capture.naming import variant_name
 from tracker.capture.register import recorded_path
 from tracker.workloads.qr_v2.suites import cases_for, get_suite
@@ -65,11 +65,8 @@ def build_import(
     kv = parse_stream(text)
     file = Path(variant_path)
     source = file.read_text()
-    path, repo = recorded_path(file)
-    commit = None
-    if repo is not None:
-        with repo:
-            commit = repo.head.commit.hexsha if repo.head.is_valid() else None
+    path, root = recorded_path(file)
+    commit = head_commit(root) if root is not None else None
     timed_mode = mode != "test"
     suite_cases = cases_for(get_suite(suite), "benchmark" if timed_mode else "test")
     cases: list[dict[str, Any]] = []

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import io
 import json
+import math
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +30,62 @@ def pack(arrays: dict[str, np.ndarray], meta: dict[str, Any] | None = None) -> b
     return buf.getvalue()
 
 
+class EvidenceTooLarge(ValueError):
+    """An evidence .npz that would decompress past the limits (a zip bomb, or not evidence of ours)."""
+
+
+# What one run's evidence can hold once decompressed: a, h and tau of the largest matrix kept, float64, plus
+# the headers and the meta entry. Far below it is normal; an imported blob may claim or hold anything.
+MAX_UNPACKED_BYTES = MAX_ELEMENTS * 8 + (1 << 20)
+MAX_MEMBERS = 8  # a, h, tau, meta
+
+
+def _read_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, budget: int) -> np.ndarray:
+    """One .npy member, its size taken from its header and checked against `budget` before anything is
+    allocated; only that many bytes are read, whatever the compressed stream would go on to produce."""
+    with archive.open(member) as f:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+        elif version == (2, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+        else:
+            raise ValueError(f"evidence member {member.filename!r} has .npy version {version}")
+        if dtype.hasobject:
+            raise ValueError(f"evidence member {member.filename!r} holds Python objects")
+        nbytes = math.prod(shape) * dtype.itemsize
+        if nbytes > budget:
+            raise EvidenceTooLarge(f"evidence member {member.filename!r} would unpack to {nbytes:,} bytes")
+        data = f.read(nbytes)
+    if len(data) != nbytes:
+        raise ValueError(f"evidence member {member.filename!r} is truncated")
+    return np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C")
+
+
 def unpack(blob: bytes) -> dict[str, Any]:
-    """Arrays of an evidence .npz; `meta` (if present) comes back as a dict."""
-    with np.load(io.BytesIO(blob), allow_pickle=False) as npz:
-        out: dict[str, Any] = {k: npz[k] for k in npz.files}
+    """Arrays of an evidence .npz; `meta` (if present) comes back as a dict. Raises ValueError (EvidenceTooLarge
+    past the limits) rather than unpack whatever an imported blob claims: the zip's member count and declared
+    sizes are checked first, then each member's own header, and no more bytes are read than it declares."""
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(blob))
+    except zipfile.BadZipFile as exc:
+        raise ValueError(f"evidence is not a .npz archive: {exc}") from None
+    out: dict[str, Any] = {}
+    with archive:
+        members = archive.infolist()
+        if len(members) > MAX_MEMBERS:
+            raise EvidenceTooLarge(f"evidence holds {len(members)} members (at most {MAX_MEMBERS})")
+        declared = sum(m.file_size for m in members)
+        if declared > MAX_UNPACKED_BYTES:
+            raise EvidenceTooLarge(f"evidence declares {declared:,} bytes unpacked (at most {MAX_UNPACKED_BYTES:,})")
+        budget = MAX_UNPACKED_BYTES
+        for member in members:
+            try:
+                array = _read_member(archive, member, budget)
+            except (zipfile.BadZipFile, EOFError, OSError) as exc:
+                raise ValueError(f"evidence member {member.filename!r} is unreadable: {exc}") from None
+            budget -= array.nbytes
+            out[member.filename.removesuffix(".npy")] = array
     if "meta" in out:
         out["meta"] = json.loads(str(out["meta"]))
     return out

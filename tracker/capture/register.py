@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker import store as store_mod
-from tracker.capture.gitinfo import source_hash
+from tracker.capture.gitinfo import GitError, git, repo_root, source_hash
 from tracker.capture.naming import unique_names
 from tracker.store import queries
 
@@ -79,47 +79,46 @@ class Snapshot:
         return source_hash(self.source)
 
 
-def recorded_path(file: Path) -> tuple[str, Any]:
-    """The path a file is recorded under (relative to its repository's root) and its git.Repo (or None)."""
-    try:
-        import git
-
-        repo = git.Repo(file.resolve().parent, search_parent_directories=True)
-    except Exception:  # no git, or not in a repository
+def recorded_path(file: Path) -> tuple[str, str | None]:
+    """The path a file is recorded under (relative to its repository's root) and that root (or None)."""
+    root = repo_root(file)
+    if root is None:  # no git, or not in a repository
         return str(file), None
-    return str(file.resolve().relative_to(Path(repo.working_tree_dir).resolve())), repo
+    return str(file.resolve().relative_to(Path(root).resolve())), root
+
+
+def _history(root: str, rel: str, commits: str | None) -> list[tuple[str, datetime, str]]:
+    """(commit, authored at, message) of the commits that changed `rel`, newest first."""
+    if commits is not None and (not commits.strip() or commits.startswith("-")):
+        raise ValueError(f"--commits {commits!r}: not a revision range")
+    out = git(root, "log", "-z", "--format=%H%n%aI%n%B", "--end-of-options", commits or "HEAD", "--", rel)
+    history = []
+    for entry in filter(None, out.split("\0")):
+        sha, when, message = (entry.lstrip("\n").split("\n", 2) + ["", ""])[:3]
+        history.append((sha, datetime.fromisoformat(when), message))
+    return history
 
 
 def file_snapshots(file: Path, commits: str | None = None) -> list[Snapshot]:
     """The versions of one file, oldest first: one per commit that changed it (within `commits`, `A..B`, if
     given), then the working copy if it differs from the last one (only without `commits`)."""
-    rel, repo = recorded_path(file)
+    rel, root = recorded_path(file)
     current = file.read_text()
-    if repo is None:
+    if root is None:
         return [Snapshot(file, rel, current)]
     snaps: list[Snapshot] = []
-    with repo:
-        try:
-            history = list(repo.iter_commits(commits or "HEAD", paths=rel))
-        except Exception as exc:  # an empty repository, or an unknown revision
-            if commits:
-                raise ValueError(f"--commits {commits!r}: {exc}") from None
-            history = []
-        for commit in reversed(history):
-            try:
-                blob = commit.tree / rel
-            except KeyError:  # the commit deleted the file
-                continue
-            snaps.append(
-                Snapshot(
-                    file,
-                    rel,
-                    blob.data_stream.read().decode(errors="replace"),
-                    commit.hexsha,
-                    commit.authored_datetime,
-                    commit.message.strip(),
-                )
-            )
+    try:
+        history = _history(root, rel, commits)
+    except GitError as exc:  # an empty repository, or an unknown revision
+        if commits:
+            raise ValueError(f"--commits {commits!r}: {exc}") from None
+        history = []
+    for sha, when, message in reversed(history):
+        try:  # cat-file: the stored bytes, no filter or textconv
+            blob = git(root, "cat-file", "blob", f"{sha}:{rel}")
+        except GitError:  # the commit deleted the file
+            continue
+        snaps.append(Snapshot(file, rel, blob, sha, when, message.strip()))
     if not commits and (not snaps or snaps[-1].source != current):
         snaps.append(Snapshot(file, rel, current))
     return snaps

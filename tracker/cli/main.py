@@ -14,6 +14,7 @@ from typing import NoReturn
 
 from tracker.cli import add, compare, import_results, queue, recheck, run, runs, since, transfer
 from tracker.cli.common import UsageError, common_options
+from tracker.common.text import PrintableStream
 from tracker.store import StoreError
 
 COMMAND_GROUPS = (run, runs, transfer, compare, recheck, queue, add, since, import_results)
@@ -47,6 +48,19 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # Stored strings may be imported: no terminal control sequence of theirs reaches a terminal. JSON output is
+    # left exact (json.dumps escapes every control character anyway).
+    streams = sys.stdout, sys.stderr
+    if not getattr(args, "json", False):
+        sys.stdout = PrintableStream(sys.stdout)
+    sys.stderr = PrintableStream(sys.stderr)
+    try:
+        return _dispatch(args)
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     try:
         return args.func(args)
     except BrokenPipeError:  # output piped into `head` and the like

@@ -23,10 +23,6 @@ NOT_RECHECKED = "not rechecked: no matrix was kept (the output's structure was w
 
 def recheck_case(row: dict[str, Any], blob: bytes | None) -> dict[str, Any]:
     """Judge one case's evidence again; returns the report entry."""
-    import torch
-
-    from tracker.workloads.qr_v2.reference_gates import judge
-
     entry = {
         "case_idx": int(row["case_idx"]),
         "repetition": clean(row["repetition"]),
@@ -36,9 +32,16 @@ def recheck_case(row: dict[str, Any], blob: bytes | None) -> dict[str, Any]:
         "recorded_message": row["message"],
         "recorded_residuals": {k: clean(row[k]) for k in RESIDUAL_KEYS},
     }
-    arrays = unpack(blob) if blob else {}
+    try:
+        arrays = unpack(blob) if blob else {}
+    except ValueError as exc:  # an imported blob that is no evidence of ours, or a zip bomb: refused unread
+        raise ValueError(f"case {entry['case_idx']}: {exc}") from None
     if not {"a", "h", "tau"} <= arrays.keys():
         return {**entry, "reference": None, "conclusion": NOT_RECHECKED, "agrees": True}
+    import torch  # after the evidence is read: a refused blob costs no torch import
+
+    from tracker.workloads.qr_v2.reference_gates import judge
+
     a, h, tau = (torch.from_numpy(arrays[k].copy()).unsqueeze(0) for k in ("a", "h", "tau"))
     verdict = judge(a, (h, tau))
     reference = {

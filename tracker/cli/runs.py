@@ -18,6 +18,7 @@ from tracker.cli.common import (
     time_column,
 )
 from tracker.cli.queue import queue_lines
+from tracker.common.jsonfields import parse_flags
 from tracker.store import VERDICTS, check_store, queries
 
 
@@ -70,7 +71,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     evidence = [
         {k: clean(v) for k, v in row.items()} for row in queries.run_evidence(args.store, run_id).to_dict("records")
     ]
-    run["flags"] = json.loads(run.get("flags") or "[]")
+    run["flags"] = parse_flags(run.get("flags"))[0]  # a malformed stored value shows as none
     if args.json:
         print(json.dumps({**run, "cases": cases, "evidence": evidence}))
         return 0

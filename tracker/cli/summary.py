@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from tracker.cli.common import fmt_us, print_cases
+from tracker.common.jsonfields import parse_flags
 
 
 def run_summary(outcome) -> dict[str, Any]:
@@ -20,7 +21,7 @@ def run_summary(outcome) -> dict[str, Any]:
         "geomean_us": run.get("geomean_us"),
         "error": run.get("error"),
         "warnings": run.get("warnings"),
-        "flags": json.loads(run.get("flags") or "[]"),
+        "flags": parse_flags(run.get("flags"))[0],
         "compile_s": run.get("compile_s"),
         "shared_device": run.get("shared_device"),
         "side_file": str(outcome.pending.path) if outcome.pending else None,

@@ -31,6 +31,7 @@ import duckdb
 
 from tracker.common.processes import process_alive
 from tracker.store.schema import MIGRATIONS, RUN_TABLES, SCHEMA_VERSION, TABLE_COLUMNS, VERDICTS
+from tracker.store.validate import check_record
 
 DEFAULT_STORE = "experiments.duckdb"
 DEFAULT_PROBLEM = "qr_v2"  # runs.problem of records that name none (the column default of migration v6)
@@ -662,6 +663,7 @@ def _flush_pending(con: duckdb.DuckDBPyConnection, path: str | os.PathLike) -> F
             continue
         try:
             record = read_side_file(side)
+            check_record(record, side)  # values too: a side file is imported data until proven otherwise
         except (OSError, ValueError, TypeError, KeyError) as exc:  # kept for a person to see, and reported
             result.unreadable.append((side, f"{type(exc).__name__}: {exc}"[:300]))
             continue

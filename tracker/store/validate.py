@@ -1,6 +1,8 @@
-"""Checks on rows that come from outside (an import folder) before anything is written: columns and their types,
-id formats, enums, sizes and timestamps. An imported value may later be shown, diffed or passed to git, so a
-file with one bad row is refused as a whole, with a message that names the file, the row and the column.
+"""Checks on rows that come from outside (an import folder, a pending side file) before anything is written:
+columns and their types, id formats, enums, values (finite positive timings, timestamps neither before 2000 nor
+in the future, well-formed JSON columns), sizes per value and per run. An imported value may later be shown,
+diffed or judged, so a file with one bad row is refused as a whole, with a message that names the file, the
+row, the run and the column.
 """
 
 from __future__ import annotations
@@ -8,20 +10,21 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Collection
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
-from tracker.store.schema import MIGRATIONS, TABLE_COLUMNS, VERDICTS
+from tracker.common.jsonfields import json_problem
+from tracker.store.schema import MIGRATIONS, RUN_TABLES, TABLE_COLUMNS, VERDICTS
 
 RUN_ID_RE = re.compile(r"^[0-9a-z]{6,40}$")  # generated ids are 12 hex digits; tests use readable ones
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 COMMIT_RE = re.compile(r"^[0-9a-f]{7,40}$")
 NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-RUN_STATUSES = ("passed", "failed", "timeout", "crashed", "cancelled")  # `running` rows are never moved
+RUN_STATUSES = ("passed", "failed", "timeout", "crashed", "cancelled", "skipped")  # `running` rows are never moved
 RUN_MODES = ("test", "benchmark", "leaderboard")
 TRIGGERS = ("cli", "ui")
 DEFAULT_MAX_CHARS = 4096
@@ -33,11 +36,31 @@ MAX_CHARS = {
     ("runs", "warnings"): 200_000,
     ("runs", "log_tail"): 65_536,
     ("runs", "git_diff"): 1_000_000,
+    ("runs", "flags"): 200_000,
+    ("runs", "device_load_start"): 65_536,
+    ("runs", "device_load_end"): 65_536,
+    ("case_results", "args"): 65_536,
     ("case_results", "message"): 65_536,
     ("profile_kernels", "kernel"): 65_536,
     ("verdicts", "reason"): 65_536,
 }
-OLDEST, NEWEST = datetime(2000, 1, 1, tzinfo=UTC), datetime(2100, 1, 1, tzinfo=UTC)
+OLDEST = datetime(2000, 1, 1, tzinfo=UTC)
+CLOCK_SKEW = timedelta(days=1)  # a run recorded on a machine whose clock runs ahead is still accepted
+# Timing columns: a measured time is finite and above zero; a spread (std, err) or a total may be zero.
+POSITIVE = {
+    ("samples", "time_us"), ("runs", "geomean_us"),
+    *(("case_results", c) for c in ("mean_us", "median_us", "best_us", "worst_us")),
+}  # fmt: skip
+NON_NEGATIVE = {
+    ("case_results", "std_us"), ("case_results", "err_us"), ("case_results", "runs"), ("case_results", "flops"),
+    ("case_results", "bytes"), ("runs", "compile_s"), ("profile_cases", "host_us"), ("profile_cases", "device_us"),
+    ("profile_cases", "launches"), ("profile_kernels", "device_us"), ("profile_kernels", "self_us"),
+    ("profile_kernels", "calls"), ("evidence", "arrays_bytes"), ("samples", "rep"),
+}  # fmt: skip
+# Residuals judge a kernel's output; a garbage output makes them NaN or infinite, and that is the record.
+NON_FINITE_OK = {("case_results", c) for c in ("factor_res", "tril_res", "recon_res", "orth_res")} | {
+    ("evidence", c) for c in ("factor_res", "tril_res", "recon_res", "orth_res")
+}
 INT32 = (-(2**31), 2**31 - 1)
 
 
@@ -61,7 +84,9 @@ def column_types() -> dict[str, dict[str, tuple[str, bool]]]:
         con.close()
 
 
-MAX_BLOB_BYTES = 256 * 1024 * 1024  # the most evidence one run keeps
+MAX_BLOB_BYTES = 256 * 1024 * 1024  # the most evidence one run keeps (capture.evidence.MAX_RUN_BYTES)
+MAX_RUN_TEXT_CHARS = 16 * 1024 * 1024  # all text of one run (error, log tail, flags, messages, kernel names...)
+MAX_RUN_ROWS = 2_000_000  # rows of one run over its tables (samples: at most 200 repetitions per case)
 
 
 def _arrow_type_fits(arrow_type: Any, duck_type: str) -> bool:
@@ -84,24 +109,60 @@ def _arrow_type_fits(arrow_type: Any, duck_type: str) -> bool:
     return False
 
 
+def _python_type_fits(duck_type: str, value: Any) -> bool:
+    """A value of a side file (decoded JSON) against the column's type; timestamps come as ISO text."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if duck_type == "VARCHAR":
+        return isinstance(value, str)
+    if duck_type in ("INTEGER", "BIGINT"):
+        return isinstance(value, int) and not isinstance(value, bool)
+    if duck_type == "DOUBLE":
+        return number
+    if duck_type == "BOOLEAN":
+        return isinstance(value, bool)
+    if duck_type.startswith("TIMESTAMP"):
+        return isinstance(value, datetime | str)
+    if duck_type == "BLOB":
+        return isinstance(value, bytes)
+    return False
+
+
+def _moment(value: datetime | str) -> datetime | None:
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
 def _check_value(table: str, col: str, duck_type: str, value: Any) -> str | None:
     """Why the value does not fit, or None."""
-    if isinstance(value, str):
+    if isinstance(value, str) and not duck_type.startswith("TIMESTAMP"):
         cap = MAX_CHARS.get((table, col), DEFAULT_MAX_CHARS)
         if len(value) > cap:
             return f"is {len(value):,} characters long (at most {cap:,})"
         if "\x00" in value:
             return "contains a NUL character"
-    elif isinstance(value, bytes) and len(value) > MAX_BLOB_BYTES:
-        return f"is {len(value):,} bytes (at most {MAX_BLOB_BYTES:,})"
-    elif duck_type == "INTEGER" and isinstance(value, int) and not INT32[0] <= value <= INT32[1]:
+        return json_problem(table, col, value)
+    if isinstance(value, bytes):
+        return f"is {len(value):,} bytes (at most {MAX_BLOB_BYTES:,})" if len(value) > MAX_BLOB_BYTES else None
+    if duck_type == "INTEGER" and isinstance(value, int) and not INT32[0] <= value <= INT32[1]:
         return f"is out of range for INTEGER ({value})"
-    elif isinstance(value, float) and math.isinf(value):
-        return "is infinite"
-    elif isinstance(value, datetime):
-        moment = value if value.tzinfo else value.replace(tzinfo=UTC)
-        if not OLDEST <= moment <= NEWEST:
-            return f"is an implausible time ({value})"
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if isinstance(value, float) and not math.isfinite(value) and (table, col) not in NON_FINITE_OK:
+            return f"is not a finite number ({value})"
+        if (table, col) in POSITIVE and not value > 0:
+            return f"is not a positive time ({value})"
+        if (table, col) in NON_NEGATIVE and not value >= 0:
+            return f"is negative ({value})"
+        return None
+    if isinstance(value, datetime | str):  # a timestamp column
+        moment = _moment(value)
+        if moment is None:
+            return f"is not a timestamp ({value!r:.80})"
+        if not OLDEST <= moment <= datetime.now(UTC) + CLOCK_SKEW:
+            return f"is an implausible time ({value}: before {OLDEST:%Y} or in the future)"
     return None
 
 
@@ -134,6 +195,65 @@ def _check_formats(table: str, row: dict[str, Any], suites: Collection[str] | No
     return None
 
 
+class _RunTotals:
+    """Text, evidence bytes and rows per run over all its tables: a bound per run, not only per value."""
+
+    def __init__(self) -> None:
+        self.text: dict[str, int] = {}
+        self.blob: dict[str, int] = {}
+        self.rows: dict[str, int] = {}
+
+    def add(self, run_id: Any, row: dict[str, Any]) -> str | None:
+        if not isinstance(run_id, str):
+            return None
+        text = sum(len(v) for v in row.values() if isinstance(v, str))
+        blob = sum(len(v) for v in row.values() if isinstance(v, bytes))
+        self.text[run_id] = self.text.get(run_id, 0) + text
+        self.blob[run_id] = self.blob.get(run_id, 0) + blob
+        self.rows[run_id] = self.rows.get(run_id, 0) + 1
+        if self.text[run_id] > MAX_RUN_TEXT_CHARS:
+            return f"run {run_id} holds more than {MAX_RUN_TEXT_CHARS:,} characters of text"
+        if self.blob[run_id] > MAX_BLOB_BYTES:
+            return f"run {run_id} holds more than {MAX_BLOB_BYTES:,} bytes of evidence"
+        if self.rows[run_id] > MAX_RUN_ROWS:
+            return f"run {run_id} has more than {MAX_RUN_ROWS:,} rows"
+        return None
+
+
+def _check_row(
+    table: str,
+    row: dict[str, Any],
+    totals: _RunTotals,
+    suites: Collection[str] | None,
+    *,
+    check_types: bool,
+) -> str | None:
+    """Why one row does not fit its table (naming the column), or None. `check_types`: values of a side file,
+    which has no typed schema of its own (an export file's column types are checked once per file)."""
+    expected = column_types()[table]
+    for col, (duck_type, nullable) in expected.items():
+        value = row.get(col)
+        if value is None:
+            if not nullable:
+                return f"column {col!r} is empty but required"
+            continue
+        if check_types and not _python_type_fits(duck_type, value):
+            return f"column {col!r} holds {type(value).__name__} {value!r:.80}, expected {duck_type}"
+        problem = _check_value(table, col, duck_type, value)
+        if problem:
+            return f"column {col!r} {problem}"
+    if table == "evidence" and isinstance(row.get("arrays"), bytes) and row.get("arrays_bytes") != len(row["arrays"]):
+        return f"column 'arrays_bytes' says {row.get('arrays_bytes')} but the arrays hold {len(row['arrays'])} bytes"
+    problem = _check_formats(table, row, suites)
+    if problem:
+        return problem
+    return totals.add(row.get("run_id"), row) if table != "variants" else None
+
+
+def _who(row: dict[str, Any]) -> str:
+    return f" (run {row['run_id']})" if isinstance(row.get("run_id"), str) and len(row["run_id"]) <= 40 else ""
+
+
 def read_export(folder: str | Path, suites: Collection[str] | None = None) -> dict[str, Any]:
     """Read and check every Parquet file of an export folder; {table: pyarrow.Table} with the store's columns.
 
@@ -145,6 +265,7 @@ def read_export(folder: str | Path, suites: Collection[str] | None = None) -> di
     folder = Path(folder)
     types = column_types()
     tables: dict[str, Any] = {}
+    totals = _RunTotals()
     for table in TABLE_COLUMNS:
         path = folder / f"{table}.parquet"
         if not path.is_file():
@@ -166,21 +287,9 @@ def read_export(folder: str | Path, suites: Collection[str] | None = None) -> di
             if not _arrow_type_fits(arrow_type, duck_type):
                 raise InvalidImport(f"{path}: column {col!r} has type {arrow_type}, expected {duck_type}")
         for i, row in enumerate(data.to_pylist()):
-            for col, value in row.items():
-                duck_type, nullable = expected[col]
-                if value is None:
-                    if not nullable:
-                        raise InvalidImport(f"{path}, row {i}: column {col!r} is empty but required")
-                    continue
-                problem = _check_value(table, col, duck_type, value)
-                if problem:
-                    raise InvalidImport(f"{path}, row {i}: column {col!r} {problem}")
-            for col, (_, nullable) in expected.items():
-                if col not in row and not nullable:
-                    raise InvalidImport(f"{path}, row {i}: column {col!r} is missing")
-            problem = _check_formats(table, row, suites)
+            problem = _check_row(table, row, totals, suites, check_types=False)
             if problem:
-                raise InvalidImport(f"{path}, row {i}: {problem}")
+                raise InvalidImport(f"{path}, row {i}{_who(row)}: {problem}")
         tables[table] = data
     if "runs" not in tables:
         raise InvalidImport(f"{folder} holds no runs.parquet export")
@@ -195,3 +304,33 @@ def read_export(folder: str | Path, suites: Collection[str] | None = None) -> di
             shown = sorted(stray)[:3]
             raise InvalidImport(f"{folder / (table + '.parquet')} has rows of runs not in runs.parquet: {shown}")
     return tables
+
+
+def check_record(record: Any, source: str | Path) -> None:
+    """Check a run record read from a side file (tracker.store.db.RunRecord) as an import row by row; raises
+    InvalidImport naming the file, the table, the run and the column. Nothing is written here."""
+    run_id = record.run.get("run_id") if isinstance(record.run, dict) else None
+    rows: dict[str, list[Any]] = {
+        "runs": [record.run],
+        "variants": [record.variant],
+        "case_results": record.cases,
+        "samples": [
+            {"case_idx": s[0], "rep": s[1], "time_us": s[2]} if isinstance(s, list | tuple) and len(s) == 3 else s
+            for s in record.samples
+        ],
+        "profile_cases": record.profile_cases,
+        "profile_kernels": record.profile_kernels,
+        "evidence": record.evidence,
+    }
+    totals = _RunTotals()
+    for table, items in rows.items():
+        if not isinstance(items, list):
+            raise InvalidImport(f"{source}: {table} is not a list")
+        for i, row in enumerate(items):
+            if not isinstance(row, dict):
+                raise InvalidImport(f"{source}: {table} row {i} is not an object")
+            if table in RUN_TABLES:  # the runner writes these rows without the run id; the run's is theirs
+                row = {**row, "run_id": run_id}
+            problem = _check_row(table, row, totals, None, check_types=True)
+            if problem:
+                raise InvalidImport(f"{source}: {table} row {i}{_who(row)}: {problem}")

@@ -1,0 +1,36 @@
+"""Stored text shown as text. Streamlit renders Markdown in st.markdown, st.caption, st.error/warning/info,
+subheaders, labels: a stored string (possibly imported) with `[x](https://...)`, `![](https://...)`, a bare URL,
+HTML, `:red[...]` or `$...$` would become a live link, an image fetch or styled text. Every stored value that
+goes into Markdown passes `md` (or `code`); st.code, st.text and dataframes show text as it is.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+# Any ASCII punctuation may be backslash-escaped in CommonMark: escaping every character that can start or
+# shape a construct (link, image, autolink, emphasis, heading, HTML, entity, Streamlit's :directive[...], math)
+# leaves none to parse. Quotes, commas, `/`, `;`, `%` and `?` start none and stay as they are, readable.
+_PUNCTUATION = re.compile(r"([!#$&()*+\-.:<=>@\[\\\]^_`{|}~])")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def md(text: object) -> str:
+    """`text` made literal inside Markdown; its line breaks stay line breaks."""
+    escaped = _PUNCTUATION.sub(r"\\\1", _CONTROLS.sub("", str(text)))
+    return escaped.replace("\r\n", "\n").replace("\n", "  \n")
+
+
+def code(text: object) -> str:
+    """`text` as an inline code span (nothing inside one is Markdown), or escaped text if it cannot be one."""
+    text = str(text)
+    if "`" in text or "\n" in text or "\r" in text or _CONTROLS.search(text):
+        return md(text)
+    return f"`{text}`"
+
+
+def plain(text: object) -> str:
+    """`text` for a Plotly label (trace name, hover, tick): Plotly reads a subset of HTML there (`<a href>`
+    makes a link), and shows entities as the characters they stand for."""
+    return html.escape(str(text), quote=False)

@@ -1,0 +1,57 @@
+"""The JSON-typed columns of the store (runs.flags, runs.device_load_start/end, case_results.args): their shape,
+defined once. Import refuses a value that does not parse to it; readers get a safe value for one already stored."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+JSON_OBJECT_COLUMNS = {("runs", "device_load_start"), ("runs", "device_load_end"), ("case_results", "args")}
+FLAG_COLUMN = ("runs", "flags")
+
+
+def flag_problem(value: Any) -> str | None:
+    """Why a decoded flags value is not a list of {code, line, message[, severity]}, or None."""
+    if not isinstance(value, list):
+        return f"is not a JSON list but {type(value).__name__}"
+    for i, flag in enumerate(value):
+        if not isinstance(flag, dict):
+            return f"item {i} is not an object"
+        if not isinstance(flag.get("code"), str) or not isinstance(flag.get("message"), str):
+            return f"item {i} lacks a text code or message"
+        line = flag.get("line")
+        if line is not None and (not isinstance(line, int) or isinstance(line, bool)):
+            return f"item {i} has a line that is not a whole number"
+        if not isinstance(flag.get("severity", "hack"), str):
+            return f"item {i} has a severity that is not text"
+    return None
+
+
+def json_problem(table: str, column: str, text: str) -> str | None:
+    """Why a stored JSON text of (table, column) does not have its column's shape, or None; other columns: None."""
+    if (table, column) != FLAG_COLUMN and (table, column) not in JSON_OBJECT_COLUMNS:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        return f"is not valid JSON ({exc})"
+    if (table, column) == FLAG_COLUMN:
+        return flag_problem(value)
+    if value is not None and not isinstance(value, dict):  # a device load may be null (not measured)
+        return f"is not a JSON object but {type(value).__name__}"
+    return None
+
+
+def parse_flags(text: Any) -> tuple[list[dict[str, Any]], bool]:
+    """(flags, readable) of a stored flags value: a malformed one gives ([], False) instead of an exception."""
+    if text is None or (isinstance(text, float) and text != text):  # NULL, or pandas' NaN for it
+        return [], True
+    if not isinstance(text, str):
+        return [], False
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return [], False
+    if flag_problem(value) is not None:
+        return [], False
+    return value, True

@@ -1,0 +1,36 @@
+"""Stored strings made safe for a terminal: imported data may carry ANSI (CSI) or OSC escapes that recolour,
+retitle, hide output or plant links. The CLI's human-readable output goes through `printable`."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, TextIO
+
+# Whole escape sequences first (so no `[31m` remnant is left), then any other C0/C1 control but newline and tab.
+_ESCAPES = re.compile(
+    r"\x1b\][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"  # OSC ... BEL or ST (hyperlinks, window titles)
+    r"|\x1b[P^_X][^\x1b\x9c]*(?:\x1b\\|\x9c)?"  # DCS, PM, APC, SOS strings
+    r"|(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"  # CSI (colours, cursor moves, erase)
+    r"|\x1b[ -/]*[0-~]?"  # other two-character escapes
+)
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` without terminal control sequences or control characters (newline and tab stay)."""
+    return _CONTROLS.sub("", _ESCAPES.sub("", text))
+
+
+class PrintableStream:
+    """A text stream that writes through `printable`: every human-readable line of the CLI, whatever module
+    prints it. Anything else (flush, fileno, isatty, encoding) is the wrapped stream's."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.wrapped = stream
+
+    def write(self, text: str) -> int:
+        self.wrapped.write(printable(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.wrapped, name)
