@@ -50,6 +50,18 @@ if [ "$want_met" = 0 ] && [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" >"$stamp"
 fi
 
+# The worker's sandbox (bubblewrap): the system's or a carried .tools/bwrap, else Debian's package where we may.
+if ! command -v bwrap >/dev/null 2>&1 && [ ! -x .tools/bwrap ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "install.sh: installing bubblewrap, the sandbox kernels run in" >&2
+    { DEBIAN_FRONTEND=noninteractive apt-get install -y -q bubblewrap >/dev/null 2>&1 \
+      || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q bubblewrap >/dev/null; }; } \
+      || echo "install.sh: bubblewrap could not be installed: runs go unsandboxed and say so" >&2
+  else
+    echo "install.sh: bubblewrap (bwrap) is missing: runs go unsandboxed and say so (apt-get install bubblewrap)" >&2
+  fi
+fi
+
 if [ "$dev" = 1 ]; then
   # The end-to-end tests drive a real Chromium: /usr/bin/chromium if present, else Playwright's own build.
   if [ ! -x /usr/bin/chromium ] && ! python - <<'PY' 2>/dev/null; then

@@ -28,7 +28,10 @@ from tracker.store import queries
 
 pytestmark = [
     pytest.mark.timeout(240),
-    pytest.mark.skipif(sandbox.unavailable() is not None, reason=f"no sandbox here: {sandbox.unavailable()}"),
+    pytest.mark.skipif(
+        sandbox.unavailable() is not None and not os.environ.get("KERNELBEAM_REQUIRE_SANDBOX"),
+        reason=f"no sandbox here: {sandbox.unavailable()}",
+    ),
 ]
 
 HEADER = "from task import input_t, output_t\nimport os, sys, time, torch\n"

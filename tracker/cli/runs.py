@@ -86,6 +86,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         "seed",
         "gpu",
         "device",
+        "sandbox",
         "torch",
         "triton",
         "started_at",

@@ -6,7 +6,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-JSON_OBJECT_COLUMNS = {("runs", "device_load_start"), ("runs", "device_load_end"), ("case_results", "args")}
+JSON_OBJECT_COLUMNS = {
+    ("runs", "device_load_start"),
+    ("runs", "device_load_end"),
+    ("runs", "helper_sources"),
+    ("case_results", "args"),
+}
 FLAG_COLUMN = ("runs", "flags")
 
 

@@ -37,6 +37,8 @@ MAX_CHARS = {
     ("runs", "log_tail"): 65_536,
     ("runs", "git_diff"): 1_000_000,
     ("runs", "flags"): 200_000,
+    ("runs", "helper_sources"): 1_100_000,
+    ("runs", "sandbox"): 1_000,
     ("runs", "device_load_start"): 65_536,
     ("runs", "device_load_end"): 65_536,
     ("case_results", "args"): 65_536,
@@ -49,7 +51,7 @@ CLOCK_SKEW = timedelta(days=1)  # a run recorded on a machine whose clock runs a
 # Timing columns: a measured time is finite and above zero; a spread (std, err) or a total may be zero.
 POSITIVE = {
     ("samples", "time_us"), ("runs", "geomean_us"),
-    *(("case_results", c) for c in ("mean_us", "median_us", "best_us", "worst_us")),
+    *(("case_results", c) for c in ("mean_us", "median_us", "best_us", "worst_us", "wall_us", "fresh_us")),
 }  # fmt: skip
 NON_NEGATIVE = {
     ("case_results", "std_us"), ("case_results", "err_us"), ("case_results", "runs"), ("case_results", "flops"),
