@@ -8,7 +8,6 @@ kept: every query opens the store read-only and closes it.
 from __future__ import annotations
 
 import os
-import re
 import runpy
 from pathlib import Path
 from typing import Any

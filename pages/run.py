@@ -224,5 +224,7 @@ with tabs[6]:
                 except (KeyError, ValueError) as exc:
                     st.error(str(exc.args[0] if exc.args else exc))
                 else:
-                    st.session_state["kb_verdict_flash"] = f"Recorded: {verdict}" + (f" — {md(reason)}" if reason else "")
+                    st.session_state["kb_verdict_flash"] = f"Recorded: {verdict}" + (
+                        f" — {md(reason)}" if reason else ""
+                    )
                     st.rerun()

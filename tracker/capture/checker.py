@@ -89,6 +89,7 @@ def main() -> int:
         if message is None:
             return 0
         received = time.monotonic()
+        sent = 0
         try:
             pos, rep = message.get("pos"), message.get("rep")
             if type(pos) is not int or not 0 <= pos < len(cases) or type(rep) is not int or rep < FIRST_PASS:
@@ -104,6 +105,7 @@ def main() -> int:
             if message.get("error"):  # the worker refused the outputs itself (not plain tensors, ...)
                 raise handoff.BadOutput(str(message["error"])[:2000])
             outputs = handoff.unpack(message.get("outputs"), fd, device, limit)
+            sent = message["outputs"]["bytes"]
             if not isinstance(outputs, list) or len(outputs) != len(inputs):
                 raise handoff.BadOutput(f"the worker sent {len(outputs)} outputs for {len(inputs)} inputs")
             result = workload.check_outputs(inputs, outputs)
@@ -137,6 +139,7 @@ def main() -> int:
             evidence=row.get("evidence"),
             received_s=received,
             check_s=checked - received,
+            bytes=sent,
         )
         del outputs
 

@@ -17,6 +17,7 @@ import socket
 from typing import Any
 
 MAX_PACKET = 1 << 20  # one JSON message; outputs travel in the memfd, not here
+ALIGN = 64  # each tensor's bytes start on a 64-byte boundary in the memfd
 MAX_LEAVES = 4096
 MAX_DEPTH = 8
 DTYPES = (
@@ -90,17 +91,25 @@ def pack(outputs: Any, device: Any) -> tuple[Any, int]:
     tree = walk(outputs, 0)
     if len(leaves) > MAX_LEAVES:
         raise BadOutput(f"the output holds {len(leaves)} tensors, more than {MAX_LEAVES}")
-    fd = os.memfd_create("kernelbeam-outputs", os.MFD_CLOEXEC)
     specs, offset = [], 0
+    for t in leaves:
+        specs.append({"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "offset": offset})
+        offset += -(-t.numel() * t.element_size() // ALIGN) * ALIGN
+    fd = os.memfd_create("kernelbeam-outputs", os.MFD_CLOEXEC)
     try:
-        for t in leaves:
-            host = t.detach().to("cpu").contiguous()
-            raw = memoryview(host.reshape(-1).view(torch.uint8).numpy()) if host.numel() else memoryview(b"")
-            specs.append({"dtype": str(host.dtype).removeprefix("torch."), "shape": list(host.shape), "offset": offset})
-            done = 0
-            while done < len(raw):
-                done += os.pwrite(fd, raw[done:], offset + done)
-            offset += len(raw)
+        os.ftruncate(fd, offset)
+        if offset:
+            # One copy per tensor, device to the memfd's pages: no host tensor, no write() of a second buffer.
+            buf = mmap.mmap(fd, offset)
+            try:
+                for t, spec in zip(leaves, specs, strict=True):
+                    n = t.numel() * t.element_size()
+                    if n:
+                        dst = torch.frombuffer(buf, dtype=torch.uint8, count=n, offset=spec["offset"])
+                        dst.copy_(t.detach().contiguous().reshape(-1).view(torch.uint8))
+                        del dst
+            finally:
+                buf.close()
     except BaseException:
         os.close(fd)
         raise
@@ -122,7 +131,10 @@ def unpack(header: Any, fd: int | None, device: Any, max_bytes: int) -> Any:
     if size < total:
         raise BadOutput("the outputs' data is shorter than described")
     tensors = []
-    with mmap.mmap(fd, size, prot=mmap.PROT_READ) if size else _Empty() as buf:
+    # A private mapping: the worker cannot change what is judged once it is copied out, and each tensor is read
+    # straight from the pages to `device` (one copy).
+    buf = mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE) if size else None
+    try:
         for spec in specs:
             if not isinstance(spec, dict) or spec.get("dtype") not in DTYPES:
                 raise BadOutput("an output tensor's dtype is not one the checker accepts")
@@ -136,9 +148,15 @@ def unpack(header: Any, fd: int | None, device: Any, max_bytes: int) -> Any:
             nbytes = count * torch.empty((), dtype=dtype).element_size()
             if type(offset) is not int or offset < 0 or offset + nbytes > total:
                 raise BadOutput("an output tensor lies outside the data sent")
-            flat = torch.frombuffer(bytearray(buf[offset : offset + nbytes]), dtype=dtype) if count else None
-            t = flat.reshape(shape) if flat is not None else torch.empty(shape, dtype=dtype)
-            tensors.append(t.to(device))
+            if count:
+                flat = torch.frombuffer(buf, dtype=dtype, count=count, offset=offset)
+                tensors.append(flat.reshape(shape).to(device, copy=True))
+                del flat
+            else:
+                tensors.append(torch.empty(shape, dtype=dtype, device=device))
+    finally:
+        if buf is not None:
+            buf.close()
 
     def build(node: Any, depth: int) -> Any:
         if depth > MAX_DEPTH or not isinstance(node, dict):
@@ -156,11 +174,3 @@ def unpack(header: Any, fd: int | None, device: Any, max_bytes: int) -> Any:
         raise BadOutput("the outputs' structure is malformed")
 
     return build(header.get("tree"), 0)
-
-
-class _Empty:
-    def __enter__(self) -> bytes:
-        return b""
-
-    def __exit__(self, *exc: Any) -> None:
-        return None

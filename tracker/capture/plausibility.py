@@ -17,6 +17,7 @@ from typing import Any
 PEAKS = {"cuda": (5e15, 2e13), "cpu": (2e13, 1e12)}
 GAP_FACTOR = 20.0  # the checker's wall time per call this many times the reported time ...
 GAP_MIN_US = 20_000.0  # ... on a repetition of at least this long (launch-bound cases are mostly overhead)
+HANDOFF_BYTES_PER_S = 5e8  # slower than any copy of outputs to the checker: what is left of a gap is not handoff
 FRESH_FACTOR = 10.0  # a call on fresh copies of the inputs this many times slower than the loop's median ...
 FRESH_MIN_US = 10.0  # ... and by at least this much
 
@@ -59,3 +60,21 @@ def flags(cases: list[dict[str, Any]], mode: str, device: str) -> list[dict[str,
                            f"against {mean:.3g} us reported: work may happen outside the timed window",
             })  # fmt: skip
     return out
+
+
+def wall_per_call(verdicts: list[dict[str, Any]], inputs: int) -> float | None:
+    """Median time between one repetition's outputs reaching the checker and the next's, less the checking and
+    a generous allowance for handing the outputs over: more than the repetition took, measured outside the
+    kernel's process. Microseconds per call; None with fewer than two timed repetitions."""
+    timed = sorted((v for v in verdicts if v.get("rep", -1) >= 0), key=lambda v: v["rep"])
+    gaps = []
+    for a, b in zip(timed, timed[1:], strict=False):
+        try:
+            handoff = float(b.get("bytes") or 0) / HANDOFF_BYTES_PER_S
+            gaps.append(max(0.0, float(b["received_s"]) - float(a["received_s"]) - float(a["check_s"]) - handoff))
+        except (KeyError, TypeError, ValueError):
+            continue
+    if not gaps:
+        return None
+    gaps.sort()
+    return gaps[len(gaps) // 2] / max(inputs, 1) * 1e6

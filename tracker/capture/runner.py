@@ -590,7 +590,7 @@ def judge(events: list[dict[str, Any]], verdicts: list[dict[str, Any]], req) -> 
         event["flops"], event["bytes"] = workload.work(cases[idx])
         if samples and req.mode != "test":
             event.update(_stats(samples))
-            event["wall_us"] = _wall_per_call(mine, cases[idx].input_count())
+            event["wall_us"] = plausibility.wall_per_call(mine, cases[idx].input_count())
 
 
 def _stats(samples: list[float]) -> dict[str, float]:
@@ -601,21 +601,6 @@ def _stats(samples: list[float]) -> dict[str, float]:
         runs=st.runs, mean_us=st.mean, std_us=st.std, err_us=st.err, median_us=st.median, best_us=st.best,
         worst_us=st.worst,
     )  # fmt: skip
-
-
-def _wall_per_call(verdicts: list[dict[str, Any]], inputs: int) -> float | None:
-    """Median time between one repetition's outputs reaching the checker and the next's, less the checking:
-    an upper bound of what a repetition took, measured outside the kernel's process."""
-    timed = sorted((v for v in verdicts if v["rep"] >= 0), key=lambda v: v["rep"])
-    gaps = [
-        b["received_s"] - a["received_s"] - a["check_s"]
-        for a, b in zip(timed, timed[1:], strict=False)
-        if isinstance(b.get("received_s"), float) and isinstance(a.get("check_s"), float)
-    ]
-    if not gaps:
-        return None
-    gaps.sort()
-    return gaps[len(gaps) // 2] / max(inputs, 1) * 1e6
 
 
 def _keep_traces(events: list[dict[str, Any]], workdir: Path, final: Path) -> None:
