@@ -34,9 +34,14 @@ def cmd_add(args: argparse.Namespace) -> int:
 VARIANT_KEYS = ["variant", "path", "sha256", "commit", "parent", "family", "runs", "best_geomean_us"]
 
 
-def cmd_variants(args: argparse.Namespace) -> int:
+def variants_doc(args: argparse.Namespace) -> list[dict]:
+    """What `variants --json` prints."""
     df = queries.variant_list(args.store, family=args.family) if Path(args.store).exists() else None
-    records = [] if df is None else [{k: clean(r[k]) for k in VARIANT_KEYS} for r in df.to_dict("records")]
+    return [] if df is None else [{k: clean(r[k]) for k in VARIANT_KEYS} for r in df.to_dict("records")]
+
+
+def cmd_variants(args: argparse.Namespace) -> int:
+    records = variants_doc(args)
     if args.json:
         print(json.dumps(records))
         return 0

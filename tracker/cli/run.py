@@ -13,21 +13,20 @@ from tracker.cli.summary import print_run, run_summary
 from tracker.store import NotAStoreError, StoreLockedError, check_store, queries
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    from tracker.capture.progress import ProgressFile, TerminalBar
-    from tracker.capture.runner import RunRequest, run_variant
+def _single(args: argparse.Namespace) -> bool:
+    return len(args.path) == 1 and not args.glob and not args.pending and Path(args.path[0]).is_file()
+
+
+def run_requests(args: argparse.Namespace) -> list:
+    """The validated requests of `run` (one file, or the files of a queue), parents resolved; the store writable."""
+    from tracker.capture.runner import RunRequest
     from tracker.workloads import get_workload
 
     try:
         workload = get_workload(args.problem)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    queue = bool(args.gpus or args.cluster)
-    single = len(args.path) == 1 and not args.glob and not args.pending and Path(args.path[0]).is_file()
-    if not single and not queue:
-        from tracker.cli.run_many import run_many
-
-        return run_many(args)
+    single = _single(args)
     suite = args.suite
     if suite is None:
         from tracker.capture.envinfo import gpu_available
@@ -75,9 +74,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.parent:
         for r in reqs:
             r.parent = _resolve_parent(args.store, args.parent)
-    req = reqs[0]
     if args.suite is None and suite == "smoke":  # said only once the input is known to be good
         print("no GPU: running the CPU smoke suite (--suite qr_v2 to insist)", file=sys.stderr)
+    return reqs
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from tracker.capture.progress import ProgressFile, TerminalBar
+    from tracker.capture.runner import run_variant
+
+    if not _single(args) and not (args.gpus or args.cluster):
+        from tracker.cli.run_many import run_many
+
+        return run_many(args)
+    reqs = run_requests(args)
+    req = reqs[0]
     bar = TerminalBar() if not args.quiet else None
     pfile = ProgressFile(args.progress_file) if args.progress_file else None
     cancel_file = Path(args.cancel_file) if args.cancel_file else None

@@ -11,11 +11,17 @@ from tracker.cli.common import fmt_us, print_table
 from tracker.store import queries
 
 
-def cmd_since(args: argparse.Namespace) -> int:
+def since_doc(args: argparse.Namespace) -> dict:
+    """What `since --json` prints."""
     when = parse_since(args.when)
     if not Path(args.store).exists():
         raise FileNotFoundError(f"no store at {args.store}")
-    summary = since_summary(queries.since_activity(args.store, when))
+    return since_summary(queries.since_activity(args.store, when))
+
+
+def cmd_since(args: argparse.Namespace) -> int:
+    when = parse_since(args.when)
+    summary = since_doc(args)
     if args.json:
         print(json.dumps(summary))
         return 0

@@ -85,10 +85,10 @@ def side_file_runs(store: str | os.PathLike) -> list[dict[str, Any]]:
     return out
 
 
-def list_runs(store: str | os.PathLike, *, limit: int | None = None) -> pd.DataFrame:
-    """All runs, newest first."""
-    sql = f"SELECT {RUN_LIST_COLUMNS} FROM runs ORDER BY started_at DESC"
-    params: list[Any] = []
+def list_runs(store: str | os.PathLike, *, limit: int | None = None, search: str | None = None) -> pd.DataFrame:
+    """All runs (those whose name, path, family, note, id or verdict reason contains `search`), newest first."""
+    where, params = _run_filters(search=search)
+    sql = f"SELECT {RUN_LIST_COLUMNS} FROM runs{where} ORDER BY started_at DESC"
     if limit is not None:
         sql += " LIMIT ?"
         params.append(int(limit))
@@ -96,7 +96,7 @@ def list_runs(store: str | os.PathLike, *, limit: int | None = None) -> pd.DataF
         df = con.execute(sql, params).df()
         live = _live_status(store, con)
     _apply_live(df, live, "run_id", "status")
-    extra = [r for r in side_file_runs(store) if r["run_id"] not in set(df["run_id"])]
+    extra = [r for r in side_file_runs(store) if r["run_id"] not in set(df["run_id"])] if not where else []
     if extra:  # runs that never reached the store (it was locked from their start)
         df = pd.concat([df, pd.DataFrame(extra)[[c for c in df.columns]]], ignore_index=True)
         df = df.sort_values("started_at", ascending=False, ignore_index=True)
@@ -887,3 +887,21 @@ def variant_families(store: str | os.PathLike) -> list[str]:
         rows = con.execute(f"SELECT DISTINCT family FROM ({vfam}SELECT family FROM runs) WHERE family IS NOT NULL "
                            "ORDER BY family").fetchall()  # fmt: skip
     return [r[0] for r in rows]
+
+
+def parent_source(store: str | os.PathLike, run_id: str) -> dict[str, Any] | None:
+    """What a run was derived from, with its source: the run's parent run, else its variant's registered parent
+    variant. None when it has neither."""
+    with connect(store, read_only=True) as con:
+        row = con.execute(
+            "SELECT pr.run_id, pv.name, pv.source FROM runs r JOIN runs pr ON pr.run_id = r.parent_run "
+            "JOIN variants pv ON pv.sha256 = pr.variant_sha256 WHERE r.run_id = ?",
+            [run_id],
+        ).fetchone()
+        if row is None and _has_column(con, "variants", "parent"):
+            row = con.execute(
+                "SELECT NULL, pv.name, pv.source FROM runs r JOIN variants v ON v.sha256 = r.variant_sha256 "
+                "JOIN variants pv ON pv.sha256 = v.parent WHERE r.run_id = ?",
+                [run_id],
+            ).fetchone()
+    return None if row is None else {"parent_run": row[0], "parent_variant": row[1], "source": row[2]}
