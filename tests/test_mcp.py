@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,22 +13,26 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from tracker.cli.main import main
+
 pytestmark = pytest.mark.timeout(120)
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples" / "h200-2026-11-30-search"
 TOOLS = {
     "list_runs", "list_variants", "show_run", "compare_runs", "since_summary", "leaderboard", "leaderboard_gaps",
-    "lineage", "record_verdict", "start_run", "run_source", "run_diff", "run_evidence", "run_profile",
+    "lineage", "dead_ends", "record_verdict", "start_run", "run_source", "run_diff", "run_evidence", "run_profile",
 }  # fmt: skip
 
 
-def _cli_error(store: Path, *argv: str) -> str:
+def _cli_error(capsys, store: Path, *argv: str) -> str:
     """The CLI's one `error: ...` line for the same bad input (exit 2)."""
-    out = subprocess.run([sys.executable, "-m", "tracker", *argv, "--store", str(store)], cwd=ROOT,
-                         capture_output=True, text=True)  # fmt: skip
-    assert out.returncode == 2, out.stderr
-    return out.stderr.strip().splitlines()[-1]
+    try:
+        code = main([*argv, "--store", str(store)])
+    except SystemExit as exc:  # argparse's own errors end the parse
+        code = exc.code
+    assert code == 2
+    return capsys.readouterr().err.strip().splitlines()[-1]
 
 
 def _doc(result) -> dict:
@@ -45,19 +48,18 @@ def _error(result) -> str:
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("mcp") / "experiments.duckdb"
-    subprocess.run([sys.executable, "-m", "tracker", "import", str(SAMPLES), "--store", str(path)], cwd=ROOT,
-                   check=True, capture_output=True)  # fmt: skip
+    assert main(["import", str(SAMPLES), "--store", str(path)]) == 0
     return path
 
 
-def test_every_tool_over_stdio_and_a_cpu_run_followed_to_the_end(store: Path, tmp_path: Path) -> None:
+def test_every_tool_over_stdio_and_a_cpu_run_followed_to_the_end(store: Path, tmp_path: Path, capsys) -> None:
     kernel = tmp_path / "geqrf_mcp.py"  # its own name: a new variant whose parent is `graphed`
     shutil.copy(ROOT / "kernels" / "geqrf_reference.py", kernel)
     bad = {
-        "show": _cli_error(store, "show", "zzzz"),
-        "limit": _cli_error(store, "list", "--limit", "0"),
-        "verdict": _cli_error(store, "verdict", "d074402d5f51", "meh"),
-        "suite": _cli_error(store, "leaderboard", "--suite", "nope"),
+        "show": _cli_error(capsys, store, "show", "zzzz"),
+        "limit": _cli_error(capsys, store, "list", "--limit", "0"),
+        "verdict": _cli_error(capsys, store, "verdict", "d074402d5f51", "meh"),
+        "suite": _cli_error(capsys, store, "leaderboard", "--suite", "nope"),
     }
     progress: list[tuple[float, float | None, str | None]] = []
 
@@ -95,8 +97,11 @@ def test_every_tool_over_stdio_and_a_cpu_run_followed_to_the_end(store: Path, tm
             run_id = out["started"][0]["run_id"]
             out["profile"] = _doc(await s.call_tool("run_profile", {"run": run_id}))
             out["evidence"] = _doc(await s.call_tool("run_evidence", {"run": run_id}))
-            verdict = {"run": run_id, "verdict": "rejected", "reason": "torch.geqrf again"}
+            verdict = {"run": run_id, "verdict": "rejected", "reason": "torch.geqrf again",
+                       "assumption": "the reference is the floor"}  # fmt: skip
             out["verdict"] = _doc(await s.call_tool("record_verdict", verdict))
+            out["dead"] = _doc(await s.call_tool("dead_ends", {}))["dead_ends"]
+            out["dead_family"] = _error(await s.call_tool("dead_ends", {"family": "nope"}))
             out["after"] = _doc(await s.call_tool("list_runs", {"search": "mcp smoke"}))["runs"]
         return out
 
@@ -131,4 +136,8 @@ def test_every_tool_over_stdio_and_a_cpu_run_followed_to_the_end(store: Path, tm
     assert out["profile"]["profiled"] and out["profile"]["kernels"]
     assert out["evidence"]["evidence"] == []
     assert out["verdict"] == {"run_id": ran["run_id"], "verdict": "rejected"}
+    mine = [d for d in out["dead"] if d["run_id"] == ran["run_id"]]
+    assert [d["assumption"] for d in mine] == ["the reference is the floor"]  # (same code as geqrf_reference)
+    assert {"leaf1r", "triton_panel_wy"} <= {d["variant"] for d in out["dead"]}  # the shipped rejections
+    assert "no family 'nope'" in out["dead_family"]
     assert [r["run_id"] for r in out["after"]] == [ran["run_id"]]

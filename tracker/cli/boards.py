@@ -108,7 +108,9 @@ def lineage_doc(args: argparse.Namespace) -> dict[str, Any]:
     nodes = queries.lineage_nodes(args.store, family=args.family, suite=args.suite, gpu=args.gpu)
     tree = summaries.lineage_tree(nodes)
     rows = [{k: clean(r.get(k)) for k in LINEAGE_KEYS} for r in tree.to_dict("records")]
-    return {"family": args.family, "suite": args.suite, "gpu": args.gpu, "variants": rows}
+    dead = queries.dead_ends(args.store, families=None if args.family is None else [args.family])
+    return {"family": args.family, "suite": args.suite, "gpu": args.gpu, "variants": rows,
+            "dead_ends": [{k: clean(v) for k, v in d.items()} for d in dead]}  # fmt: skip
 
 
 def cmd_lineage(args: argparse.Namespace) -> int:
@@ -126,6 +128,9 @@ def cmd_lineage(args: argparse.Namespace) -> int:
             ("best run", [v["best_run"] or "-" for v in vs]),
         ]
     )
+    for d in doc["dead_ends"]:
+        print(f"dead end: {d['variant']} (run {d['run_id']}): {d['reason']}" + (f"; assumption: {d['assumption']}"
+              if d["assumption"] else ""))  # fmt: skip
     return 0
 
 

@@ -204,9 +204,17 @@ def build_server(store: str):
         return tools.command(boards.lineage_doc, "lineage", family=family, suite=suite, gpu=gpu)
 
     @server.tool()
-    def record_verdict(run: str, verdict: str, reason: str | None = None) -> dict[str, Any]:
-        """Record a verdict on a run (as `verdict RUN VERDICT --reason ...`): promoted, rejected, needs-work..."""
-        return tools.command(runs.verdict_doc, "verdict", [run, verdict], reason=reason)
+    def record_verdict(
+        run: str, verdict: str, reason: str | None = None, assumption: str | None = None
+    ) -> dict[str, Any]:
+        """Record a verdict on a run (as `verdict RUN VERDICT --reason ... --assumption ...`): promoted, rejected or
+        inconclusive; a rejected variant becomes a dead end that `start_run` warns about when it comes back."""
+        return tools.command(runs.verdict_doc, "verdict", [run, verdict], reason=reason, assumption=assumption)
+
+    @server.tool()
+    def dead_ends(family: str | None = None) -> dict[str, Any]:
+        """Rejected variants (of a family) with the reason and the assumption: what not to try again unchanged."""
+        return {"dead_ends": tools.command(boards.lineage_doc, "lineage", family=family)["dead_ends"]}
 
     @server.tool()
     def run_source(run: str) -> dict[str, Any]:
@@ -250,7 +258,13 @@ def build_server(store: str):
         opts = {"suite": suite, "mode": mode, "cases": cases, "seed": seed, "device": device, "family": family,
                 "parent": parent, "note": note, "profile": profile, "timeout": timeout,
                 "compile_timeout": compile_timeout, "problem": problem, "quiet": True}  # fmt: skip
-        reqs = await anyio.to_thread.run_sync(lambda: tools.command(run.run_requests, "run", paths, raw=True, **opts))
+
+        def prepare():  # as `run` does: the requests, then the dead ends they repeat (unless acknowledged)
+            args = tools.args("run", paths, **opts)
+            reqs = run.run_requests(args)
+            return reqs, run.dead_end_warnings(args, [r.path for r in reqs])
+
+        reqs, repeats = await anyio.to_thread.run_sync(lambda: tools.call(prepare, raw=True))
         if not reqs:
             raise ToolError("error: nothing to run: no kernel file among the paths")
         cancelled_exc = anyio.get_cancelled_exc_class()
@@ -286,7 +300,8 @@ def build_server(store: str):
                 outcome = await anyio.to_thread.run_sync(one)
             except Exception as exc:
                 raise ToolError(f"error: {internal_error_message(exc)}") from None
-            summary = {"variant": name, "path": outcome.record.run["path"], **run_summary(outcome)}
+            summary = {"variant": name, "path": outcome.record.run["path"], **run_summary(outcome),
+                       "dead_ends": [d for d in repeats if d["path"] == req.path]}  # fmt: skip
             out.append(json.loads(json.dumps(summary, default=str)))
             await ctx.report_progress(i + 1, len(reqs), f"[{i + 1}/{len(reqs)}] {name}: {summary['status']}")
         return {"runs": out}
@@ -313,8 +328,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         parents=[common],
         help="serve the store and the runner as Model Context Protocol tools (stdio; --http for HTTP)",
         description="Tools: list_runs, list_variants, show_run, compare_runs, since_summary, leaderboard, "
-        "leaderboard_gaps, lineage, record_verdict, start_run (with progress), run_source, run_diff, run_evidence, "
-        "run_profile. --json has no effect: the tools always answer JSON.",
+        "leaderboard_gaps, lineage, dead_ends, record_verdict, start_run (with progress), run_source, run_diff, "
+        "run_evidence, run_profile. --json has no effect: the tools always answer JSON.",
     )
     p.add_argument("--http", action="store_true", help=f"streamable HTTP on {HOST} (path /mcp) instead of stdio")
     p.add_argument("--port", type=positive_int, default=DEFAULT_PORT, help="port for --http (default %(default)s)")

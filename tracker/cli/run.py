@@ -8,13 +8,43 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tracker.cli.common import UsageError, int64, parse_cases, path_arg, positive_seconds
+from tracker.cli.common import UsageError, clean, int64, parse_cases, path_arg, positive_seconds
 from tracker.cli.summary import print_run, run_summary
 from tracker.store import NotAStoreError, StoreLockedError, check_store, queries
 
 
 def _single(args: argparse.Namespace) -> bool:
     return len(args.path) == 1 and not args.glob and not args.pending and Path(args.path[0]).is_file()
+
+
+def dead_end_warnings(args: argparse.Namespace, paths: list[str]) -> list[dict[str, Any]]:
+    """Per kernel file the rejected variants it repeats (tracker.capture.deadends), each said on stderr, unless
+    acknowledged: --force, or a --note hypothesis that is not the rejected run's own."""
+    from tracker.capture.deadends import repeated_dead_ends
+    from tracker.capture.gitinfo import source_hash
+
+    found = []
+    for path in paths:
+        try:
+            source = Path(path).read_text()
+        except (OSError, UnicodeDecodeError):  # the run itself reports an unreadable file
+            continue
+        for d in repeated_dead_ends(args.store, source, source_hash(source)):
+            if getattr(args, "force", False) or (getattr(args, "note", None) and args.note != d["note"]):
+                continue
+            found.append({"path": path, **{k: clean(v) for k, v in d.items()}})
+    for d in found:
+        print(dead_end_line(d["path"], d), file=sys.stderr)
+    return found
+
+
+def dead_end_line(what: str, d: dict[str, Any]) -> str:
+    said = f"; assumption: {d['assumption']}" if d.get("assumption") else ""
+    return (
+        f"warning: {what} is rejected variant {d['variant']} again (run {d['run_id']}, but for constants, names "
+        f"and formatting): {d['reason'] or 'no reason given'}{said}. --force, or a --note with a new hypothesis, "
+        "acknowledges it"
+    )
 
 
 def run_requests(args: argparse.Namespace) -> list:
@@ -89,6 +119,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return run_many(args)
     reqs = run_requests(args)
     req = reqs[0]
+    dead_ends = dead_end_warnings(args, [r.path for r in reqs])
     bar = TerminalBar() if not args.quiet else None
     pfile = ProgressFile(args.progress_file) if args.progress_file else None
     cancel_file = Path(args.cancel_file) if args.cancel_file else None
@@ -105,7 +136,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     outcome = run_variant(req, on_event, (lambda: cancel_file.exists()) if cancel_file else None)
     if bar is not None:
         bar.close()
-    summary = run_summary(outcome)
+    summary = {**run_summary(outcome), "dead_ends": dead_ends}
     if pfile is not None:
         pfile.finish(outcome.status, outcome.run_id, summary["error"])
     if args.json:
@@ -207,7 +238,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "--parent",
         help="what this variant was derived from: a run id (or a unique prefix), or a variant name for its newest run",
     )
-    p.add_argument("--note", help="one-line hypothesis or note")
+    p.add_argument("--note", help="one-line hypothesis or note (a new one acknowledges a dead-end warning)")
+    p.add_argument("--force", action="store_true", help="run a variant that repeats a rejected one without warning")
     p.add_argument(
         "--profile",
         action="store_true",

@@ -139,7 +139,7 @@ def verdict_doc(args: argparse.Namespace) -> dict:
 
     run_id = resolve(args.store, args.run)
     check_store(args.store, write=True)
-    add_verdict(args.store, run_id, args.verdict, args.reason or "")
+    add_verdict(args.store, run_id, args.verdict, args.reason or "", args.assumption)
     return {"run_id": run_id, "verdict": args.verdict}
 
 
@@ -163,4 +163,5 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("run", help="run id or a unique prefix of one")
     p.add_argument("verdict", choices=VERDICTS, help="what was decided about the variant")
     p.add_argument("--reason", help="why, in a sentence")
+    p.add_argument("--assumption", help="what the verdict rests on (for rejected: what would have to change to retry)")
     p.set_defaults(func=cmd_verdict)

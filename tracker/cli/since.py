@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from tracker.analysis.summaries import parse_since, since_summary
-from tracker.cli.common import fmt_us, print_table
+from tracker.cli.common import clean, fmt_us, print_table
 from tracker.store import queries
 
 
@@ -16,7 +16,10 @@ def since_doc(args: argparse.Namespace) -> dict:
     when = parse_since(args.when)
     if not Path(args.store).exists():
         raise FileNotFoundError(f"no store at {args.store}")
-    return since_summary(queries.since_activity(args.store, when))
+    activity = queries.since_activity(args.store, when)
+    families = sorted({f for f in activity["runs"]["family"] if isinstance(f, str)})
+    dead = [{k: clean(v) for k, v in d.items()} for d in queries.dead_ends(args.store, families=families)]
+    return {**since_summary(activity), "dead_ends": dead}
 
 
 def cmd_since(args: argparse.Namespace) -> int:
@@ -32,6 +35,7 @@ def cmd_since(args: argparse.Namespace) -> int:
         ("regressions", ["case", "run_id", "baseline_run", "factor"]),
         ("failures", ["run_id", "variant", "status", "error"]),
         ("verdicts", ["run_id", "variant", "verdict", "reason"]),
+        ("dead_ends", ["variant", "family", "run_id", "reason", "assumption"]),
     ):
         if summary[key]:
             print(f"\n{key}:")

@@ -905,3 +905,55 @@ def parent_source(store: str | os.PathLike, run_id: str) -> dict[str, Any] | Non
                 [run_id],
             ).fetchone()
     return None if row is None else {"parent_run": row[0], "parent_variant": row[1], "source": row[2]}
+
+
+def dead_ends(
+    store: str | os.PathLike, *, families: list[str] | None = None, with_source: bool = False
+) -> list[dict[str, Any]]:
+    """Variants whose latest verdict is `rejected` (of these families, if given), oldest verdict first: variant,
+    sha256, family, the judged run_id and its note, reason, assumption, created_at (and source)."""
+    with connect(store, read_only=True) as con:
+        if not _has_runs_table(con):
+            return []
+        verdicts = (
+            "verdicts"
+            if _has_column(con, "verdicts", "assumption")
+            else (
+                "(SELECT *, NULL::VARCHAR AS assumption FROM verdicts)"  # a store from before v8
+            )
+        )
+        vfam = "v.family" if _has_column(con, "variants", "family") else "NULL"
+        sql = f"""
+            WITH latest AS (
+                SELECT variant_sha256, arg_max(verdict, created_at) AS verdict, arg_max(run_id, created_at) AS run_id,
+                    arg_max(reason, created_at) AS reason, arg_max(assumption, created_at) AS assumption,
+                    max(created_at) AS created_at
+                FROM {verdicts} WHERE variant_sha256 IS NOT NULL GROUP BY 1
+            )
+            SELECT * FROM (
+                SELECT v.name AS variant, l.variant_sha256 AS sha256, coalesce(r.family, {vfam}) AS family, l.run_id,
+                    r.note, l.reason, l.assumption, l.created_at{", v.source" if with_source else ""}
+                FROM latest l JOIN variants v ON v.sha256 = l.variant_sha256 LEFT JOIN runs r ON r.run_id = l.run_id
+                WHERE l.verdict = 'rejected'
+            ) {"WHERE family IN (SELECT unnest(?))" if families is not None else ""}
+            ORDER BY created_at
+        """
+        rows = con.execute(sql, [list(families)] if families is not None else []).df()
+    return rows.to_dict("records")
+
+
+def latest_verdict(store: str | os.PathLike, sha256: str) -> str | None:
+    """The latest verdict on a variant, or None."""
+    with connect(store, read_only=True) as con:
+        if not _has_runs_table(con):
+            return None
+        row = con.execute(
+            "SELECT verdict FROM verdicts WHERE variant_sha256 = ? ORDER BY created_at DESC LIMIT 1", [sha256]
+        ).fetchone()
+    return row[0] if row else None
+
+
+def variant_source(store: str | os.PathLike, sha256: str) -> str | None:
+    with connect(store, read_only=True) as con:
+        row = con.execute("SELECT source FROM variants WHERE sha256 = ?", [sha256]).fetchone()
+    return row[0] if row else None

@@ -77,6 +77,8 @@ MIGRATIONS: list[str] = [
     ALTER TABLE variants ADD COLUMN message VARCHAR; ALTER TABLE variants ADD COLUMN family VARCHAR;
     ALTER TABLE variants ADD COLUMN parent VARCHAR; ALTER TABLE variants ADD COLUMN registered_at TIMESTAMPTZ;
     """,
+    # v8 (dead ends): the assumption a verdict rests on (`verdict RUN rejected --reason ... --assumption ...`).
+    "ALTER TABLE verdicts ADD COLUMN assumption VARCHAR;",
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -183,7 +185,7 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
         "device_us",
         "self_us",
     ),
-    "verdicts": ("run_id", "variant_sha256", "verdict", "reason", "created_at"),
+    "verdicts": ("run_id", "variant_sha256", "verdict", "reason", "created_at", "assumption"),
     "evidence": (
         "run_id",
         "case_idx",
