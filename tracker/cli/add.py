@@ -36,7 +36,7 @@ def cmd_add(args: argparse.Namespace) -> int:
 def _warn_dead_ends(args: argparse.Namespace, rows: list[dict]) -> None:
     """Each newly added variant that is a rejected one again gets `dead_ends` (and a warning) unless --force."""
     from tracker.capture.deadends import repeated_dead_ends
-    from tracker.cli.run import dead_end_line
+    from tracker.cli.deadends import dead_end_line
 
     for row in rows:
         source = queries.variant_source(args.store, row["sha256"]) if row["added"] and not args.force else None

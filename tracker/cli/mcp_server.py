@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from tracker.cli import add, boards, compare, run, runs, since
+from tracker.cli import add, boards, compare, deadends, run, runs, since
 from tracker.cli.common import (
     BAD_INPUT,
     Parser,
@@ -262,7 +262,7 @@ def build_server(store: str):
         def prepare():  # as `run` does: the requests, then the dead ends they repeat (unless acknowledged)
             args = tools.args("run", paths, **opts)
             reqs = run.run_requests(args)
-            return reqs, run.dead_end_warnings(args, [r.path for r in reqs])
+            return reqs, deadends.dead_end_warnings(args, [r.path for r in reqs])
 
         reqs, repeats = await anyio.to_thread.run_sync(lambda: tools.call(prepare, raw=True))
         if not reqs:

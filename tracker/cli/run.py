@@ -8,43 +8,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tracker.cli.common import UsageError, clean, int64, parse_cases, path_arg, positive_seconds
+from tracker.cli.common import UsageError, int64, parse_cases, path_arg, positive_seconds
+from tracker.cli.deadends import dead_end_warnings
 from tracker.cli.summary import print_run, run_summary
 from tracker.store import NotAStoreError, StoreLockedError, check_store, queries
 
 
 def _single(args: argparse.Namespace) -> bool:
     return len(args.path) == 1 and not args.glob and not args.pending and Path(args.path[0]).is_file()
-
-
-def dead_end_warnings(args: argparse.Namespace, paths: list[str]) -> list[dict[str, Any]]:
-    """Per kernel file the rejected variants it repeats (tracker.capture.deadends), each said on stderr, unless
-    acknowledged: --force, or a --note hypothesis that is not the rejected run's own."""
-    from tracker.capture.deadends import repeated_dead_ends
-    from tracker.capture.gitinfo import source_hash
-
-    found = []
-    for path in paths:
-        try:
-            source = Path(path).read_text()
-        except (OSError, UnicodeDecodeError):  # the run itself reports an unreadable file
-            continue
-        for d in repeated_dead_ends(args.store, source, source_hash(source)):
-            if getattr(args, "force", False) or (getattr(args, "note", None) and args.note != d["note"]):
-                continue
-            found.append({"path": path, **{k: clean(v) for k, v in d.items()}})
-    for d in found:
-        print(dead_end_line(d["path"], d), file=sys.stderr)
-    return found
-
-
-def dead_end_line(what: str, d: dict[str, Any]) -> str:
-    said = f"; assumption: {d['assumption']}" if d.get("assumption") else ""
-    return (
-        f"warning: {what} is rejected variant {d['variant']} again (run {d['run_id']}, but for constants, names "
-        f"and formatting): {d['reason'] or 'no reason given'}{said}. --force, or a --note with a new hypothesis, "
-        "acknowledges it"
-    )
 
 
 def run_requests(args: argparse.Namespace) -> list:

@@ -60,7 +60,7 @@ def run_many(args: argparse.Namespace) -> int:
     gpu = args.device != "cpu" and gpu_available()
     suite = args.suite or ("qr_v2" if gpu else "smoke")
     targets = _targets(args, suite, gpu)
-    from tracker.cli.run import dead_end_warnings
+    from tracker.cli.deadends import dead_end_warnings
 
     dead_end_warnings(args, [t["path"] for t in targets if t.get("path")])
     summaries = []
