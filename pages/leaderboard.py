@@ -8,7 +8,7 @@ import streamlit as st
 
 from pages import _common as common
 from pages.ui import heatmap
-from tracker.analysis import gaps, summaries
+from tracker.analysis import gaps, margins, summaries
 
 ANY = "any"
 
@@ -72,6 +72,27 @@ if cells:
         common.run_link(run_id, f"{table.loc[sha, 'variant']} · {column}: run {run_id}")
     else:
         st.caption(f"{table.loc[sha, 'variant']} has no passed result on {column}.")
+
+# Gate margins over every run and seed of each variant: the ones that pass close to a tolerance.
+_margins = margins.gate_margins(common.read("gate_residuals", list(board["table"].index)))
+_near = [(sha, m["closest"]) for sha, m in _margins.items() if m["near"] and sha in board["table"].index]
+if _near:
+    st.warning(f"{len(_near)} variant(s) run within {margins.NEAR:g}x of a correctness gate (worst over every run and "
+               "seed): they pass here and may fail on a hidden seed.", icon=":material/speed:")  # fmt: skip
+    st.dataframe(
+        pd.DataFrame(
+            {
+                "variant": [board["table"].loc[sha, "variant"] for sha, _ in _near],
+                "gate": [c["gate"].removesuffix("_res") for _, c in _near],
+                "case": [c["case"] for _, c in _near],
+                "worst / tolerance": [c["ratio"] for _, c in _near],
+                "runs": [c["runs"] for _, c in _near],
+            }
+        ),
+        hide_index=True,
+        column_config={"worst / tolerance": st.column_config.NumberColumn(format="%.2f")},
+        key="lb_near_gate",
+    )
 
 # Where the time goes (also `leaderboard --gaps` and the MCP tool leaderboard_gaps): one variant against the best
 # any variant reached on each case.

@@ -22,6 +22,7 @@ SAMPLES = ROOT / "samples" / "h200-2026-11-30-search"
 TOOLS = {
     "list_runs", "list_variants", "show_run", "compare_runs", "since_summary", "leaderboard", "leaderboard_gaps",
     "lineage", "dead_ends", "record_verdict", "start_run", "run_source", "run_diff", "run_evidence", "run_profile",
+    "gate_margins",
 }  # fmt: skip
 
 
@@ -97,6 +98,7 @@ def test_every_tool_over_stdio_and_a_cpu_run_followed_to_the_end(store: Path, tm
             run_id = out["started"][0]["run_id"]
             out["profile"] = _doc(await s.call_tool("run_profile", {"run": run_id}))
             out["evidence"] = _doc(await s.call_tool("run_evidence", {"run": run_id}))
+            out["margins"] = _doc(await s.call_tool("gate_margins", {"run": run_id}))
             verdict = {"run": run_id, "verdict": "rejected", "reason": "torch.geqrf again",
                        "assumption": "the reference is the floor"}  # fmt: skip
             out["verdict"] = _doc(await s.call_tool("record_verdict", verdict))
@@ -135,6 +137,10 @@ def test_every_tool_over_stdio_and_a_cpu_run_followed_to_the_end(store: Path, tm
     assert [p[0] for p in progress] == sorted(p[0] for p in progress)
     assert out["profile"]["profiled"] and out["profile"]["kernels"]
     assert out["evidence"]["evidence"] == []
+    assert out["margins"]["near"] is False and {c["gate"] for c in out["margins"]["cases"]} == {
+        "factor_res",
+        "orth_res",
+    }
     assert out["verdict"] == {"run_id": ran["run_id"], "verdict": "rejected"}
     mine = [d for d in out["dead"] if d["run_id"] == ran["run_id"]]
     assert [d["assumption"] for d in mine] == ["the reference is the floor"]  # (same code as geqrf_reference)

@@ -129,6 +129,14 @@ class Tools:
         cases, kernels = records("profile_cases"), records("profile_kernels")
         return {"run_id": rid, "profiled": bool(cases), "cases": cases, "kernels": kernels}
 
+    def margins(self, run_id: str) -> dict[str, Any]:
+        from tracker.analysis.margins import NEAR, gate_margins
+
+        rid = resolve(self.store, run_id)
+        sha = (queries.get_run(self.store, rid) or {}).get("variant_sha256")
+        found = gate_margins(queries.gate_residuals(self.store, [sha])).get(sha) if sha else None
+        return {"run_id": rid, "near_factor": NEAR, **(found or {"cases": [], "closest": None, "near": False})}
+
 
 def build_server(store: str):
     """The MCP server with every tool registered."""
@@ -237,6 +245,12 @@ def build_server(store: str):
         return tools.call(tools.profile, run)
 
     @server.tool()
+    def gate_margins(run: str) -> dict[str, Any]:
+        """How close the run's variant comes to each correctness gate: per case the worst scaled residual over every
+        run and seed against the tolerance; `near` when within a factor 2 (it may fail on a hidden seed)."""
+        return tools.call(tools.margins, run)
+
+    @server.tool()
     async def start_run(
         ctx: Context,
         paths: list[str],
@@ -329,7 +343,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         help="serve the store and the runner as Model Context Protocol tools (stdio; --http for HTTP)",
         description="Tools: list_runs, list_variants, show_run, compare_runs, since_summary, leaderboard, "
         "leaderboard_gaps, lineage, dead_ends, record_verdict, start_run (with progress), run_source, run_diff, "
-        "run_evidence, run_profile. --json has no effect: the tools always answer JSON.",
+        "run_evidence, run_profile, gate_margins. --json has no effect: the tools always answer JSON.",
     )
     p.add_argument("--http", action="store_true", help=f"streamable HTTP on {HOST} (path /mcp) instead of stdio")
     p.add_argument("--port", type=positive_int, default=DEFAULT_PORT, help="port for --http (default %(default)s)")

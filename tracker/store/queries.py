@@ -957,3 +957,29 @@ def variant_source(store: str | os.PathLike, sha256: str) -> str | None:
     with connect(store, read_only=True) as con:
         row = con.execute("SELECT source FROM variants WHERE sha256 = ?", [sha256]).fetchone()
     return row[0] if row else None
+
+
+def gate_residuals(store: str | os.PathLike, sha256s: list[str] | None = None) -> pd.DataFrame:
+    """Per variant, problem and case (seed-free label: every hidden seed counts as the case), the worst scaled
+    residuals over every finished run: variant_sha256, problem, label, case_idx, factor_res, orth_res, runs."""
+    where = "AND r.variant_sha256 IN (SELECT unnest(?))" if sha256s is not None else ""
+    sql = f"""
+        SELECT r.variant_sha256, r.problem, {case_label_sql("c")} AS label, min(c.case_idx) AS case_idx,
+            max(c.factor_res) AS factor_res, max(c.orth_res) AS orth_res, count(DISTINCT r.run_id) AS runs
+        FROM case_results c JOIN runs r USING (run_id)
+        WHERE r.status NOT IN ('running', 'skipped') {where}
+        GROUP BY ALL ORDER BY r.variant_sha256, case_idx
+    """
+    with connect(store, read_only=True) as con:
+        return con.execute(sql, [list(sha256s)] if sha256s is not None else []).df()
+
+
+def run_parents(store: str | os.PathLike, run_ids: list[str]) -> pd.DataFrame:
+    """run_id, variant, variant_sha256 and the parent run's variant and variant_sha256, for runs with a parent."""
+    with connect(store, read_only=True) as con:
+        return con.execute(
+            "SELECT r.run_id, r.variant, r.variant_sha256, p.variant AS parent_variant, "
+            "p.variant_sha256 AS parent_sha256 FROM runs r JOIN runs p ON p.run_id = r.parent_run "
+            "WHERE r.run_id IN (SELECT unnest(?)) ORDER BY r.started_at",
+            [list(run_ids)],
+        ).df()
