@@ -3,11 +3,12 @@ the best variant in that column. Which variant is best on which shape, at a glan
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from pages import _common as common
 from pages.ui import heatmap
-from tracker.analysis import summaries
+from tracker.analysis import gaps, margins, summaries
 
 ANY = "any"
 
@@ -74,4 +75,71 @@ if cells:
     if isinstance(run_id, str):
         common.run_link(run_id, f"{table.loc[sha, 'variant']} · {column}: run {run_id}")
     else:
+<<<<<<< HEAD
         st.caption(f"{common.md(table.loc[sha, 'variant'])} has no passed result on {common.md(column)}.")
+=======
+        st.caption(f"{table.loc[sha, 'variant']} has no passed result on {column}.")
+
+# Gate margins over every run and seed of each variant: the ones that pass close to a tolerance.
+_margins = margins.gate_margins(common.read("gate_residuals", list(board["table"].index)))
+_near = [(sha, m["closest"]) for sha, m in _margins.items() if m["near"] and sha in board["table"].index]
+if _near:
+    st.warning(f"{len(_near)} variant(s) run within {margins.NEAR:g}x of a correctness gate (worst over every run and "
+               "seed): they pass here and may fail on a hidden seed.", icon=":material/speed:")  # fmt: skip
+    st.dataframe(
+        pd.DataFrame(
+            {
+                "variant": [board["table"].loc[sha, "variant"] for sha, _ in _near],
+                "gate": [c["gate"].removesuffix("_res") for _, c in _near],
+                "case": [c["case"] for _, c in _near],
+                "worst / tolerance": [c["ratio"] for _, c in _near],
+                "runs": [c["runs"] for _, c in _near],
+            }
+        ),
+        hide_index=True,
+        column_config={"worst / tolerance": st.column_config.NumberColumn(format="%.2f")},
+        key="lb_near_gate",
+    )
+
+# Where the time goes (also `leaderboard --gaps` and the MCP tool leaderboard_gaps): one variant against the best
+# any variant reached on each case.
+st.subheader("Where the time goes")
+ranked = list(dict.fromkeys(str(v) for v in board["table"]["variant"].dropna()))
+pick = st.selectbox("Variant", ranked, key="lb_gaps_variant", bind="query-params")
+try:
+    g = gaps.case_gaps(data, pick)
+except ValueError as exc:
+    st.info(str(exc))
+    st.stop()
+st.caption(
+    f"{g['variant']}: geomean of its best case means {g['cells_geomean_us'] or float('nan'):,.1f} µs; the best "
+    f"mean of each case, whichever variant reached it, would give {g['best_per_case_geomean_us']:,.1f} µs"
+    + (f" ({g['ratio_to_best_per_case']:.3f}x)." if g["ratio_to_best_per_case"] else ".")
+    + " Log share: the case's part of the log-geomean; gap share: its part of the way to the best-per-case geomean."
+    + (f" No passed result on {', '.join(g['missing_cases'])}." if g["missing_cases"] else "")
+)
+st.dataframe(
+    pd.DataFrame(
+        {
+            "case": [c["case"] for c in g["cases"]],
+            "mean (µs)": [c["mean_us"] for c in g["cases"]],
+            "log share": [c["log_share"] for c in g["cases"]],
+            "best (µs)": [c["best_us"] for c in g["cases"]],
+            "best variant": [c["best_variant"] for c in g["cases"]],
+            "x best": [c["ratio_to_best"] for c in g["cases"]],
+            "gap share": [c["gap_share"] for c in g["cases"]],
+            "best run": [f"run?id={c['best_run']}" for c in g["cases"]],
+        }
+    ),
+    hide_index=True,
+    column_config={
+        "mean (µs)": st.column_config.NumberColumn(format="%.1f"),
+        "best (µs)": st.column_config.NumberColumn(format="%.1f"),
+        "log share": st.column_config.NumberColumn(format="percent"),
+        "gap share": st.column_config.ProgressColumn(format="percent", min_value=0.0, max_value=1.0),
+        "x best": st.column_config.NumberColumn(format="%.3f"),
+        "best run": st.column_config.LinkColumn("best run", display_text=r"run\?id=(.*)"),
+    },
+    key="lb_gaps",
+)
+>>>>>>> mcp-agents

@@ -73,3 +73,25 @@ st.dataframe(
     key="lineage",
     height=common.rows_height(len(shown), max_rows=40),
 )
+
+# Dead ends: what was tried and rejected, so that it is not tried again unchanged (`run` and `add` warn).
+dead = common.read("dead_ends", families=None if family == ALL else [family])
+st.subheader("Dead ends")
+if not dead:
+    st.caption("No rejected variants" + (f" in family {family}." if family != ALL else "."))
+else:
+    st.dataframe(
+        pd.DataFrame(
+            {
+                "variant": [d["variant"] for d in dead],
+                "reason": [d["reason"] for d in dead],
+                "assumption": [d["assumption"] for d in dead],
+                "run": [f"run?id={d['run_id']}" for d in dead],
+                "family": [d["family"] for d in dead],
+                "when": [d["created_at"] for d in dead],
+            }
+        ),
+        hide_index=True,
+        column_config={"run": st.column_config.LinkColumn("run", display_text=r"run\?id=(.*)")},
+        key="dead_ends",
+    )

@@ -7,6 +7,7 @@ import streamlit as st
 from pages import _common as common
 from pages.ui import charts
 from pages.ui import tables as views
+from tracker.analysis import margins
 from tracker.analysis import series as analysis
 from tracker.common.jsonfields import parse_flags
 from tracker.store import VERDICTS, StoreLockedError, add_verdict
@@ -102,11 +103,24 @@ for _flag in _flags:  # static-scan flags beside the verdict: reasons to look be
     _show(f"Flag **{md(_flag['code'])}** (line {_flag.get('line')}): {md(_flag['message'])}", icon=":material/flag:")
 if run.get("shared_device") is True:
     st.warning("This run shared its device with other work (GPU processes or host load): timings may be contended.")
+<<<<<<< HEAD
 _sandbox = run.get("sandbox")  # None: recorded before the worker was sandboxed
 if isinstance(_sandbox, str) and _sandbox.startswith(("off", "none")):
     st.error(f"The kernel ran without a sandbox ({md(_sandbox)}): it could reach this user's files and processes.")
 elif isinstance(_sandbox, str):
     st.caption(f"Kernel contained by {md(_sandbox)}; outputs judged by a separate checker process.")
+=======
+# Over every run and seed of the variant: passing close to a gate today may fail on a hidden seed tomorrow.
+_margin = margins.gate_margins(common.read("gate_residuals", [run["variant_sha256"]])).get(run["variant_sha256"])
+if _margin and _margin["near"]:
+    _c = _margin["closest"]
+    st.warning(
+        f"Within {margins.NEAR:g}x of the {_c['gate'].removesuffix('_res')} gate: on {common.md(_c['case'])} the "
+        f"worst scaled residual over {_c['runs']} run(s) of this variant is {_c['worst']:.3g} of {_c['tolerance']:g} "
+        f"({_c['ratio']:.0%} of the tolerance).",
+        icon=":material/speed:",
+    )
+>>>>>>> mcp-agents
 
 m = st.columns(4)
 m[0].metric("Geomean", f"{views.fmt_us(run.get('geomean_us'))} µs")

@@ -165,7 +165,7 @@ def test_run_pending_runs_snapshots_and_skips_cuda(workspace):
 
 def test_since_reports_runs_bests_and_failures(workspace):
     out = cli_json("since", "2h", "--store", workspace["store"])
-    assert set(out) == {"runs", "new_bests", "regressions", "failures", "verdicts"}
+    assert set(out) == {"runs", "new_bests", "regressions", "failures", "verdicts", "dead_ends", "closer_to_gate"}
     assert len(out["runs"]) == 4
     assert out["failures"] == []  # skipped is not a failure
     cases = {b["case"] for b in out["new_bests"]}

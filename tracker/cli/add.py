@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from tracker.cli.common import clean, fmt_us, print_table
@@ -18,6 +19,7 @@ def cmd_add(args: argparse.Namespace) -> int:
     rows = register(
         args.paths, args.store, pattern=args.glob, commits=args.commits, family=args.family, parent=args.parent
     )
+    _warn_dead_ends(args, rows)
     if args.json:
         print(json.dumps(rows))
         return 0
@@ -31,12 +33,30 @@ def cmd_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def _warn_dead_ends(args: argparse.Namespace, rows: list[dict]) -> None:
+    """Each newly added variant that is a rejected one again gets `dead_ends` (and a warning) unless --force."""
+    from tracker.capture.deadends import repeated_dead_ends
+    from tracker.cli.deadends import dead_end_line
+
+    for row in rows:
+        source = queries.variant_source(args.store, row["sha256"]) if row["added"] and not args.force else None
+        found = repeated_dead_ends(args.store, source, row["sha256"]) if source else []
+        row["dead_ends"] = [{k: clean(v) for k, v in d.items()} for d in found if d["sha256"] != row["sha256"]]
+        for d in row["dead_ends"]:
+            print(dead_end_line(row["path"], d), file=sys.stderr)
+
+
 VARIANT_KEYS = ["variant", "path", "sha256", "commit", "parent", "family", "runs", "best_geomean_us"]
 
 
-def cmd_variants(args: argparse.Namespace) -> int:
+def variants_doc(args: argparse.Namespace) -> list[dict]:
+    """What `variants --json` prints."""
     df = queries.variant_list(args.store, family=args.family) if Path(args.store).exists() else None
-    records = [] if df is None else [{k: clean(r[k]) for k in VARIANT_KEYS} for r in df.to_dict("records")]
+    return [] if df is None else [{k: clean(r[k]) for k in VARIANT_KEYS} for r in df.to_dict("records")]
+
+
+def cmd_variants(args: argparse.Namespace) -> int:
+    records = variants_doc(args)
     if args.json:
         print(json.dumps(records))
         return 0
@@ -56,6 +76,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--commits", help="only commits in this range, A..B (default: the whole history)")
     p.add_argument("--family", help="family of the registered variants")
     p.add_argument("--parent", help="parent variant (name, file stem or sha256 prefix) of every one registered")
+    p.add_argument("--force", action="store_true", help="no warning for a variant that repeats a rejected one")
     p.set_defaults(func=cmd_add)
     v = sub.add_parser("variants", parents=[common], help="list registered variants with their runs")
     v.add_argument("--family", help="only variants of this family")

@@ -5,13 +5,46 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Any
+import os
+import sys
+from typing import Any, NoReturn
 
-from tracker.store import DEFAULT_STORE, check_store, queries
+from tracker.store import DEFAULT_STORE, StoreError, check_store, queries
 
 
 class UsageError(Exception):
     pass
+
+
+DEBUG_ENV = "KERNELBEAM_DEBUG"
+# What counts as bad input (exit 2, one `error: ...` line); the MCP tools return the same text as tool errors.
+BAD_INPUT = (UsageError, ValueError, KeyError, FileNotFoundError, NotADirectoryError, StoreError)
+
+
+def error_message(exc: BaseException) -> str:
+    """The text after `error: ` for bad input (a KeyError's own str() would add quotes)."""
+    return str(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc)
+
+
+def internal_error_message(exc: BaseException) -> str:
+    """One line for a bug of ours; the traceback only with KERNELBEAM_DEBUG=1."""
+    text = " ".join(str(exc).split())[:300]
+    return f"internal error: {type(exc).__name__}: {text} (rerun with {DEBUG_ENV}=1 for the traceback)"
+
+
+def prog_name() -> str:
+    return "kernelbeam" if os.path.basename(sys.argv[0]) == "kernelbeam" else "python -m tracker"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with a one-line `error: ...` (and exit 2) instead of the usage block."""
+
+    def usage_message(self, message: str) -> str:
+        return f"{message} (see `{self.prog} --help`)"
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {self.usage_message(message)}", file=sys.stderr)
+        raise SystemExit(2)
 
 
 INT64_MAX = 2**63 - 1

@@ -25,7 +25,7 @@ def _fmt(value: Any, spec: str = ",.1f") -> str:
     return "-" if value is None else format(value, spec)
 
 
-def cmd_compare(args: argparse.Namespace) -> int:
+def _compare(args: argparse.Namespace):
     from tracker.analysis.series import case_data
     from tracker.analysis.stats import compare_runs
 
@@ -42,10 +42,20 @@ def cmd_compare(args: argparse.Namespace) -> int:
         min_effect=args.min_effect,
         **problem_args(a["run"], b["run"]),
     )
+    return ids, a, b, cmp
+
+
+def compare_doc(args: argparse.Namespace) -> dict[str, Any]:
+    """What `compare --json` prints."""
+    ids, _, _, cmp = _compare(args)
+    return json.loads(json.dumps({"a": ids[0], "b": ids[1], **asdict(cmp)}, default=str))
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
     if args.json:
-        doc = {"a": ids[0], "b": ids[1], **asdict(cmp)}
-        print(json.dumps(doc, default=str))
+        print(json.dumps(compare_doc(args)))
         return 0
+    ids, a, b, cmp = _compare(args)
     print(
         f"A {ids[0]} {a['run']['variant']} ({a['run'].get('gpu')})  vs  B {ids[1]} {b['run']['variant']} "
         f"({b['run'].get('gpu')})"

@@ -10,29 +10,31 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import NoReturn
 
+<<<<<<< HEAD
 from tracker.cli import add, compare, import_results, queue, recheck, run, runs, since, transfer
 from tracker.cli.common import UsageError, common_options
 from tracker.common.text import PrintableStream
 from tracker.store import StoreError
+=======
+from tracker.cli import add, boards, compare, import_results, mcp_server, queue, recheck, run, runs, since, transfer
+from tracker.cli.common import (
+    BAD_INPUT,
+    DEBUG_ENV,
+    Parser,
+    common_options,
+    error_message,
+    internal_error_message,
+    prog_name,
+)
+>>>>>>> mcp-agents
 
-COMMAND_GROUPS = (run, runs, transfer, compare, recheck, queue, add, since, import_results)
-DEBUG_ENV = "KERNELBEAM_DEBUG"
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse with a one-line `error: ...` (and exit 2) instead of the usage block."""
-
-    def error(self, message: str) -> NoReturn:
-        print(f"error: {message} (see `{self.prog} --help`)", file=sys.stderr)
-        raise SystemExit(2)
+COMMAND_GROUPS = (run, runs, transfer, compare, recheck, queue, add, since, import_results, boards, mcp_server)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    prog = "kernelbeam" if os.path.basename(sys.argv[0]) == "kernelbeam" else "python -m tracker"
     parser = Parser(
-        prog=prog,
+        prog=prog_name(),
         description="KernelBeam: track GPU kernel variants.",
         epilog="Tables show each time column in one unit (ns/us/ms/s); --json always gives microseconds. "
         "err is the standard error of the mean, std/sqrt(runs). Exit codes: 0 success (run: passed), "
@@ -69,16 +71,11 @@ def _dispatch(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
-    except (UsageError, ValueError, KeyError, FileNotFoundError, NotADirectoryError, StoreError) as exc:
-        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        print(f"error: {message}", file=sys.stderr)
+    except BAD_INPUT as exc:
+        print(f"error: {error_message(exc)}", file=sys.stderr)
         return 2
     except Exception as exc:  # a bug of ours: one line, the traceback only on request
         if os.environ.get(DEBUG_ENV):
             raise
-        text = " ".join(str(exc).split())[:300]
-        print(
-            f"error: internal error: {type(exc).__name__}: {text} (rerun with {DEBUG_ENV}=1 for the traceback)",
-            file=sys.stderr,
-        )
+        print(f"error: {internal_error_message(exc)}", file=sys.stderr)
         return 1

@@ -9,19 +9,25 @@ from pathlib import Path
 from typing import Any
 
 from tracker.cli.common import UsageError, int64, parse_cases, path_arg, positive_seconds
+from tracker.cli.deadends import dead_end_warnings
 from tracker.cli.summary import print_run, run_summary
 from tracker.store import NotAStoreError, StoreLockedError, check_store, queries
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    from tracker.capture.progress import ProgressFile, TerminalBar
-    from tracker.capture.runner import RunRequest, run_variant
+def _single(args: argparse.Namespace) -> bool:
+    return len(args.path) == 1 and not args.glob and not args.pending and Path(args.path[0]).is_file()
+
+
+def run_requests(args: argparse.Namespace) -> list:
+    """The validated requests of `run` (one file, or the files of a queue), parents resolved; the store writable."""
+    from tracker.capture.runner import RunRequest
     from tracker.workloads import get_workload
 
     try:
         workload = get_workload(args.problem)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+<<<<<<< HEAD
     if not (args.path or args.glob or args.pending):
         raise UsageError("run needs a kernel file or folder (or --glob PATTERN, or --pending)")
     queue = bool(args.gpus or args.cluster)
@@ -30,6 +36,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         from tracker.cli.run_many import run_many
 
         return run_many(args)
+=======
+    single = _single(args)
+>>>>>>> mcp-agents
     suite = args.suite
     if suite is None:
         from tracker.capture.envinfo import gpu_available
@@ -79,9 +88,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.parent:
         for r in reqs:
             r.parent = _resolve_parent(args.store, args.parent)
-    req = reqs[0]
     if args.suite is None and suite == "smoke":  # said only once the input is known to be good
         print("no GPU: running the CPU smoke suite (--suite qr_v2 to insist)", file=sys.stderr)
+    return reqs
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from tracker.capture.progress import ProgressFile, TerminalBar
+    from tracker.capture.runner import run_variant
+
+    if not _single(args) and not (args.gpus or args.cluster):
+        from tracker.cli.run_many import run_many
+
+        return run_many(args)
+    reqs = run_requests(args)
+    req = reqs[0]
+    dead_ends = dead_end_warnings(args, [r.path for r in reqs])
     bar = TerminalBar() if not args.quiet else None
     pfile = ProgressFile(args.progress_file) if args.progress_file else None
     cancel_file = Path(args.cancel_file) if args.cancel_file else None
@@ -98,7 +120,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     outcome = run_variant(req, on_event, (lambda: cancel_file.exists()) if cancel_file else None)
     if bar is not None:
         bar.close()
-    summary = run_summary(outcome)
+    summary = {**run_summary(outcome), "dead_ends": dead_ends}
     if pfile is not None:
         pfile.finish(outcome.status, outcome.run_id, summary["error"])
     if args.json:
@@ -200,7 +222,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "--parent",
         help="what this variant was derived from: a run id (or a unique prefix), or a variant name for its newest run",
     )
-    p.add_argument("--note", help="one-line hypothesis or note")
+    p.add_argument("--note", help="one-line hypothesis or note (a new one acknowledges a dead-end warning)")
+    p.add_argument("--force", action="store_true", help="run a variant that repeats a rejected one without warning")
     p.add_argument(
         "--profile",
         action="store_true",

@@ -69,6 +69,9 @@ def run_many(args: argparse.Namespace) -> int:
         raise UsageError(problem)
     suite = args.suite or ("qr_v2" if gpu else "smoke")
     targets = _targets(args, suite, gpu)
+    from tracker.cli.deadends import dead_end_warnings
+
+    dead_end_warnings(args, [t["path"] for t in targets if t.get("path")])
     summaries = []
     for i, target in enumerate(targets, 1):
         tmp = None

@@ -22,9 +22,10 @@ from tracker.common.jsonfields import parse_flags
 from tracker.store import VERDICTS, check_store, queries
 
 
-def cmd_list(args: argparse.Namespace) -> int:
+def list_doc(args: argparse.Namespace) -> list[dict]:
+    """What `list --json` prints (also the MCP tool list_runs)."""
     readable_store(args.store)  # a missing store is an error, as for every other read (`run` creates one)
-    df = queries.list_runs(args.store, limit=args.limit)
+    df = queries.list_runs(args.store, limit=args.limit, search=args.search)
     cols = [
         "run_id",
         "variant",
@@ -38,7 +39,11 @@ def cmd_list(args: argparse.Namespace) -> int:
         "started_at",
         "family",
     ]
-    records = [{c: clean(r[c]) for c in cols} for r in df.to_dict("records")]
+    return [{c: clean(r[c]) for c in cols} for r in df.to_dict("records")]
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    records = list_doc(args)
     if args.json:
         print(json.dumps(records))
         return 0
@@ -62,7 +67,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_show(args: argparse.Namespace) -> int:
+def show_doc(args: argparse.Namespace) -> dict:
+    """What `show --json` prints: the run's row, its cases and its evidence."""
     run_id = resolve(args.store, args.run)
     run = {k: clean(v) for k, v in queries.get_run(args.store, run_id).items()}
     cases = [
@@ -72,9 +78,15 @@ def cmd_show(args: argparse.Namespace) -> int:
         {k: clean(v) for k, v in row.items()} for row in queries.run_evidence(args.store, run_id).to_dict("records")
     ]
     run["flags"] = parse_flags(run.get("flags"))[0]  # a malformed stored value shows as none
+    return {**run, "cases": cases, "evidence": evidence}
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    doc = show_doc(args)
     if args.json:
-        print(json.dumps({**run, "cases": cases, "evidence": evidence}))
+        print(json.dumps(doc))
         return 0
+    run, cases, evidence = doc, doc["cases"], doc["evidence"]
     for key in (
         "run_id",
         "variant",
@@ -121,19 +133,26 @@ def fmt_res(value) -> str:
     return "-" if value is None else f"{value:.4g}"
 
 
-def cmd_verdict(args: argparse.Namespace) -> int:
+def verdict_doc(args: argparse.Namespace) -> dict:
+    """Record the verdict; what `verdict --json` prints."""
     from tracker.store import add_verdict
 
     run_id = resolve(args.store, args.run)
     check_store(args.store, write=True)
-    add_verdict(args.store, run_id, args.verdict, args.reason or "")
-    print(json.dumps({"run_id": run_id, "verdict": args.verdict}) if args.json else f"{run_id}: {args.verdict}")
+    add_verdict(args.store, run_id, args.verdict, args.reason or "", args.assumption)
+    return {"run_id": run_id, "verdict": args.verdict}
+
+
+def cmd_verdict(args: argparse.Namespace) -> int:
+    doc = verdict_doc(args)
+    print(json.dumps(doc) if args.json else f"{doc['run_id']}: {doc['verdict']}")
     return 0
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("list", parents=[common], help="list runs, newest first")
     p.add_argument("--limit", type=positive_int, help="show at most this many runs (default: all)")
+    p.add_argument("--search", help="only runs whose name, path, family, note, id or verdict reason contains this")
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("show", parents=[common], help="show one run with its cases")
@@ -144,4 +163,5 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("run", help="run id or a unique prefix of one")
     p.add_argument("verdict", choices=VERDICTS, help="what was decided about the variant")
     p.add_argument("--reason", help="why, in a sentence")
+    p.add_argument("--assumption", help="what the verdict rests on (for rejected: what would have to change to retry)")
     p.set_defaults(func=cmd_verdict)

@@ -7,15 +7,35 @@ import json
 from pathlib import Path
 
 from tracker.analysis.summaries import parse_since, since_summary
-from tracker.cli.common import fmt_us, print_table
+from tracker.cli.common import clean, fmt_us, print_table
 from tracker.store import queries
+
+
+def since_doc(args: argparse.Namespace) -> dict:
+    """What `since --json` prints."""
+    when = parse_since(args.when)
+    if not Path(args.store).exists():
+        raise FileNotFoundError(f"no store at {args.store}")
+    activity = queries.since_activity(args.store, when)
+    families = sorted({f for f in activity["runs"]["family"] if isinstance(f, str)})
+    dead = [{k: clean(v) for k, v in d.items()} for d in queries.dead_ends(args.store, families=families)]
+    return {**since_summary(activity), "dead_ends": dead, "closer_to_gate": _closer_to_gate(args.store, activity)}
+
+
+def _closer_to_gate(store: str, activity: dict) -> list[dict]:
+    """New runs whose variant runs closer to a gate than its parent's (tracker.analysis.margins)."""
+    from tracker.analysis.margins import closer_than_parent, gate_margins
+
+    parents = queries.run_parents(store, list(activity["runs"]["run_id"]))
+    if parents.empty:
+        return []
+    shas = sorted(set(parents["variant_sha256"]) | set(parents["parent_sha256"]))
+    return closer_than_parent(parents, gate_margins(queries.gate_residuals(store, shas)))
 
 
 def cmd_since(args: argparse.Namespace) -> int:
     when = parse_since(args.when)
-    if not Path(args.store).exists():
-        raise FileNotFoundError(f"no store at {args.store}")
-    summary = since_summary(queries.since_activity(args.store, when))
+    summary = since_doc(args)
     if args.json:
         print(json.dumps(summary))
         return 0
@@ -26,10 +46,12 @@ def cmd_since(args: argparse.Namespace) -> int:
         ("regressions", ["case", "run_id", "baseline_run", "factor"]),
         ("failures", ["run_id", "variant", "status", "error"]),
         ("verdicts", ["run_id", "variant", "verdict", "reason"]),
+        ("dead_ends", ["variant", "family", "run_id", "reason", "assumption"]),
+        ("closer_to_gate", ["run_id", "variant", "parent_variant", "gate", "case", "ratio", "parent_ratio"]),
     ):
         if summary[key]:
             print(f"\n{key}:")
-            rows = [[_cell(r[c]) for c in cols] for r in summary[key]]
+            rows = [[f"{r[c]:.3f}" if c.endswith("ratio") else _cell(r[c]) for c in cols] for r in summary[key]]
             print_table(rows, cols)
     return 0
 

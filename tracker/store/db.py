@@ -686,7 +686,9 @@ def flush_pending(path: str | os.PathLike) -> FlushResult:
         return _flush_pending(con, path)
 
 
-def add_verdict(path: str | os.PathLike, run_id: str, verdict: str, reason: str = "") -> None:
+def add_verdict(
+    path: str | os.PathLike, run_id: str, verdict: str, reason: str = "", assumption: str | None = None
+) -> None:
     if verdict not in VERDICTS:
         raise ValueError(f"verdict must be one of {', '.join(VERDICTS)}, not {verdict!r}")
     with connect(path) as con:
@@ -702,6 +704,7 @@ def add_verdict(path: str | os.PathLike, run_id: str, verdict: str, reason: str 
                     "variant_sha256": row[0],
                     "verdict": verdict,
                     "reason": reason,
+                    "assumption": assumption,
                     "created_at": now(),
                 }
             ],

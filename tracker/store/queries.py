@@ -84,10 +84,10 @@ def side_file_runs(store: str | os.PathLike) -> list[dict[str, Any]]:
     return out
 
 
-def list_runs(store: str | os.PathLike, *, limit: int | None = None) -> pd.DataFrame:
-    """All runs, newest first."""
-    sql = f"SELECT {RUN_LIST_COLUMNS} FROM runs ORDER BY started_at DESC"
-    params: list[Any] = []
+def list_runs(store: str | os.PathLike, *, limit: int | None = None, search: str | None = None) -> pd.DataFrame:
+    """All runs (those whose name, path, family, note, id or verdict reason contains `search`), newest first."""
+    where, params = _run_filters(search=search)
+    sql = f"SELECT {RUN_LIST_COLUMNS} FROM runs{where} ORDER BY started_at DESC"
     if limit is not None:
         sql += " LIMIT ?"
         params.append(int(limit))
@@ -95,7 +95,7 @@ def list_runs(store: str | os.PathLike, *, limit: int | None = None) -> pd.DataF
         df = con.execute(sql, params).df()
         live = _live_status(store, con)
     _apply_live(df, live, "run_id", "status")
-    extra = [r for r in side_file_runs(store) if r["run_id"] not in set(df["run_id"])]
+    extra = [r for r in side_file_runs(store) if r["run_id"] not in set(df["run_id"])] if not where else []
     if extra:  # runs that never reached the store (it was locked from their start)
         df = pd.concat([df, pd.DataFrame(extra)[[c for c in df.columns]]], ignore_index=True)
         df = df.sort_values("started_at", ascending=False, ignore_index=True)
@@ -886,3 +886,99 @@ def variant_families(store: str | os.PathLike) -> list[str]:
         rows = con.execute(f"SELECT DISTINCT family FROM ({vfam}SELECT family FROM runs) WHERE family IS NOT NULL "
                            "ORDER BY family").fetchall()  # fmt: skip
     return [r[0] for r in rows]
+
+
+def parent_source(store: str | os.PathLike, run_id: str) -> dict[str, Any] | None:
+    """What a run was derived from, with its source: the run's parent run, else its variant's registered parent
+    variant. None when it has neither."""
+    with connect(store, read_only=True) as con:
+        row = con.execute(
+            "SELECT pr.run_id, pv.name, pv.source FROM runs r JOIN runs pr ON pr.run_id = r.parent_run "
+            "JOIN variants pv ON pv.sha256 = pr.variant_sha256 WHERE r.run_id = ?",
+            [run_id],
+        ).fetchone()
+        if row is None and _has_column(con, "variants", "parent"):
+            row = con.execute(
+                "SELECT NULL, pv.name, pv.source FROM runs r JOIN variants v ON v.sha256 = r.variant_sha256 "
+                "JOIN variants pv ON pv.sha256 = v.parent WHERE r.run_id = ?",
+                [run_id],
+            ).fetchone()
+    return None if row is None else {"parent_run": row[0], "parent_variant": row[1], "source": row[2]}
+
+
+def dead_ends(
+    store: str | os.PathLike, *, families: list[str] | None = None, with_source: bool = False
+) -> list[dict[str, Any]]:
+    """Variants whose latest verdict is `rejected` (of these families, if given), oldest verdict first: variant,
+    sha256, family, the judged run_id and its note, reason, assumption, created_at (and source)."""
+    with connect(store, read_only=True) as con:
+        if not _has_runs_table(con):
+            return []
+        verdicts = (
+            "verdicts"
+            if _has_column(con, "verdicts", "assumption")
+            else (
+                "(SELECT *, NULL::VARCHAR AS assumption FROM verdicts)"  # a store from before v9
+            )
+        )
+        vfam = "v.family" if _has_column(con, "variants", "family") else "NULL"
+        sql = f"""
+            WITH latest AS (
+                SELECT variant_sha256, arg_max(verdict, created_at) AS verdict, arg_max(run_id, created_at) AS run_id,
+                    arg_max(reason, created_at) AS reason, arg_max(assumption, created_at) AS assumption,
+                    max(created_at) AS created_at
+                FROM {verdicts} WHERE variant_sha256 IS NOT NULL GROUP BY 1
+            )
+            SELECT * FROM (
+                SELECT v.name AS variant, l.variant_sha256 AS sha256, coalesce(r.family, {vfam}) AS family, l.run_id,
+                    r.note, l.reason, l.assumption, l.created_at{", v.source" if with_source else ""}
+                FROM latest l JOIN variants v ON v.sha256 = l.variant_sha256 LEFT JOIN runs r ON r.run_id = l.run_id
+                WHERE l.verdict = 'rejected'
+            ) {"WHERE family IN (SELECT unnest(?))" if families is not None else ""}
+            ORDER BY created_at
+        """
+        rows = con.execute(sql, [list(families)] if families is not None else []).df()
+    return rows.to_dict("records")
+
+
+def latest_verdict(store: str | os.PathLike, sha256: str) -> str | None:
+    """The latest verdict on a variant, or None."""
+    with connect(store, read_only=True) as con:
+        if not _has_runs_table(con):
+            return None
+        row = con.execute(
+            "SELECT verdict FROM verdicts WHERE variant_sha256 = ? ORDER BY created_at DESC LIMIT 1", [sha256]
+        ).fetchone()
+    return row[0] if row else None
+
+
+def variant_source(store: str | os.PathLike, sha256: str) -> str | None:
+    with connect(store, read_only=True) as con:
+        row = con.execute("SELECT source FROM variants WHERE sha256 = ?", [sha256]).fetchone()
+    return row[0] if row else None
+
+
+def gate_residuals(store: str | os.PathLike, sha256s: list[str] | None = None) -> pd.DataFrame:
+    """Per variant, problem and case (seed-free label: every hidden seed counts as the case), the worst scaled
+    residuals over every finished run: variant_sha256, problem, label, case_idx, factor_res, orth_res, runs."""
+    where = "AND r.variant_sha256 IN (SELECT unnest(?))" if sha256s is not None else ""
+    sql = f"""
+        SELECT r.variant_sha256, r.problem, {case_label_sql("c")} AS label, min(c.case_idx) AS case_idx,
+            max(c.factor_res) AS factor_res, max(c.orth_res) AS orth_res, count(DISTINCT r.run_id) AS runs
+        FROM case_results c JOIN runs r USING (run_id)
+        WHERE r.status NOT IN ('running', 'skipped') {where}
+        GROUP BY ALL ORDER BY r.variant_sha256, case_idx
+    """
+    with connect(store, read_only=True) as con:
+        return con.execute(sql, [list(sha256s)] if sha256s is not None else []).df()
+
+
+def run_parents(store: str | os.PathLike, run_ids: list[str]) -> pd.DataFrame:
+    """run_id, variant, variant_sha256 and the parent run's variant and variant_sha256, for runs with a parent."""
+    with connect(store, read_only=True) as con:
+        return con.execute(
+            "SELECT r.run_id, r.variant, r.variant_sha256, p.variant AS parent_variant, "
+            "p.variant_sha256 AS parent_sha256 FROM runs r JOIN runs p ON p.run_id = r.parent_run "
+            "WHERE r.run_id IN (SELECT unnest(?)) ORDER BY r.started_at",
+            [list(run_ids)],
+        ).df()

@@ -82,6 +82,8 @@ MIGRATIONS: list[str] = [
     # the inputs after the loop (a cache keyed by the input objects misses there).
     "ALTER TABLE runs ADD COLUMN sandbox VARCHAR; ALTER TABLE runs ADD COLUMN helper_sources VARCHAR; "
     "ALTER TABLE case_results ADD COLUMN wall_us DOUBLE; ALTER TABLE case_results ADD COLUMN fresh_us DOUBLE;",
+    # v9 (dead ends): the assumption a verdict rests on (`verdict RUN rejected --reason ... --assumption ...`).
+    "ALTER TABLE verdicts ADD COLUMN assumption VARCHAR;",
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -192,7 +194,7 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
         "device_us",
         "self_us",
     ),
-    "verdicts": ("run_id", "variant_sha256", "verdict", "reason", "created_at"),
+    "verdicts": ("run_id", "variant_sha256", "verdict", "reason", "created_at", "assumption"),
     "evidence": (
         "run_id",
         "case_idx",

@@ -45,6 +45,7 @@ MAX_CHARS = {
     ("case_results", "message"): 65_536,
     ("profile_kernels", "kernel"): 65_536,
     ("verdicts", "reason"): 65_536,
+    ("verdicts", "assumption"): 65_536,
 }
 OLDEST = datetime(2000, 1, 1, tzinfo=UTC)
 CLOCK_SKEW = timedelta(days=1)  # a run recorded on a machine whose clock runs ahead is still accepted

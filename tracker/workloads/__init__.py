@@ -11,7 +11,7 @@ from tracker.workloads.base import Workload, cases_for, get_suite
 
 DEFAULT = "qr_v2"
 
-__all__ = ["DEFAULT", "Workload", "cases_for", "for_suite", "get_suite", "get_workload"]
+__all__ = ["DEFAULT", "Workload", "cases_for", "for_suite", "gate_tolerances", "get_suite", "get_workload"]
 
 
 def get_workload(name: str | Path | None = None) -> Workload:
@@ -23,6 +23,15 @@ def get_workload(name: str | Path | None = None) -> Workload:
     from tracker.workloads.problem_folder import ProblemFolder
 
     return ProblemFolder(name)
+
+
+def gate_tolerances(problem: str | None) -> dict[str, float]:
+    """Scaled-residual column -> tolerance of each numeric gate of a problem (a problem folder has none we know)."""
+    if problem is None or problem == DEFAULT:
+        from tracker.workloads.qr_v2.gates import GATES
+
+        return dict(GATES)
+    return {}
 
 
 def for_suite(suite_name: str, problem: str | Path | None = None) -> tuple[Workload, object]:

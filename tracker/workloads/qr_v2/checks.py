@@ -11,11 +11,9 @@ from collections.abc import Callable
 import torch
 
 from tracker.workloads.base import CheckResult
+from tracker.workloads.qr_v2.gates import FACTOR_TOL, ORTH_TOL
 from tracker.workloads.qr_v2.inputs import EPS32
 from tracker.workloads.qr_v2.numerics import checker_numerics
-
-FACTOR_TOL = 20.0  # x n x eps32 x ||A||_1
-ORTH_TOL = 100.0  # x n x eps32
 
 
 def norm1(x: torch.Tensor) -> torch.Tensor:

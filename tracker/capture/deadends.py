@@ -1,0 +1,86 @@
+"""Dead ends: a new variant whose code is a rejected one again, but for constants, names and formatting.
+
+Two sources have the same *shape* when their syntax trees match after every constant becomes one placeholder,
+every name (variables, arguments, functions, classes) is renamed in order of first appearance, and docstrings
+are dropped; comments and layout never reach the tree. Attribute and keyword names and imported modules are kept:
+`torch.geqrf` and `torch.linalg.qr` are different code, `nb = 64` and `block = 128` are not."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+from typing import Any
+
+from tracker.store import queries
+
+
+class _Normalise(ast.NodeTransformer):
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+
+    def _name(self, name: str) -> str:
+        return self.names.setdefault(name, f"n{len(self.names)}")
+
+    def _body(self, node: ast.AST) -> ast.AST:
+        body = getattr(node, "body", None)
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            node.body = body[1:] or [ast.Pass()]  # a docstring says nothing about the code
+        return self.generic_visit(node)
+
+    def visit_Module(self, node: ast.Module) -> ast.AST:
+        return self._body(node)
+
+    def _def(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> ast.AST:
+        node.name = self._name(node.name)
+        return self._body(node)
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _def
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        node.id = self._name(node.id)
+        return node
+
+    def visit_arg(self, node: ast.arg) -> ast.AST:
+        node.arg = self._name(node.arg)
+        return self.generic_visit(node)
+
+    def visit_alias(self, node: ast.alias) -> ast.AST:
+        if node.asname:
+            node.asname = self._name(node.asname)
+        return node
+
+    def visit_Global(self, node: ast.Global) -> ast.AST:
+        node.names = [self._name(n) for n in node.names]
+        return node
+
+    visit_Nonlocal = visit_Global
+
+    def visit_Constant(self, node: ast.Constant) -> ast.AST:
+        return ast.Constant(value=0)
+
+
+def code_shape(source: str) -> str | None:
+    """A hash of the normalised syntax tree; None for source that does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    dump = ast.dump(_Normalise().visit(tree), annotate_fields=False, include_attributes=False)
+    return hashlib.sha256(dump.encode()).hexdigest()
+
+
+def repeated_dead_ends(store: str | os.PathLike, source: str, sha256: str | None = None) -> list[dict[str, Any]]:
+    """The rejected variants (latest verdict) that `source` repeats: same shape. None of them when the variant
+    itself carries a later verdict that is not `rejected` (it was judged on its own and kept)."""
+    from pathlib import Path
+
+    if not Path(store).exists():
+        return []
+    shape = code_shape(source)
+    if shape is None:
+        return []
+    rejected = queries.dead_ends(store, with_source=True)
+    if sha256 is not None and queries.latest_verdict(store, sha256) not in (None, "rejected"):
+        return []
+    return [{k: v for k, v in d.items() if k != "source"} for d in rejected if code_shape(d["source"]) == shape]

@@ -1,0 +1,159 @@
+"""`leaderboard` (with `--gaps`: where the time goes) and `lineage`: the dashboard's two overviews as commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from tracker.cli.common import UsageError, clean, fmt_us, print_columns, readable_store, time_column
+from tracker.store import queries
+
+
+def _pick(what: str, given: str | None, known: list[str]) -> str:
+    """The value of --suite/--gpu: as given (if the store has it), else the only one there is."""
+    if given is not None:
+        if given not in known:
+            raise UsageError(f"no runs with {what} {given!r}; {what} values: {', '.join(known) or 'none'}")
+        return given
+    if len(known) != 1:
+        raise UsageError(f"give --{what}: the store has {', '.join(known) or 'no runs'}")
+    return known[0]
+
+
+def _context(args: argparse.Namespace) -> dict[str, Any]:
+    readable_store(args.store)
+    facets = queries.facets(args.store)
+    return {"suite": _pick("suite", args.suite, facets["suite"]), "gpu": _pick("gpu", args.gpu, facets["gpu"])}
+
+
+def leaderboard_doc(args: argparse.Namespace) -> dict[str, Any]:
+    """What `leaderboard --json` prints: per variant its best passed geomean and best mean per case; with --gaps,
+    where the chosen variant's geomean goes (tracker.analysis.gaps)."""
+    from tracker.analysis import gaps, summaries
+
+    if args.variant and not args.gaps:
+        raise UsageError("--variant goes with --gaps")
+    ctx = _context(args)
+    data = queries.leaderboard_cells(args.store, suite=ctx["suite"], mode=args.mode, gpu=ctx["gpu"],
+                                     family=args.family)  # fmt: skip
+    head = {**ctx, "mode": args.mode, "family": args.family}
+    if args.gaps:
+        return {**head, **gaps.case_gaps(data, args.variant)}
+    board = summaries.leaderboard(data)
+    rows = []
+    for sha, r in board["table"].iterrows():
+        cells = {c: clean(r[c]) for c in board["cases"]}
+        keep = ("variant", "path", "family", "runs", "best_geomean_us", "best_run", "latest_run")
+        rows.append({**{k: clean(r[k]) for k in keep}, "sha256": sha, "cases_us": cells})
+    return {**head, "cases": board["cases"], "variants": rows}
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    doc = leaderboard_doc(args)
+    if args.json:
+        print(json.dumps(doc))
+        return 0
+    print(f"{doc['suite']} · {doc['mode']} · {doc['gpu']}" + (f" · family {doc['family']}" if doc["family"] else ""))
+    if args.gaps:
+        cs = doc["cases"]
+        print_columns(
+            [
+                ("case", [c["case"] for c in cs]),
+                time_column("mean", [c["mean_us"] for c in cs]),
+                ("log share", [_pct(c["log_share"]) for c in cs]),
+                time_column("best", [c["best_us"] for c in cs]),
+                ("best variant", [c["best_variant"] for c in cs]),
+                ("x best", [_fmt(c["ratio_to_best"], ".3f") for c in cs]),
+                ("gap share", [_pct(c["gap_share"]) for c in cs]),
+            ]
+        )
+        print(
+            f"{doc['variant']}: geomean of its cells {fmt_us(doc['cells_geomean_us'])}, best per case would give "
+            f"{fmt_us(doc['best_per_case_geomean_us'])} ({_fmt(doc['ratio_to_best_per_case'], '.3f')}x)"
+        )
+        return 0
+    vs = doc["variants"]
+    print_columns(
+        [
+            ("variant", [v["variant"] for v in vs]),
+            ("runs", [v["runs"] for v in vs]),
+            time_column("geomean", [v["best_geomean_us"] for v in vs]),
+            ("best run", [v["best_run"] or "-" for v in vs]),
+        ]
+    )
+    return 0
+
+
+def _fmt(value: Any, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+LINEAGE_KEYS = ["variant", "depth", "parent_variant", "parent_run", "family", "path", "commit", "runs",
+                "best_geomean_us", "best_run", "latest_run", "latest_status", "verdict"]  # fmt: skip
+
+
+def lineage_doc(args: argparse.Namespace) -> dict[str, Any]:
+    """What `lineage --json` prints: the parent -> child tree in depth-first order (as on the Lineage page)."""
+    from tracker.analysis import summaries
+
+    readable_store(args.store)
+    families = queries.variant_families(args.store)
+    if args.family is not None and args.family not in families:
+        raise UsageError(f"no family {args.family!r} in {args.store}; families: {', '.join(families) or 'none'}")
+    nodes = queries.lineage_nodes(args.store, family=args.family, suite=args.suite, gpu=args.gpu)
+    tree = summaries.lineage_tree(nodes)
+    rows = [{k: clean(r.get(k)) for k in LINEAGE_KEYS} for r in tree.to_dict("records")]
+    dead = queries.dead_ends(args.store, families=None if args.family is None else [args.family])
+    return {"family": args.family, "suite": args.suite, "gpu": args.gpu, "variants": rows,
+            "dead_ends": [{k: clean(v) for k, v in d.items()} for d in dead]}  # fmt: skip
+
+
+def cmd_lineage(args: argparse.Namespace) -> int:
+    doc = lineage_doc(args)
+    if args.json:
+        print(json.dumps(doc))
+        return 0
+    vs = doc["variants"]
+    print_columns(
+        [
+            ("variant", ["  " * v["depth"] + str(v["variant"]) for v in vs]),
+            time_column("geomean", [v["best_geomean_us"] for v in vs]),
+            ("verdict", [v["verdict"] or "" for v in vs]),
+            ("runs", [v["runs"] for v in vs]),
+            ("best run", [v["best_run"] or "-" for v in vs]),
+        ]
+    )
+    for d in doc["dead_ends"]:
+        print(f"dead end: {d['variant']} (run {d['run_id']}): {d['reason']}" + (f"; assumption: {d['assumption']}"
+              if d["assumption"] else ""))  # fmt: skip
+    return 0
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    from tracker.workloads.base import MODES
+
+    p = sub.add_parser("leaderboard", parents=[common], help="variants ranked by best geomean, best mean per case")
+    p.add_argument("--suite", help="suite (default: the only one in the store)")
+    p.add_argument("--gpu", help="GPU model, or CPU (default: the only one in the store)")
+    p.add_argument("--mode", default="benchmark", choices=[m for m in MODES if m != "test"],
+                   help="timing mode (default %(default)s)")  # fmt: skip
+    p.add_argument("--family", help="only variants of this family")
+    p.add_argument(
+        "--gaps",
+        action="store_true",
+        help="where the time goes: per case the share of the log-geomean, the best mean any variant reached "
+        "(and which), the ratio to it, and the geomean best-per-case would give",
+    )
+    p.add_argument("--variant", help="with --gaps: this variant (default: the one with the best geomean)")
+    p.set_defaults(func=cmd_leaderboard)
+
+    p = sub.add_parser("lineage", parents=[common], help="the parent -> child tree of a family")
+    p.add_argument("--family", help="only this family (default: every variant)")
+    p.add_argument("--suite", help="geomeans and runs in this suite only")
+    p.add_argument("--gpu", help="geomeans and runs on this GPU only")
+    p.set_defaults(func=cmd_lineage)
