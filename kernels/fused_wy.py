@@ -9,8 +9,12 @@ a_lo*b_hi, fp32 accumulate), so W never goes to memory and one launch replaces t
 merged from the leaf T's (T12 = -T1 (V1^T V2) T2) instead of a triangular solve. Few-matrix shapes keep the
 parent's split-K / cooperative route.
 Parent: coop_hybrid_ept64
-Hypothesis: 640x512 GEMM time 5.4 -> ~2 ms (memory floor ~1.3 ms), trsm 0.5 ms gone: 9.25 -> ~6 ms;
-60x1024 GEMMs 4.2 -> ~2 ms: 7.05 -> ~5 ms; geomean 3,815 -> ~3,000 us.
+Hypothesis (v1, run 5778ad57824f: 3,520 us, 640x512 9.25 -> 7.66 ms, but 2x4096 25.8 -> 28.1 ms from the T
+merge's tall-skinny cuBLAS products): v2 takes one Gram product V^T V per outer panel (the split-K Triton kernel
+for few tall matrices), 3 pipeline stages in the fused kernel (microbenchmark 1,045 -> 950 us on the first
+640x512 update) and the leaf tile 8192 for batches >= 256 (fused_wy_leaf8k: 640x512 -0.3 ms): 640x512 ~7.1 ms,
+60x1024 ~6.6, 2x4096 <= 25.8: geomean ~3,400 us. Knob _FUSED_VTS: the trailing update's V^T split into tf32
+hi/lo once per panel, so the row loop stages no operands through shared memory (untested on the H200).
 """
 
 import os  # noqa: E402
@@ -161,8 +165,8 @@ _EPT = 64  # leaf tile elements per thread (parent: 32)
 
 
 _MANY = 256  # batches this large: leaf tile _LEAF_ELEMS_MANY with _EPT_MANY per thread (knobs; parent: as others)
-_LEAF_ELEMS_MANY = 16384  # coop_hybrid_leaf8k measured 8192 (ept 32) on 640x512: 8.85 ms vs 9.25
-_EPT_MANY = 64
+_LEAF_ELEMS_MANY = 8192  # measured on 640x512: fused_wy_leaf8k 7.40 ms vs 7.67 with 16384 (ept 64)
+_EPT_MANY = 32
 
 
 def _warps(elems: int, ept: int = _EPT) -> int:
@@ -275,8 +279,9 @@ _FUSED_PREC = "tf32x3"
 _FUSED_BM = 64  # rows per step
 _FUSED_BN = 64  # columns of A2 per program
 _FUSED_WARPS = 4
-_FUSED_STAGES = 2
+_FUSED_STAGES = 3  # measured (wy_update_bench, H200): 640x512x448 950 us vs 1,045 with 2
 _FUSED_MIN_PROGRAMS = 264  # batch x column tiles at least (else cuBLAS: too few programs for 132 SMs)
+_FUSED_VTS = False  # trailing updates by the pre-split kernel: V^T split once per outer panel into tf32 hi/lo
 
 if _HAVE_TRITON:
 
@@ -315,6 +320,65 @@ if _HAVE_TRITON:
             a = a - tl.dot(v, w2, input_precision=PREC)
             tl.store(ap, a, mask=am)
 
+    @triton.jit
+    def _wy_fused_vts_kernel(
+        v_ptr, vth_ptr, vtl_ptr, t_ptr, a_ptr, M, N, K, v_sb, v_sm, vt_sb, vt_sk, t_sb, t_sk, a_sb, a_sm,
+        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, STAGES: tl.constexpr,
+    ):  # fmt: skip
+        """Manual 3xTF32 for phase 1 with V^T pre-split in memory (hi = tf32(V^T), lo = V^T - hi): W^T = A^T V as
+        A_hi^T V_hi + A_hi^T V_lo + A_lo^T V_hi, tf32 dots; A split in registers, V tiles straight from memory
+        (K-major B operands); phase 2/3 as fused_wy (tf32x3)."""
+        pid_n = tl.program_id(0)
+        pid_b = tl.program_id(1).to(tl.int64)
+        offs_n = pid_n * BN + tl.arange(0, BN)
+        offs_k = tl.arange(0, BK)
+        nmask = offs_n < N
+        kmask = offs_k < K
+        abase = a_ptr + pid_b * a_sb
+        wt = tl.zeros([BN, BK], dtype=tl.float32)
+        for m0 in tl.range(0, M, BM, num_stages=STAGES):
+            offs_m = m0 + tl.arange(0, BM)
+            mm = offs_m < M
+            vo = pid_b * vt_sb + offs_k[:, None] * vt_sk + offs_m[None, :]
+            vmask = kmask[:, None] & mm[None, :]
+            vh = tl.load(vth_ptr + vo, mask=vmask, other=0.0)
+            vl = tl.load(vtl_ptr + vo, mask=vmask, other=0.0)
+            a = tl.load(abase + offs_m[:, None] * a_sm + offs_n[None, :], mask=mm[:, None] & nmask[None, :], other=0.0)
+            ah = (a.to(tl.uint32, bitcast=True) & 0xFFFFE000).to(tl.float32, bitcast=True)
+            al = a - ah
+            at_h = tl.trans(ah)
+            wt = tl.dot(tl.trans(al), tl.trans(vh), wt, input_precision="tf32")
+            wt = tl.dot(at_h, tl.trans(vl), wt, input_precision="tf32")
+            wt = tl.dot(at_h, tl.trans(vh), wt, input_precision="tf32")
+        w = tl.trans(wt)
+        tt = tl.load(t_ptr + pid_b * t_sb + offs_k[None, :] * t_sk + offs_k[:, None],
+                     mask=kmask[:, None] & kmask[None, :], other=0.0)  # fmt: skip
+        w2 = tl.dot(tt, w, input_precision="tf32x3")
+        vbase = v_ptr + pid_b * v_sb
+        for m0 in tl.range(0, M, BM, num_stages=STAGES):
+            offs_m = m0 + tl.arange(0, BM)
+            mm = offs_m < M
+            v = tl.load(vbase + offs_m[:, None] * v_sm + offs_k[None, :], mask=mm[:, None] & kmask[None, :], other=0.0)
+            ap = abase + offs_m[:, None] * a_sm + offs_n[None, :]
+            am = mm[:, None] & nmask[None, :]
+            a = tl.load(ap, mask=am, other=0.0)
+            a = a - tl.dot(v, w2, input_precision="tf32x3")
+            tl.store(ap, a, mask=am)
+
+    @triton.jit
+    def _split_t_kernel(v_ptr, hi_ptr, lo_ptr, M, K, v_sb, v_sm, t_sb, t_sk, BM: tl.constexpr, BK: tl.constexpr):
+        """hi = tf32(V)^T (low 13 mantissa bits cleared), lo = V^T - hi (exact): V (M, K) -> (K, M) each."""
+        pid_m = tl.program_id(0)
+        pid_b = tl.program_id(1).to(tl.int64)
+        offs_m = pid_m * BM + tl.arange(0, BM)
+        offs_k = tl.arange(0, BK)
+        msk = (offs_m[:, None] < M) & (offs_k[None, :] < K)
+        v = tl.load(v_ptr + pid_b * v_sb + offs_m[:, None] * v_sm + offs_k[None, :], mask=msk, other=0.0)
+        hi = (v.to(tl.uint32, bitcast=True) & 0xFFFFE000).to(tl.float32, bitcast=True)
+        dst = pid_b * t_sb + offs_k[None, :] * t_sk + offs_m[:, None]
+        tl.store(hi_ptr + dst, hi, mask=msk)
+        tl.store(lo_ptr + dst, v - hi, mask=msk)
+
 
 def _fused_bn(n: int) -> int:
     return max(16, min(_FUSED_BN, triton.next_power_of_2(n)))
@@ -346,6 +410,52 @@ def _apply_qt_torch_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor) -> None
     a2.baddbmm_(v, wmat, alpha=-1.0)
 
 
+def _split_t(vo: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    b, m, k = vo.shape
+    hi = torch.empty((b, k, m), dtype=vo.dtype, device=vo.device)
+    lo = torch.empty_like(hi)
+    bk = max(16, triton.next_power_of_2(k))
+    _split_t_kernel[(triton.cdiv(m, 64), b)](
+        vo, hi, lo, m, k, vo.stride(0), vo.stride(1), hi.stride(0), hi.stride(1), BM=64, BK=bk, num_warps=4
+    )  # fmt: skip
+    return hi, lo
+
+
+def _apply_qt_vts_(a2: torch.Tensor, v: torch.Tensor, vth: torch.Tensor, vtl: torch.Tensor, t: torch.Tensor) -> None:
+    """As _apply_qt_fused_, phase 1 from the pre-split V^T (hi, lo): no operand re-staging in the row loop."""
+    b, m, n = a2.shape
+    k = v.shape[2]
+    bn = _fused_bn(n)
+    bk = max(16, triton.next_power_of_2(k))
+    _wy_fused_vts_kernel[(triton.cdiv(n, bn), b)](
+        v, vth, vtl, t, a2, m, n, k, v.stride(0), v.stride(1), vth.stride(0), vth.stride(1), t.stride(0),
+        t.stride(1), a2.stride(0), a2.stride(1), BM=_FUSED_BM, BN=bn, BK=bk, STAGES=_FUSED_STAGES,
+        num_warps=_FUSED_WARPS,
+    )  # fmt: skip
+
+
+def _vta_splitk(v: torch.Tensor, a2: torch.Tensor) -> torch.Tensor:
+    """W = V^T a2 per matrix by the split-K Triton kernel (rows split over programs, fp32 atomics)."""
+    b, m, n = a2.shape
+    k = v.shape[2]
+    bk = min(64, max(16, triton.next_power_of_2(k)))
+    bn = 64
+    bm = 64
+    ktiles = triton.cdiv(k, bk)
+    ntiles = triton.cdiv(n, bn)
+    base = ktiles * ntiles * b
+    splits = max(1, min(triton.cdiv(m, 4 * bm), triton.cdiv(_TARGET_PROGRAMS, base)))
+    rps = triton.cdiv(triton.cdiv(m, splits), bm) * bm
+    splits = triton.cdiv(m, rps)
+    atomic = splits > 1
+    w = (torch.zeros if atomic else torch.empty)((b, k, n), dtype=a2.dtype, device=a2.device)
+    _vta_kernel[(ktiles * ntiles, splits, b)](
+        v, a2, w, m, k, n, rps, ntiles, v.stride(0), v.stride(1), a2.stride(0), a2.stride(1),
+        w.stride(0), w.stride(1), BK=bk, BN=bn, BM=bm, ATOMIC=atomic, PREC=_PREC, num_warps=4, num_stages=3,
+    )  # fmt: skip
+    return w
+
+
 def _apply_qt_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor) -> None:
     """a2 <- (I - V T V^T)^T a2 = a2 - V (T^T (V^T a2))."""
     if _use_fused(a2, v, t):
@@ -362,21 +472,7 @@ def _apply_qt_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor) -> None:
     ):  # fmt: skip
         _apply_qt_torch_(a2, v, t)
         return
-    bk = min(64, max(16, triton.next_power_of_2(k)))
-    bn = 64
-    bm = 64
-    ktiles = triton.cdiv(k, bk)
-    ntiles = triton.cdiv(n, bn)
-    base = ktiles * ntiles * b
-    splits = max(1, min(triton.cdiv(m, 4 * bm), triton.cdiv(_TARGET_PROGRAMS, base)))
-    rps = triton.cdiv(triton.cdiv(m, splits), bm) * bm
-    splits = triton.cdiv(m, rps)
-    atomic = splits > 1
-    w = (torch.zeros if atomic else torch.empty)((b, k, n), dtype=a2.dtype, device=a2.device)
-    _vta_kernel[(ktiles * ntiles, splits, b)](
-        v, a2, w, m, k, n, rps, ntiles, v.stride(0), v.stride(1), a2.stride(0), a2.stride(1),
-        w.stride(0), w.stride(1), BK=bk, BN=bn, BM=bm, ATOMIC=atomic, PREC=_PREC, num_warps=4, num_stages=3,
-    )  # fmt: skip
+    w = _vta_splitk(v, a2)
     w2 = torch.bmm(t.transpose(1, 2), w)
     bkc = min(32, max(16, triton.next_power_of_2(k)))
     _upd_kernel[(triton.cdiv(m, 64), triton.cdiv(n, 64), b)](
@@ -438,14 +534,28 @@ def _coop_leaf(p, tau, v, t, nprog, bm):
 _T_MERGE = True  # outer T from the leaf T's (parent: a triangular solve of the whole panel)
 
 
+def _gram(vo: torch.Tensor) -> torch.Tensor:
+    """V^T V (b, w, w): the split-K Triton kernel for few tall matrices (cuBLAS runs K = 4096 on few SMs)."""
+    b, m, w = vo.shape
+    if (
+        _HAVE_TRITON and (vo.is_cuda or _GEMM_ON_CPU) and b <= _TRITON_GEMM_MAX_BATCH and m >= 1024
+        and vo.stride(2) == 1 and _PREC != "torch"
+    ):  # fmt: skip
+        return _vta_splitk(vo, vo)
+    return torch.bmm(vo.transpose(1, 2), vo)
+
+
 def _t_merge_(vo: torch.Tensor, tl_: torch.Tensor, nb: int) -> torch.Tensor:
     """Fill the upper off-diagonal blocks of tl_ (diagonal blocks: the leaf T's, width nb) in place:
-    T[:c0, c0:c0+w] = -T[:c0, :c0] (V[:, :c0]^T V[:, c0:c0+w]) T[c0:c0+w, c0:c0+w] (LAPACK dlarft, blockwise)."""
+    T[:c0, c0:c0+w] = -T[:c0, :c0] (V[:, :c0]^T V[:, c0:c0+w]) T[c0:c0+w, c0:c0+w] (LAPACK dlarft, blockwise);
+    the V^T V blocks from one Gram product of the whole panel."""
     wo = vo.shape[2]
+    g = _gram(vo)
     for c0 in range(nb, wo, nb):
         w = min(nb, wo - c0)
-        g = torch.bmm(vo[:, c0:, :c0].transpose(1, 2), vo[:, c0:, c0 : c0 + w])  # V2 is zero above row c0
-        tl_[:, :c0, c0 : c0 + w] = -torch.bmm(torch.bmm(tl_[:, :c0, :c0], g), tl_[:, c0 : c0 + w, c0 : c0 + w])
+        tl_[:, :c0, c0 : c0 + w] = -torch.bmm(
+            torch.bmm(tl_[:, :c0, :c0], g[:, :c0, c0 : c0 + w]), tl_[:, c0 : c0 + w, c0 : c0 + w]
+        )
     return tl_
 
 
@@ -477,7 +587,11 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int) -> torch.Tensor:
                 )  # fmt: skip
         if k0 + wo < n:
             t = tleaf if wo <= nb else (_t_merge_(vo, tleaf, nb) if _T_MERGE else _t_factor(vo, tau[:, k0 : k0 + wo]))
-            _apply_qt_(a[:, k0:, k0 + wo :], vo, t)
+            a2 = a[:, k0:, k0 + wo :]
+            if _FUSED_VTS and _use_fused(a2, vo, t):
+                _apply_qt_vts_(a2, vo, *_split_t(vo), t)
+            else:
+                _apply_qt_(a2, vo, t)
     return tau
 
 
