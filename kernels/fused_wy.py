@@ -13,8 +13,9 @@ Hypothesis (v1, run 5778ad57824f: 3,520 us, 640x512 9.25 -> 7.66 ms, but 2x4096 
 merge's tall-skinny cuBLAS products): v2 takes one Gram product V^T V per outer panel (the split-K Triton kernel
 for few tall matrices), 3 pipeline stages in the fused kernel (microbenchmark 1,045 -> 950 us on the first
 640x512 update) and the leaf tile 8192 for batches >= 256 (fused_wy_leaf8k: 640x512 -0.3 ms): 640x512 ~7.1 ms,
-60x1024 ~6.6, 2x4096 <= 25.8: geomean ~3,400 us. Knob _FUSED_VTS: the trailing update's V^T split into tf32
-hi/lo once per panel, so the row loop stages no operands through shared memory (untested on the H200).
+60x1024 ~6.6, 2x4096 <= 25.8: geomean ~3,400 us (measured: run 7980a68485d4, 3,312 us). Knob _FUSED_VT: phase
+1 of the trailing update reads a transposed copy of V (K-major operand for tf32 wgmma); microbenchmark 942 ->
+756 us on the first 640x512 update, 404 -> 338 on 60x1024 (not yet measured end to end).
 """
 
 import os  # noqa: E402
@@ -281,7 +282,7 @@ _FUSED_BN = 64  # columns of A2 per program
 _FUSED_WARPS = 4
 _FUSED_STAGES = 3  # measured (wy_update_bench, H200): 640x512x448 950 us vs 1,045 with 2
 _FUSED_MIN_PROGRAMS = 264  # batch x column tiles at least (else cuBLAS: too few programs for 132 SMs)
-_FUSED_VTS = False  # trailing updates by the pre-split kernel: V^T split once per outer panel into tf32 hi/lo
+_FUSED_VT = False  # trailing updates read a transposed copy of V in phase 1 (made once per outer panel)
 
 if _HAVE_TRITON:
 
@@ -321,13 +322,12 @@ if _HAVE_TRITON:
             tl.store(ap, a, mask=am)
 
     @triton.jit
-    def _wy_fused_vts_kernel(
-        v_ptr, vth_ptr, vtl_ptr, t_ptr, a_ptr, M, N, K, v_sb, v_sm, vt_sb, vt_sk, t_sb, t_sk, a_sb, a_sm,
-        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, STAGES: tl.constexpr,
+    def _wy_fused_vt_kernel(
+        v_ptr, vt_ptr, t_ptr, a_ptr, M, N, K, v_sb, v_sm, vt_sb, vt_sk, t_sb, t_sk, a_sb, a_sm,
+        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PREC: tl.constexpr, STAGES: tl.constexpr,
     ):  # fmt: skip
-        """Manual 3xTF32 for phase 1 with V^T pre-split in memory (hi = tf32(V^T), lo = V^T - hi): W^T = A^T V as
-        A_hi^T V_hi + A_hi^T V_lo + A_lo^T V_hi, tf32 dots; A split in registers, V tiles straight from memory
-        (K-major B operands); phase 2/3 as fused_wy (tf32x3)."""
+        """_wy_fused_kernel with phase 1 as W^T = A^T V from a transposed copy V^T (K, M): the V tile is then a
+        K-major operand in shared memory, as tf32 wgmma wants, and the A tile goes in registers."""
         pid_n = tl.program_id(0)
         pid_b = tl.program_id(1).to(tl.int64)
         offs_n = pid_n * BN + tl.arange(0, BN)
@@ -339,21 +339,14 @@ if _HAVE_TRITON:
         for m0 in tl.range(0, M, BM, num_stages=STAGES):
             offs_m = m0 + tl.arange(0, BM)
             mm = offs_m < M
-            vo = pid_b * vt_sb + offs_k[:, None] * vt_sk + offs_m[None, :]
-            vmask = kmask[:, None] & mm[None, :]
-            vh = tl.load(vth_ptr + vo, mask=vmask, other=0.0)
-            vl = tl.load(vtl_ptr + vo, mask=vmask, other=0.0)
+            vt = tl.load(vt_ptr + pid_b * vt_sb + offs_k[:, None] * vt_sk + offs_m[None, :],
+                         mask=kmask[:, None] & mm[None, :], other=0.0)  # fmt: skip
             a = tl.load(abase + offs_m[:, None] * a_sm + offs_n[None, :], mask=mm[:, None] & nmask[None, :], other=0.0)
-            ah = (a.to(tl.uint32, bitcast=True) & 0xFFFFE000).to(tl.float32, bitcast=True)
-            al = a - ah
-            at_h = tl.trans(ah)
-            wt = tl.dot(tl.trans(al), tl.trans(vh), wt, input_precision="tf32")
-            wt = tl.dot(at_h, tl.trans(vl), wt, input_precision="tf32")
-            wt = tl.dot(at_h, tl.trans(vh), wt, input_precision="tf32")
+            wt = tl.dot(tl.trans(a), tl.trans(vt), wt, input_precision=PREC)
         w = tl.trans(wt)
         tt = tl.load(t_ptr + pid_b * t_sb + offs_k[None, :] * t_sk + offs_k[:, None],
                      mask=kmask[:, None] & kmask[None, :], other=0.0)  # fmt: skip
-        w2 = tl.dot(tt, w, input_precision="tf32x3")
+        w2 = tl.dot(tt, w, input_precision=PREC)
         vbase = v_ptr + pid_b * v_sb
         for m0 in tl.range(0, M, BM, num_stages=STAGES):
             offs_m = m0 + tl.arange(0, BM)
@@ -362,22 +355,8 @@ if _HAVE_TRITON:
             ap = abase + offs_m[:, None] * a_sm + offs_n[None, :]
             am = mm[:, None] & nmask[None, :]
             a = tl.load(ap, mask=am, other=0.0)
-            a = a - tl.dot(v, w2, input_precision="tf32x3")
+            a = a - tl.dot(v, w2, input_precision=PREC)
             tl.store(ap, a, mask=am)
-
-    @triton.jit
-    def _split_t_kernel(v_ptr, hi_ptr, lo_ptr, M, K, v_sb, v_sm, t_sb, t_sk, BM: tl.constexpr, BK: tl.constexpr):
-        """hi = tf32(V)^T (low 13 mantissa bits cleared), lo = V^T - hi (exact): V (M, K) -> (K, M) each."""
-        pid_m = tl.program_id(0)
-        pid_b = tl.program_id(1).to(tl.int64)
-        offs_m = pid_m * BM + tl.arange(0, BM)
-        offs_k = tl.arange(0, BK)
-        msk = (offs_m[:, None] < M) & (offs_k[None, :] < K)
-        v = tl.load(v_ptr + pid_b * v_sb + offs_m[:, None] * v_sm + offs_k[None, :], mask=msk, other=0.0)
-        hi = (v.to(tl.uint32, bitcast=True) & 0xFFFFE000).to(tl.float32, bitcast=True)
-        dst = pid_b * t_sb + offs_k[None, :] * t_sk + offs_m[:, None]
-        tl.store(hi_ptr + dst, hi, mask=msk)
-        tl.store(lo_ptr + dst, v - hi, mask=msk)
 
 
 def _fused_bn(n: int) -> int:
@@ -410,26 +389,15 @@ def _apply_qt_torch_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor) -> None
     a2.baddbmm_(v, wmat, alpha=-1.0)
 
 
-def _split_t(vo: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    b, m, k = vo.shape
-    hi = torch.empty((b, k, m), dtype=vo.dtype, device=vo.device)
-    lo = torch.empty_like(hi)
-    bk = max(16, triton.next_power_of_2(k))
-    _split_t_kernel[(triton.cdiv(m, 64), b)](
-        vo, hi, lo, m, k, vo.stride(0), vo.stride(1), hi.stride(0), hi.stride(1), BM=64, BK=bk, num_warps=4
-    )  # fmt: skip
-    return hi, lo
-
-
-def _apply_qt_vts_(a2: torch.Tensor, v: torch.Tensor, vth: torch.Tensor, vtl: torch.Tensor, t: torch.Tensor) -> None:
-    """As _apply_qt_fused_, phase 1 from the pre-split V^T (hi, lo): no operand re-staging in the row loop."""
+def _apply_qt_vt_(a2: torch.Tensor, v: torch.Tensor, vt: torch.Tensor, t: torch.Tensor) -> None:
+    """As _apply_qt_fused_, phase 1 from vt = V^T (b, k, m), unit stride along m."""
     b, m, n = a2.shape
     k = v.shape[2]
     bn = _fused_bn(n)
     bk = max(16, triton.next_power_of_2(k))
-    _wy_fused_vts_kernel[(triton.cdiv(n, bn), b)](
-        v, vth, vtl, t, a2, m, n, k, v.stride(0), v.stride(1), vth.stride(0), vth.stride(1), t.stride(0),
-        t.stride(1), a2.stride(0), a2.stride(1), BM=_FUSED_BM, BN=bn, BK=bk, STAGES=_FUSED_STAGES,
+    _wy_fused_vt_kernel[(triton.cdiv(n, bn), b)](
+        v, vt, t, a2, m, n, k, v.stride(0), v.stride(1), vt.stride(0), vt.stride(1), t.stride(0), t.stride(1),
+        a2.stride(0), a2.stride(1), BM=_FUSED_BM, BN=bn, BK=bk, PREC=_FUSED_PREC, STAGES=_FUSED_STAGES,
         num_warps=_FUSED_WARPS,
     )  # fmt: skip
 
@@ -588,8 +556,8 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int) -> torch.Tensor:
         if k0 + wo < n:
             t = tleaf if wo <= nb else (_t_merge_(vo, tleaf, nb) if _T_MERGE else _t_factor(vo, tau[:, k0 : k0 + wo]))
             a2 = a[:, k0:, k0 + wo :]
-            if _FUSED_VTS and _use_fused(a2, vo, t):
-                _apply_qt_vts_(a2, vo, *_split_t(vo), t)
+            if _FUSED_VT and _use_fused(a2, vo, t):
+                _apply_qt_vt_(a2, vo, vo.transpose(1, 2).contiguous(), t)
             else:
                 _apply_qt_(a2, vo, t)
     return tau

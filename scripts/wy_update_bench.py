@@ -15,7 +15,6 @@ import time
 
 import torch
 import triton
-import triton.language as tl
 
 sys.path.insert(0, ".")
 from tracker.capture.worker import load_variant  # noqa: E402
@@ -26,68 +25,14 @@ CONFIGS = [  # BM, BN, warps, stages, prec (call 1: stages 3 best, bigger tiles 
     (64, 64, 4, 3, "tf32x3"), (64, 64, 4, 4, "tf32x3"), (64, 32, 4, 3, "tf32x3"), (64, 32, 2, 3, "tf32x3"),
     (64, 64, 4, 3, "tf32"),
 ]  # fmt: skip
-VTS = [(64, 64, 4, 3), (64, 64, 4, 2), (64, 32, 4, 3)]  # the pre-split kernel: BM, BN, warps, stages
-VT = [  # the transposed-V kernel: BM, BN, warps, stages, prec, trans_w
-    (64, 64, 4, 3, "tf32x3", False), (64, 64, 4, 3, "tf32x3", True), (64, 64, 4, 3, "tf32", False),
-]  # fmt: skip
-
-
-@triton.jit
-def _wy_fused_vt_kernel(
-    v_ptr, vt_ptr, t_ptr, a_ptr, M, N, K, v_sb, v_sm, vt_sb, vt_sk, t_sb, t_sk, a_sb, a_sm,
-    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PREC: tl.constexpr, STAGES: tl.constexpr,
-    TRANS_W: tl.constexpr,
-):  # fmt: skip
-    """fused_wy's kernel with phase 1 reading a transposed copy V^T (K, M) of V, so that one operand of
-    V^T A is K-major in shared memory (what tf32 wgmma wants); TRANS_W computes W^T = A^T V instead."""
-    pid_n = tl.program_id(0)
-    pid_b = tl.program_id(1).to(tl.int64)
-    offs_n = pid_n * BN + tl.arange(0, BN)
-    offs_k = tl.arange(0, BK)
-    nmask = offs_n < N
-    kmask = offs_k < K
-    abase = a_ptr + pid_b * a_sb
-    if TRANS_W:
-        wt = tl.zeros([BN, BK], dtype=tl.float32)
-    else:
-        w = tl.zeros([BK, BN], dtype=tl.float32)
-    for m0 in tl.range(0, M, BM, num_stages=STAGES):
-        offs_m = m0 + tl.arange(0, BM)
-        mm = offs_m < M
-        vt = tl.load(vt_ptr + pid_b * vt_sb + offs_k[:, None] * vt_sk + offs_m[None, :],
-                     mask=kmask[:, None] & mm[None, :], other=0.0)  # fmt: skip
-        a = tl.load(abase + offs_m[:, None] * a_sm + offs_n[None, :], mask=mm[:, None] & nmask[None, :], other=0.0)
-        if TRANS_W:
-            wt = tl.dot(tl.trans(a), tl.trans(vt), wt, input_precision=PREC)
-        else:
-            w = tl.dot(vt, a, w, input_precision=PREC)
-    if TRANS_W:
-        w = tl.trans(wt)
-    tt = tl.load(t_ptr + pid_b * t_sb + offs_k[None, :] * t_sk + offs_k[:, None],
-                 mask=kmask[:, None] & kmask[None, :], other=0.0)  # fmt: skip
-    w2 = tl.dot(tt, w, input_precision=PREC)
-    vbase = v_ptr + pid_b * v_sb
-    for m0 in tl.range(0, M, BM, num_stages=STAGES):
-        offs_m = m0 + tl.arange(0, BM)
-        mm = offs_m < M
-        v = tl.load(vbase + offs_m[:, None] * v_sm + offs_k[None, :], mask=mm[:, None] & kmask[None, :], other=0.0)
-        ap = abase + offs_m[:, None] * a_sm + offs_n[None, :]
-        am = mm[:, None] & nmask[None, :]
-        a = tl.load(ap, mask=am, other=0.0)
-        a = a - tl.dot(v, w2, input_precision=PREC)
-        tl.store(ap, a, mask=am)
-
-
-def fused_vt(a2, v, vt, t, bm, bn, warps, stages, prec, trans_w):
-    b, m, n = a2.shape
-    k = v.shape[2]
-    bn = max(16, min(bn, triton.next_power_of_2(n)))
-    bk = max(16, triton.next_power_of_2(k))
-    _wy_fused_vt_kernel[(triton.cdiv(n, bn), b)](
-        v, vt, t, a2, m, n, k, v.stride(0), v.stride(1), vt.stride(0), vt.stride(1), t.stride(0), t.stride(1),
-        a2.stride(0), a2.stride(1), BM=bm, BN=bn, BK=bk, PREC=prec, STAGES=stages, TRANS_W=trans_w,
-        num_warps=warps,
-    )  # fmt: skip
+VT = [
+    (64, 64, 4, 3, "tf32x3"),
+    (64, 64, 4, 2, "tf32x3"),
+]  # _FUSED_VT: V^T copy in phase 1 (BM, BN, warps, stages, prec)
+# Measured on the H200 (call 2, 640x512x448x64 / 60x1024x960x64, us): fused (64,64,4,3) 942 / 404; the same with V^T
+# (W^T = A^T V) 756 / 338; with V^T and plain tf32 671 / 278 (error 2.7e-3); a manual 3xTF32 from a V^T split into
+# hi/lo once per update (A split in registers, tf32 dots) 882 (762 with 2 stages) / 339, 953 / 353 with the split,
+# and error 8e-6 (truncated split) against 7.6e-7: dropped.
 
 
 def make(b, m, n, k, mod, gen):
@@ -120,25 +65,15 @@ def main():
         nbytes = 2.0 * b * m * n * 4
         configs = CONFIGS if shape in MAIN and not args.quick else [CONFIGS[0]]
         methods = [("torch", None)] + [("fused", c) for c in configs]
-        if shape in MAIN:
-            methods += [("vt", c) for c in VT]
-            vt = v.transpose(1, 2).contiguous()
-        methods += [("vts", c) for c in (VTS if shape in MAIN else VTS[:1])] + [("vts+sp", VTS[0])]
-        vth, vtl = mod._split_t(v)
+        methods += [("vt", c) for c in (VT if shape in MAIN else VT[:1])] + [("vt+tr", VT[0])]
+        vt = v.transpose(1, 2).contiguous()
         for name, cfg in methods:
-            if name.startswith("vts"):
-                mod._FUSED_BM, mod._FUSED_BN, mod._FUSED_WARPS, mod._FUSED_STAGES = cfg
+            if name.startswith("vt"):
+                mod._FUSED_BM, mod._FUSED_BN, mod._FUSED_WARPS, mod._FUSED_STAGES, mod._FUSED_PREC = cfg
 
-                def fn(a2, v, t, vth=vth, vtl=vtl, split=name == "vts+sp"):
-                    if split:  # the real cost: V^T split once per update
-                        mod._apply_qt_vts_(a2, v, *mod._split_t(v), t)
-                    else:
-                        mod._apply_qt_vts_(a2, v, vth, vtl, t)
+                def fn(a2, v, t, vt=vt, tr=name == "vt+tr"):
+                    mod._apply_qt_vt_(a2, v, v.transpose(1, 2).contiguous() if tr else vt, t)
 
-            elif name == "vt":
-
-                def fn(a2, v, t, cfg=cfg, vt=vt):
-                    fused_vt(a2, v, vt, t, *cfg)
             elif cfg is None:
                 fn = mod._apply_qt_torch_
             else:
@@ -162,7 +97,7 @@ def main():
             rows.append(row)
             print(f"{str(shape):24s} {name:6s} {str(cfg):38s} {ms * 1e3:9.1f} us {row['tflops']:6.1f} TF/s "
                   f"{row['gbs']:6.0f} GB/s err {err:.2e}  [{time.time() - t0:.0f}s]", flush=True)  # fmt: skip
-        del v, t, a, ref, vth, vtl
+        del v, t, a, ref, vt
         torch.cuda.empty_cache()
     if args.out:
         with open(args.out, "w") as f:
