@@ -15,7 +15,8 @@ for few tall matrices), 3 pipeline stages in the fused kernel (microbenchmark 1,
 640x512 update) and the leaf tile 8192 for batches >= 256 (fused_wy_leaf8k: 640x512 -0.3 ms): 640x512 ~7.1 ms,
 60x1024 ~6.6, 2x4096 <= 25.8: geomean ~3,400 us (measured: run 7980a68485d4, 3,312 us). Knob _FUSED_VT: phase
 1 of the trailing update reads a transposed copy of V (K-major operand for tf32 wgmma); microbenchmark 942 ->
-756 us on the first 640x512 update, 404 -> 338 on 60x1024 (not yet measured end to end).
+756 us on the first 640x512 update, 404 -> 338 on 60x1024; as knob variant fused_wy_vt (run d42688781019): 3,276 us,
+60x1024 6.23 -> 6.00 ms, 640x512 equal; now the default.
 """
 
 import os  # noqa: E402
@@ -282,7 +283,7 @@ _FUSED_BN = 64  # columns of A2 per program
 _FUSED_WARPS = 4
 _FUSED_STAGES = 3  # measured (wy_update_bench, H200): 640x512x448 950 us vs 1,045 with 2
 _FUSED_MIN_PROGRAMS = 264  # batch x column tiles at least (else cuBLAS: too few programs for 132 SMs)
-_FUSED_VT = False  # trailing updates read a transposed copy of V in phase 1 (made once per outer panel)
+_FUSED_VT = True  # trailing updates read a transposed copy of V in phase 1 (measured: fused_wy_vt, run d42688781019)
 
 if _HAVE_TRITON:
 
