@@ -75,10 +75,7 @@ if cells:
     if isinstance(run_id, str):
         common.run_link(run_id, f"{table.loc[sha, 'variant']} · {column}: run {run_id}")
     else:
-<<<<<<< HEAD
         st.caption(f"{common.md(table.loc[sha, 'variant'])} has no passed result on {common.md(column)}.")
-=======
-        st.caption(f"{table.loc[sha, 'variant']} has no passed result on {column}.")
 
 # Gate margins over every run and seed of each variant: the ones that pass close to a tolerance.
 _margins = margins.gate_margins(common.read("gate_residuals", list(board["table"].index)))
@@ -112,11 +109,11 @@ except ValueError as exc:
     st.info(str(exc))
     st.stop()
 st.caption(
-    f"{g['variant']}: geomean of its best case means {g['cells_geomean_us'] or float('nan'):,.1f} µs; the best "
-    f"mean of each case, whichever variant reached it, would give {g['best_per_case_geomean_us']:,.1f} µs"
+    f"{common.md(g['variant'])}: geomean of its best case means {g['cells_geomean_us'] or float('nan'):,.1f} µs; "
+    f"the best mean of each case, whichever variant reached it, would give {g['best_per_case_geomean_us']:,.1f} µs"
     + (f" ({g['ratio_to_best_per_case']:.3f}x)." if g["ratio_to_best_per_case"] else ".")
     + " Log share: the case's part of the log-geomean; gap share: its part of the way to the best-per-case geomean."
-    + (f" No passed result on {', '.join(g['missing_cases'])}." if g["missing_cases"] else "")
+    + (f" No passed result on {common.md(', '.join(g['missing_cases']))}." if g["missing_cases"] else "")
 )
 st.dataframe(
     pd.DataFrame(
@@ -142,4 +139,3 @@ st.dataframe(
     },
     key="lb_gaps",
 )
->>>>>>> mcp-agents

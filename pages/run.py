@@ -103,13 +103,11 @@ for _flag in _flags:  # static-scan flags beside the verdict: reasons to look be
     _show(f"Flag **{md(_flag['code'])}** (line {_flag.get('line')}): {md(_flag['message'])}", icon=":material/flag:")
 if run.get("shared_device") is True:
     st.warning("This run shared its device with other work (GPU processes or host load): timings may be contended.")
-<<<<<<< HEAD
 _sandbox = run.get("sandbox")  # None: recorded before the worker was sandboxed
 if isinstance(_sandbox, str) and _sandbox.startswith(("off", "none")):
     st.error(f"The kernel ran without a sandbox ({md(_sandbox)}): it could reach this user's files and processes.")
 elif isinstance(_sandbox, str):
     st.caption(f"Kernel contained by {md(_sandbox)}; outputs judged by a separate checker process.")
-=======
 # Over every run and seed of the variant: passing close to a gate today may fail on a hidden seed tomorrow.
 _margin = margins.gate_margins(common.read("gate_residuals", [run["variant_sha256"]])).get(run["variant_sha256"])
 if _margin and _margin["near"]:
@@ -120,7 +118,6 @@ if _margin and _margin["near"]:
         f"({_c['ratio']:.0%} of the tolerance).",
         icon=":material/speed:",
     )
->>>>>>> mcp-agents
 
 m = st.columns(4)
 m[0].metric("Geomean", f"{views.fmt_us(run.get('geomean_us'))} µs")

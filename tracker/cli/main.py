@@ -11,12 +11,6 @@ import argparse
 import os
 import sys
 
-<<<<<<< HEAD
-from tracker.cli import add, compare, import_results, queue, recheck, run, runs, since, transfer
-from tracker.cli.common import UsageError, common_options
-from tracker.common.text import PrintableStream
-from tracker.store import StoreError
-=======
 from tracker.cli import add, boards, compare, import_results, mcp_server, queue, recheck, run, runs, since, transfer
 from tracker.cli.common import (
     BAD_INPUT,
@@ -27,7 +21,7 @@ from tracker.cli.common import (
     internal_error_message,
     prog_name,
 )
->>>>>>> mcp-agents
+from tracker.common.text import PrintableStream
 
 COMMAND_GROUPS = (run, runs, transfer, compare, recheck, queue, add, since, import_results, boards, mcp_server)
 

@@ -27,18 +27,7 @@ def run_requests(args: argparse.Namespace) -> list:
         workload = get_workload(args.problem)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-<<<<<<< HEAD
-    if not (args.path or args.glob or args.pending):
-        raise UsageError("run needs a kernel file or folder (or --glob PATTERN, or --pending)")
-    queue = bool(args.gpus or args.cluster)
-    single = len(args.path) == 1 and not args.glob and not args.pending and Path(args.path[0]).is_file()
-    if not single and not queue:
-        from tracker.cli.run_many import run_many
-
-        return run_many(args)
-=======
     single = _single(args)
->>>>>>> mcp-agents
     suite = args.suite
     if suite is None:
         from tracker.capture.envinfo import gpu_available
@@ -97,6 +86,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from tracker.capture.progress import ProgressFile, TerminalBar
     from tracker.capture.runner import run_variant
 
+    if not (args.path or args.glob or args.pending):
+        raise UsageError("run needs a kernel file or folder (or --glob PATTERN, or --pending)")
     if not _single(args) and not (args.gpus or args.cluster):
         from tracker.cli.run_many import run_many
 
