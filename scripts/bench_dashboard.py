@@ -185,7 +185,8 @@ def build_bulk(path: Path, n_runs: int, n_variants: int, n_cases: int, n_samples
             FROM case_results CROSS JOIN range({n_samples}) t(rep) WHERE mean_us IS NOT NULL
         """)  # fmt: skip
         con.execute(
-            "INSERT INTO verdicts SELECT run_id, variant_sha256, 'promoted', 'best of its family so far', "
+            "INSERT INTO verdicts (run_id, variant_sha256, verdict, reason, created_at) "
+            "SELECT run_id, variant_sha256, 'promoted', 'best of its family so far', "
             "started_at + INTERVAL 1 HOUR FROM runs WHERE hash(run_id) % 50 = 0 AND status = 'passed'"
         )
         con.execute("CHECKPOINT")
