@@ -377,5 +377,5 @@ def test_compare_runs_refuses_different_problems_and_warns_on_a_changed_definiti
 def test_compare_page_warns_that_runs_of_different_problems_are_not_compared(dashboard, runs):
     at = open_page("pages/compare.py", a=runs["vadd_bench"]["run_id"], b=runs["sm_bench"]["run_id"])
     warnings = "\n".join(str(w.value) for w in at.warning)
-    assert "Different problems: A was judged by **vecadd**, B by **row_softmax**" in warnings
-    assert "different problems: vecadd vs row_softmax" in "\n".join(str(c.value) for c in at.caption)
+    assert "Different problems: A was judged by **vecadd**, B by **row\\_softmax**" in warnings  # names escaped
+    assert "different problems\\: vecadd vs row\\_softmax" in "\n".join(str(c.value) for c in at.caption)

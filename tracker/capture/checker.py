@@ -7,7 +7,7 @@ repetition's outputs from the worker as plain bytes (tracker.capture.handoff), c
 never holds. The runner records the checker's verdicts, not the worker's: a kernel that patches torch, the
 gates or the worker's own code in its process changes nothing here.
 
-Job on stdin: {problem, suite, mode, cases, seed, device, worker_fd, verdict_fd, evidence_dir, runner_pid}.
+Job on stdin: {problem, suite, mode, cases, seed, device, worker_fd, verdict_fd, evidence_dir, runner_pid, cleanup}.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import shutil
 import signal
 import sys
 import time
@@ -55,12 +56,21 @@ class Verdicts:
 
 def main() -> int:
     job = json.loads(sys.stdin.buffer.read())
+
+    def orphaned(*_: Any) -> None:
+        # The tracker died (kill -9): its run folders would stay behind. The sandbox died with it; clean up.
+        time.sleep(0.3)
+        for folder in job.get("cleanup", []):
+            shutil.rmtree(folder, ignore_errors=True)
+        os._exit(137)
+
+    signal.signal(signal.SIGTERM, orphaned)
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     except (OSError, AttributeError):
         pass
     if os.getppid() != job["runner_pid"]:
-        return 1
+        orphaned()
     import socket
 
     import torch
@@ -83,9 +93,9 @@ def main() -> int:
     while True:
         try:
             message, fd = handoff.recv(sock)
-        except (OSError, ValueError) as exc:
-            verdicts.emit(event="protocol", message=f"the worker broke the handoff: {exc}")
-            return 1
+        except (OSError, ValueError) as exc:  # the kernel wrote into the socket: its failure, not the checker's
+            verdicts.emit(event="protocol", message=f"a message that is not the worker's ({exc})")
+            return 0
         if message is None:
             return 0
         received = time.monotonic()
@@ -127,7 +137,6 @@ def main() -> int:
             row["_evidence"] = failed_check(inputs, outputs, result, rep)
             save_evidence(job.get("evidence_dir"), indices[held_pos], row)
         checked = time.monotonic()
-        handoff.send(sock, {"passed": result.passed, "message": result.message})
         verdicts.emit(
             event="verdict",
             pos=held_pos,
@@ -140,7 +149,8 @@ def main() -> int:
             received_s=received,
             check_s=checked - received,
             bytes=sent,
-        )
+        )  # before the worker hears it: the runner has the verdict by the time the worker reports the case
+        handoff.send(sock, {"passed": result.passed, "message": result.message})
         del outputs
 
 

@@ -221,7 +221,8 @@ def run_variant(
 
     def checkpoint(events: list[dict[str, Any]], verdicts: list[dict[str, Any]]) -> None:
         # What this run would be if the tracker died now: written beside the store, ignored while we live.
-        copy = store_mod.RunRecord(run=dict(record.run), variant=dict(record.variant))
+        run = {k: json.dumps(v) if isinstance(v, dict) else v for k, v in record.run.items()}  # loads, as stored
+        copy = store_mod.RunRecord(run=run, variant=dict(record.variant))
         done = [dict(e) for e in events]
         judge(done, verdicts, req)
         complete_record(copy, req, done, "crashed", ORPHAN_ERROR, None, "")
@@ -316,7 +317,7 @@ def _gpu_available() -> bool:
     return gpu_available()
 
 
-def _start_checker(req, device: str, private: Path, worker_end: int):
+def _start_checker(req, device: str, private: Path, workdir: Path, worker_end: int):
     """The checker process (tracker.capture.checker), outside the sandbox; returns (process, verdict reader)."""
     verdict_r, verdict_w = os.pipe()
     job = {
@@ -330,6 +331,7 @@ def _start_checker(req, device: str, private: Path, worker_end: int):
         "verdict_fd": verdict_w,
         "evidence_dir": str(private),
         "runner_pid": os.getpid(),
+        "cleanup": [str(workdir), str(private)],  # if the runner is killed, the checker removes its folders
     }
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PACKAGE_ROOT), env.get("PYTHONPATH")) if p)
@@ -406,7 +408,7 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
     compile_s = None
     channel = _Lines(read_fd, key)
     verdicts: list[dict[str, Any]] = []
-    checker, verdict_lines = _start_checker(req, device, private, checker_end.fileno())
+    checker, verdict_lines = _start_checker(req, device, private, workdir, checker_end.fileno())
     checker_end.close()
     old_term = None
     proc = None
@@ -450,7 +452,8 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
                         timed_deadline = time.monotonic() + req.timeout
                     events.append(event)
                     emit(event)
-                    if event["event"] == "case_done" and checkpoint is not None:
+                    if event["event"] in ("case_start", "case_done") and checkpoint is not None:
+                        verdicts.extend(verdict_lines.read())  # the checker reports before it answers the worker
                         checkpoint(events, verdicts)
                 if finished:
                     break
@@ -493,7 +496,10 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
         if in_sandbox and returncode is not None and 128 < returncode < 160:
             returncode = 128 - returncode  # bwrap passes a signal's death on as 128 + N: the worker's own -N
         log_tail = _tail(log_path)
-        if checker.returncode not in (0, None, -signal.SIGKILL) and status is None:
+        broke = next((v for v in verdicts if v.get("event") == "protocol"), None)
+        if broke is not None and status is None:  # the kernel wrote into the worker's socket to the checker
+            status, error = "failed", f"the kernel broke the handoff to the checker: {broke.get('message')}"
+        elif checker.returncode not in (0, None, -signal.SIGKILL) and status is None:
             status, error = "crashed", f"the checker process failed: {_tail(private / 'checker.log')[-600:]}"
         judge(events, verdicts, req)
         _keep_traces(events, workdir, Path(f"{req.store}.traces") / record.run["run_id"])
@@ -569,7 +575,7 @@ def judge(events: list[dict[str, Any]], verdicts: list[dict[str, Any]], req) -> 
         needed = {FIRST_PASS} if req.mode == "test" else {FIRST_PASS, *range(len(samples))}
         judged = {v["rep"] for v in mine}
         bad = next((v for v in mine if not v["passed"]), None)
-        for k in [*RESIDUAL_KEYS, "evidence", *STAT_KEYS, "wall_us", "columns"]:
+        for k in [*RESIDUAL_KEYS, "evidence", *STAT_KEYS, "wall_us"]:
             event.pop(k, None)  # never the worker's word for these
         event["samples"] = samples
         if any(not (0 < x < float("inf")) for x in samples):
