@@ -21,8 +21,38 @@ from tracker.workloads.qr_v2.suites import QR_V2, SMOKE
 ROOT = Path(__file__).resolve().parent.parent
 # Settings the test kernels in tests/variants read: the sandbox passes a kernel only the variables named here.
 os.environ.setdefault("KERNELBEAM_WORKER_ENV", "KB_IMPORT_SLEEP,KB_CALL_SLEEP,KB_TEST_PIDS,KB_ENTERED,KB_GO")
-# The tests' own side-file key, never this user's (one per test session, shared with the trackers they start).
-os.environ.setdefault("KERNELBEAM_KEY_FILE", str(Path(tempfile.mkdtemp(prefix="kb-test-key-")) / "side-file.key"))
+# The tests' own side-file key, lock and state folders, never this user's or this machine's (one per test session,
+# shared with the trackers and clusters they start; each test gets its own lock and state folder on top).
+_SESSION = Path(tempfile.mkdtemp(prefix="kb-tests-"))
+os.environ["KERNELBEAM_KEY_FILE"] = str(_SESSION / "side-file.key")
+os.environ["KERNELBEAM_LOCK_DIR"] = str(_SESSION / "locks")
+os.environ["XDG_STATE_HOME"] = str(_SESSION / "state")
+
+
+def _read_streamlit_config_from_the_checkout() -> None:
+    """Streamlit reads .streamlit/config.toml from the working folder once per process and keeps it: read it from
+    the checkout now, so a test that changes folder first cannot leave every later AppTest without it (no
+    server.address: 'every address', and the token gate)."""
+    from streamlit import config
+
+    here = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        config.get_config_options(force_reparse=True)
+    finally:
+        os.chdir(here)
+
+
+_read_streamlit_config_from_the_checkout()
+
+
+@pytest.fixture(autouse=True)
+def own_lock_and_state_folders(tmp_path_factory, monkeypatch):
+    """Every test its own device-lock folder and state folder (fallback side files), never this machine's: a
+    tracker run going on elsewhere never makes a test wait, and no test leaves a run where users look. A test
+    that needs a shared folder sets its own."""
+    monkeypatch.setenv("KERNELBEAM_LOCK_DIR", str(tmp_path_factory.mktemp("locks")))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
 
 
 def host_processes(*argv: str) -> list[int]:

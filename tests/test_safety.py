@@ -318,7 +318,7 @@ def test_a_run_whose_store_and_side_folder_vanish_mid_run_goes_to_the_fallback(t
     assert not [p for p in side.parent.iterdir() if p.suffix == ".tmp"]
     # where the message says: copy it next to the store (now at moved/) and import
     moved = tmp_path / "moved" / "s.duckdb"
-    store_mod.pending_dir(moved).mkdir()
+    store_mod.pending_dir(moved).mkdir(exist_ok=True)  # it holds the run's checkpoint, which the copy replaces
     shutil.copy(side, store_mod.pending_dir(moved))
     assert store_mod.flush_pending(moved).written == [summary["run_id"]]
     assert queries.get_run(moved, summary["run_id"])["status"] == "passed"
