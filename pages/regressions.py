@@ -8,6 +8,7 @@ import streamlit as st
 from pages import _common as common
 from pages.ui import charts
 from pages.ui import tables as views
+from tracker.analysis import context
 from tracker.analysis import series as analysis
 
 # Change detection is quadratic in the number of runs: the default window keeps the page under a second.
@@ -53,7 +54,10 @@ key = "reg_family" if kind == "Family" else "reg_path"
 if wanted:
     st.session_state[key] = wanted
 elif st.session_state.get(key) not in options:
-    st.session_state[key] = options[0]
+    # The family whose timed runs passed most recently, with at least two of them: a history to show.
+    ranked = context.choices(common.read("run_contexts"), "family", modes=context.TIMED_MODES, min_passed=2,
+                             prefer=None, gpu=common.gpu_filter()) if kind == "Family" else []  # fmt: skip
+    st.session_state[key] = next((f for f in ranked if f in options), options[0])
 scope_value = c_value.selectbox(label, options, key=key, on_change=_set_scope)
 scope = {"family": scope_value} if kind == "Family" else {"path": scope_value}
 

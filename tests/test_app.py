@@ -688,3 +688,54 @@ def test_latest_geomean_is_the_latest_runs_own(tmp_path, monkeypatch):
     df = queries.variant_table(store)
     assert df.loc[0, "latest_run"] == "lat1" and math.isnan(df.loc[0, "latest_geomean_us"])
     assert df.loc[0, "best_geomean_us"] > 0
+
+
+# ------------------------------------------------------------------ defaults that follow the data (issue 21)
+
+
+def _with_new_runs(path: Path) -> None:
+    """A user's own runs after the H200 ones: an untimed CPU test run, and one timed run of a new family."""
+    src = "def custom_kernel(data):\n    return data\n"
+    later = T0 + timedelta(days=2)
+    for i, (mode, means) in enumerate((("test", None), ("benchmark", [60.0, 290.0, 280.0, 150.0]))):
+        rec = make_record(f"mine{i}aaaaaaa", variant=f"mine_v{i}", source=src + f"# {i}\n", path=f"kernels/mine{i}.py",
+                          family="mine", started=later + timedelta(minutes=i), means=means, suite="smoke", mode=mode,
+                          gpu="CPU")  # fmt: skip
+        assert store_mod.finish_run(path, rec) is None
+
+
+def test_pages_open_on_a_context_with_runs(demo_store):
+    """Leaderboard and Lineage open on the context whose runs passed last (CPU smoke here), each choice offering
+    only what has runs; with H200 chosen in the sidebar they open there; Regressions opens on a family with a
+    history (two passed timed runs), not on the newest one-run family."""
+    path, _ = demo_store
+    _with_new_runs(path)
+    at = open_page("pages/leaderboard.py")
+    picked = tuple(at.selectbox(key=k).value for k in ("gpu", "suite", "mode"))
+    assert picked == ("CPU", "smoke", "benchmark")
+    assert at.selectbox(key="suite").options == ["smoke"]  # qr_v2 has no runs on the CPU
+    assert {"geqrf_reference", "mine_v1"} <= set(at.dataframe[0].value["variant"]) and not at.info
+    at = open_page("pages/lineage.py")
+    tree = at.dataframe[0].value
+    assert (at.selectbox(key="gpu").value, at.selectbox(key="suite").value) == ("CPU", "smoke")
+    assert "passed" in set(tree["latest status"])
+    at = open_page("pages/regressions.py")
+    assert at.selectbox(key="reg_family").value == "wy" and charts(at)  # "mine" has one timed run
+    at.sidebar.selectbox(key="kb_gpu").set_value(H200).run()
+    at.switch_page("pages/leaderboard.py").run()
+    assert (at.selectbox(key="gpu").value, at.selectbox(key="suite").value) == (H200, "qr_v2")
+    assert len(at.dataframe[0].value) >= 2 and not at.info
+
+
+def test_leaderboard_without_timed_runs_on_the_newest_gpu(tmp_path, monkeypatch):
+    """Only an untimed CPU run is newer than the H200 runs: the Leaderboard stays on the H200 runs."""
+    path = tmp_path / "s.duckdb"
+    src = "def custom_kernel(data):\n    return data\n"
+    for run_id, gpu, mode, when in (("h1", H200, "benchmark", T0), ("c1", "CPU", "test", T0 + timedelta(days=1))):
+        rec = make_record(run_id, variant=f"v_{run_id}", source=src + run_id, path=f"kernels/{run_id}.py", family=None,
+                          started=when, means=BASE_US if mode == "benchmark" else None, mode=mode, gpu=gpu,
+                          suite="qr_v2" if gpu == H200 else "smoke")  # fmt: skip
+        store_mod.finish_run(path, rec)
+    monkeypatch.setenv("KERNELBEAM_STORE", str(path))
+    at = open_page("pages/leaderboard.py")
+    assert at.selectbox(key="gpu").options == [H200] and list(at.dataframe[0].value["variant"]) == ["v_h1"]

@@ -311,7 +311,7 @@ def test_leaderboard_lineage_and_since_pages(server, page):
     assert page.get_by_role("heading", name="Experiments").is_visible()
     assert page.get_by_text("Page not found").count() == 0
     assert page.get_by_role("textbox", name="Search").input_value() == "wy"
-    goto(page, f"{base}/leaderboard?lb_suite=qr_v2&lb_gpu=NVIDIA%20H200")
+    goto(page, f"{base}/leaderboard?suite=qr_v2&gpu=NVIDIA%20H200")
     no_exception(page)
     main = page.get_by_test_id("stMain")
     assert page.get_by_role("heading", name="Leaderboard").is_visible()
@@ -319,7 +319,7 @@ def test_leaderboard_lineage_and_since_pages(server, page):
     assert page.get_by_test_id("stDataFrame").count() == 1
     shot(page, "leaderboard")
 
-    goto(page, f"{base}/lineage?lin_family=householder&lin_suite=qr_v2&lin_gpu=NVIDIA%20H200")
+    goto(page, f"{base}/lineage?family=householder&suite=qr_v2&gpu=NVIDIA%20H200")
     no_exception(page)
     assert page.get_by_role("heading", name="Lineage").is_visible()
     assert re.search(r"\d+ variants, 1 roots · geomeans on qr_v2", page.get_by_test_id("stMain").inner_text())

@@ -209,7 +209,7 @@ def test_leaderboard_page(workspace, monkeypatch, tmp_path):
 
 
 def test_lineage_and_since_pages(workspace, monkeypatch, tmp_path):
-    at = _open(monkeypatch, tmp_path, workspace["store"], "pages/lineage.py", lin_family="beam", lin_suite="smoke")
+    at = _open(monkeypatch, tmp_path, workspace["store"], "pages/lineage.py", family="beam", suite="smoke")
     tree = at.dataframe[0].value
     names = [v.strip() for v in tree["variant"]]
     assert names[0] == "v01_base" and "└─ v01_base" in names and "└─ v02_clone" in names

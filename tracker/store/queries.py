@@ -276,6 +276,19 @@ def facets(store: str | os.PathLike) -> dict[str, Any]:
     return out
 
 
+def run_contexts(store: str | os.PathLike) -> pd.DataFrame:
+    """Per (problem, suite, mode, GPU, family): runs, passed runs and the start of the latest passed one; what
+    tracker.analysis.context picks the pages' and commands' defaults from."""
+    with connect(store, read_only=True) as con:
+        if not _has_runs_table(con):
+            return pd.DataFrame(columns=["problem", "suite", "mode", "gpu", "family", "runs", "passed", "last_passed"])
+        return con.execute(
+            "SELECT problem, suite, mode, gpu, family, count(*) AS runs, count(*) FILTER (WHERE status = 'passed') "
+            "AS passed, max(started_at) FILTER (WHERE status = 'passed') AS last_passed FROM runs "
+            "WHERE status <> 'running' GROUP BY ALL"
+        ).df()
+
+
 def _run_filters(
     *,
     gpu: str | None = None,

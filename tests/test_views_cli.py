@@ -1,0 +1,27 @@
+"""The dashboard's views from the command line (issue 21), through real `python -m tracker` processes on the demo
+store: the same default context as the pages."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from conftest import ROOT
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tracker", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+
+
+def test_leaderboard_defaults_to_the_context_that_passed_last(demo_store):
+    """No --suite or --gpu on a store with H200 and CPU runs: the CPU smoke runs (the newest), as on the page; a
+    given --gpu keeps its own suite; a GPU without runs is an error naming the GPUs there are."""
+    path, ids = demo_store
+    doc = json.loads(cli("leaderboard", "--json", "--store", str(path)).stdout)
+    assert (doc["gpu"], doc["suite"]) == ("CPU", "smoke") and [v["best_run"] for v in doc["variants"]] == [ids["cpu"]]
+    doc = json.loads(cli("leaderboard", "--gpu", "NVIDIA H200", "--json", "--store", str(path)).stdout)
+    assert doc["suite"] == "qr_v2" and len(doc["variants"]) >= 2
+    bad = cli("leaderboard", "--gpu", "NVIDIA B200", "--store", str(path))
+    assert bad.returncode == 2 and "NVIDIA H200" in bad.stderr and "Traceback" not in bad.stderr
