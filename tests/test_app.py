@@ -23,7 +23,7 @@ from streamlit.testing.v1 import AppTest
 
 from pages.ui import charts as charts_mod
 from pages.ui import tables as views
-from tests.conftest import open_page
+from tests.conftest import open_page, open_url
 from tracker import store as store_mod
 from tracker.capture import envinfo, jobs
 from tracker.store import queries
@@ -739,3 +739,24 @@ def test_leaderboard_without_timed_runs_on_the_newest_gpu(tmp_path, monkeypatch)
     monkeypatch.setenv("KERNELBEAM_STORE", str(path))
     at = open_page("pages/leaderboard.py")
     assert at.selectbox(key="gpu").options == [H200] and list(at.dataframe[0].value["variant"]) == ["v_h1"]
+
+
+def test_same_url_parameters_on_every_page(demo_store):
+    """`family`, `gpu` and `suite` mean the same on every page that has them (`lineage?family=` included)."""
+    at = open_page("pages/experiments.py", family="wy")  # the home page: its first run
+    assert set(table(at, "variants")["family"]) == {"wy"}
+    at = open_url("pages/leaderboard.py", family="wy", gpu=H200, suite="qr_v2")
+    assert (at.selectbox(key="family").value, at.selectbox(key="gpu").value) == ("wy", H200)
+    assert {v.removeprefix("wy_") for v in at.dataframe[0].value["variant"]} <= {"v0", "v1", "v2"}
+    at = open_url("pages/lineage.py", family="householder", gpu=H200, suite="qr_v2")
+    names = {v.strip().removeprefix("└─ ") for v in at.dataframe[0].value["variant"]}
+    assert at.selectbox(key="family").value == "householder" and names == {f"householder_v{k}" for k in range(10)}
+    at = open_url("pages/regressions.py", family="householder")
+    assert at.selectbox(key="reg_family").value == "householder"
+
+
+def test_since_lists_newest_first(demo_store):
+    _, ids = demo_store
+    at = open_url("pages/since.py", since="2026-01-01T00:00:00")
+    runs = at.dataframe[-1].value["run_id"]
+    assert runs.iloc[0] == f"run?id={ids['cpu']}" and runs.iloc[-1] == f"run?id={ids['householder'][0]}"

@@ -831,16 +831,16 @@ def lineage_nodes(
 
 
 def since_activity(store: str | os.PathLike, since: dt.datetime) -> dict[str, pd.DataFrame]:
-    """What happened from `since` on: runs, their cases (with the best mean of the case before, in the same
-    suite, mode and GPU), the best geomean before per context, the previous passed run of the same file, and
-    verdicts."""
+    """What happened from `since` on: runs (newest first), their cases (with the best mean of the case before, in
+    the same suite, mode and GPU), the best geomean before per context, the previous passed run of the same file,
+    and verdicts (newest first)."""
     with connect(store, read_only=True) as con:
         con.execute(
             "CREATE TEMP TABLE new_runs AS SELECT run_id, variant_sha256, variant, path, family, status, suite, "
             "mode, gpu, geomean_us, started_at, error FROM runs WHERE started_at >= CAST(? AS TIMESTAMPTZ)",
             [since],
         )
-        runs = con.execute("SELECT * FROM new_runs ORDER BY started_at").df()
+        runs = con.execute("SELECT * FROM new_runs ORDER BY started_at DESC, run_id").df()  # newest first, as `list`
         cases = con.execute(
             f"""
             WITH nc AS (
@@ -886,7 +886,7 @@ def since_activity(store: str | os.PathLike, since: dt.datetime) -> dict[str, pd
         ).df()
         verdicts = con.execute(
             "SELECT v.run_id, r.variant, v.verdict, v.reason, v.created_at FROM verdicts v "
-            "LEFT JOIN runs r USING (run_id) WHERE v.created_at >= CAST(? AS TIMESTAMPTZ) ORDER BY v.created_at",
+            "LEFT JOIN runs r USING (run_id) WHERE v.created_at >= CAST(? AS TIMESTAMPTZ) ORDER BY v.created_at DESC",
             [since],
         ).df()
     return {"runs": runs, "cases": cases, "best_geomean": best_geo, "previous": prev, "verdicts": verdicts}
