@@ -415,7 +415,7 @@ def test_compare_git_diff_between_commits(demo_store, tmp_path):
 
 def test_regressions_family_table_links_and_timeline(demo_store):
     _, ids = demo_store
-    at = open_page("pages/regressions.py", family="householder")
+    at = open_url("pages/regressions.py", family="householder")
     assert not at.error
     df = table(at, "reg_table")
     assert len(df) == 1
@@ -442,14 +442,14 @@ def test_regressions_family_table_links_and_timeline(demo_store):
 
 def test_regressions_by_kernel_path_and_bad_scope(demo_store):
     _, ids = demo_store
-    at = open_page("pages/regressions.py", path="kernels/householder_torch.py")
+    at = open_url("pages/regressions.py", path="kernels/householder_torch.py")
     assert at.radio[0].value == "Kernel file"
     assert list(table(at, "reg_table")["run"]) == [ids["regressed"]]
-    at = open_page("pages/regressions.py", family="no-such-family")
+    at = open_url("pages/regressions.py", family="no-such-family")
     assert "No runs with family **no\\-such\\-family**" in texts(at.error)
-    at = open_page("pages/regressions.py", path="kernels/no_such_file.py")  # not another file's results
+    at = open_url("pages/regressions.py", path="kernels/no_such_file.py")  # not another file's results
     assert "No runs with kernel file" in texts(at.error) and not charts(at) and not find_tables(at, "reg_table")
-    at = open_page("pages/regressions.py", family="wy")  # no step along wy
+    at = open_url("pages/regressions.py", family="wy")  # no step along wy
     assert "No regression detected" in texts(at.success)
 
 
@@ -668,7 +668,7 @@ def test_fresh_store_shows_the_shipped_h200_runs(tmp_path, monkeypatch):
     at = open_page("pages/compare.py", a=a, b=b)
     assert not at.error and len(table(at, "cmp_table")) >= 1
     family = runs["family"].dropna().iloc[0]
-    at = open_page("pages/regressions.py", family=family)
+    at = open_url("pages/regressions.py", family=family)
     assert not at.error
 
 
@@ -760,3 +760,33 @@ def test_since_lists_newest_first(demo_store):
     at = open_url("pages/since.py", since="2026-01-01T00:00:00")
     runs = at.dataframe[-1].value["run_id"]
     assert runs.iloc[0] == f"run?id={ids['cpu']}" and runs.iloc[-1] == f"run?id={ids['householder'][0]}"
+
+
+def test_regressions_follow_one_line_of_descent(tmp_path, monkeypatch):
+    """A parent with two children: `slow` 1.5x slower on every case, `same` as fast. Along the path to `same` the
+    slow sibling is not in the series (no regression); along the path to `slow` the change is its own. The
+    x axis is run order with the variants' names as its ticks."""
+    path = tmp_path / "siblings.duckdb"
+    runs = (
+        ("p0", "parent", None, 1.0),
+        ("s0", "slow", "p0", 1.5),
+        ("f0", "same", "p0", 1.0),
+        ("f1", "same", "p0", 1.0),
+    )
+    for k, (run_id, name, parent, factor) in enumerate(runs):
+        rec = make_record(run_id, variant=name, source=f"# {name}\n", path=f"kernels/{name}.py", family="fam",
+                          started=T0 + timedelta(hours=k), means=[b * factor for b in BASE_US], parent=parent,
+                          seed=k)  # fmt: skip
+        assert store_mod.finish_run(path, rec) is None
+    monkeypatch.setenv("KERNELBEAM_STORE", str(path))
+    at = open_url("pages/regressions.py", family="fam")
+    leaf = at.selectbox(key="reg_leaf")
+    assert leaf.format_func(leaf.value) == "same"  # the variant run most recently
+    assert not find_tables(at, "reg_table") and "Along parent → same" in texts(at.caption)
+    (spec,) = charts(at)
+    assert spec["layout"]["xaxis"]["ticktext"] == ["parent", "same", "same"] and spec["layout"]["xaxis"][
+        "tickvals"
+    ] == [0, 1, 2]
+    slow = next(o for o in leaf.options if o != leaf.value and leaf.format_func(o) == "slow")
+    at.selectbox(key="reg_leaf").set_value(slow).run()
+    assert set(table(at, "reg_table")["run"]) == {"s0"}

@@ -586,8 +586,10 @@ def case_history(
     gpu: str | None,
     last: int | None = 300,
     problem: str | None = None,
+    variants: tuple[str, ...] | None = None,
 ) -> dict[str, pd.DataFrame]:
-    """The timed runs along a family or kernel file in one (suite, GPU) context, oldest first (the last `last`).
+    """The timed runs along a family or kernel file in one (suite, GPU) context, oldest first (the last `last`);
+    with `variants` (source hashes: a lineage path), only the runs of those.
 
     Returns runs (run_id, variant, started_at, status, ...), cases (run_id, case_idx, label, passed, mean_us,
     err_us) and samples (run_id, case_idx, samples: a list of every repetition).
@@ -599,6 +601,9 @@ def case_history(
     if problem is not None:  # one problem's runs only: another problem's cases are not the same cases
         gpu_clause += " AND problem = ?"
         params.append(problem)
+    if variants is not None:
+        gpu_clause += f" AND variant_sha256 IN ({', '.join('?' * len(variants)) or 'NULL'})"
+        params.extend(variants)
     limit = " LIMIT ?" if last else ""
     if last:
         params.append(int(last))
@@ -812,6 +817,7 @@ def lineage_nodes(
                     min(geomean_us) FILTER (WHERE status = 'passed') AS best_geomean_us,
                     arg_min(run_id, geomean_us) FILTER (WHERE status = 'passed' AND geomean_us IS NOT NULL) AS best_run,
                     arg_max(run_id, started_at) AS latest_run, arg_max(status, started_at) AS latest_status,
+                    max(started_at) FILTER (WHERE status = 'passed' AND geomean_us IS NOT NULL) AS last_timed_at,
                     arg_min(parent_run, started_at) FILTER (WHERE parent_run IS NOT NULL) AS parent_run,
                     arg_max(family, started_at) FILTER (WHERE family IS NOT NULL) AS family
                 FROM runs WHERE {where} GROUP BY variant_sha256
@@ -820,6 +826,7 @@ def lineage_nodes(
             SELECT v.sha256, v.name AS variant, v.path, {vcommit},
                 coalesce({vparent}, pr.variant_sha256) AS parent, coalesce({vfam}, r.family) AS family,
                 coalesce(r.runs, 0) AS runs, r.best_geomean_us, r.best_run, r.latest_run, r.latest_status,
+                r.last_timed_at,
                 vd.verdict, coalesce({"v.committed_at, " if registered else ""}v.first_seen) AS seen_at
             FROM variants v LEFT JOIN r ON r.variant_sha256 = v.sha256
             LEFT JOIN runs pr ON pr.run_id = r.parent_run
