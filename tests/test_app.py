@@ -790,3 +790,26 @@ def test_regressions_follow_one_line_of_descent(tmp_path, monkeypatch):
     slow = next(o for o in leaf.options if o != leaf.value and leaf.format_func(o) == "slow")
     at.selectbox(key="reg_leaf").set_value(slow).run()
     assert set(table(at, "reg_table")["run"]) == {"s0"}
+
+
+def test_compare_says_what_it_compares(demo_store, tmp_path):
+    """A partial run (cases 0 and 3) against a full one: one line says how many cases are timed in both, the
+    geomean ratio names them, and the source diff is folded. A test run against a benchmark run: no ratio, why."""
+    path, ids = demo_store
+    full = [b * 1.1 for b in BASE_US]
+    rec = make_record("part0aaaaaaa", variant="part", source="# part\n", path="kernels/part.py", family=None,
+                      started=T0 + timedelta(days=3), means=full)  # fmt: skip
+    rec.cases[:] = [c for c in rec.cases if c["case_idx"] in (0, 3)]
+    rec.samples[:] = [s for s in rec.samples if s[0] in (0, 3)]
+    assert store_mod.finish_run(path, rec) is None
+    at = open_url("pages/compare.py", a=ids["before_regression"], b="part0aaaaaaa")
+    info = texts(at.info)
+    assert "2 of 12 cases are timed in both runs" in info and "10 only in A, 0 only in B" in info
+    assert "Geomean ratio over 20x32 c1 dense, 640x512 c2 dense." in texts(at.caption)
+    folded = [e.label for e in at.expander if e.label.startswith("Source diff")]
+    assert folded == [r"Source diff of householder\_v4 and part"]  # markdown, the name escaped
+    test_run = make_record("test0aaaaaaa", variant="t", source="# t\n", path="kernels/t.py", family=None,
+                           started=T0 + timedelta(days=3, hours=1), means=None, mode="test")  # fmt: skip
+    assert store_mod.finish_run(path, test_run) is None
+    at = open_url("pages/compare.py", a="test0aaaaaaa", b=ids["before_regression"])
+    assert "A is a test run" in texts(at.info) and "no case has timings in both" in texts(at.info)

@@ -173,6 +173,8 @@ def test_every_page_and_a_shared_compare_url(server, page):
     assert page.get_by_test_id("stMetricValue").first.inner_text().startswith("1.03")
     expect(page.locator(".js-plotly-plot")).to_have_count(2)
     assert "640x512 c2 dense" in page.locator(".js-plotly-plot").first.text_content()
+    page.get_by_test_id("stExpander").filter(has_text="Source diff of").locator("summary").click()  # folded
+    settle(page)
     assert "+BLOCK = 48" in page.get_by_test_id("stCode").first.inner_text()
     shot(page, "compare")
     page.get_by_role("tab", name="Side by side").click()

@@ -25,3 +25,20 @@ def test_leaderboard_defaults_to_the_context_that_passed_last(demo_store):
     assert doc["suite"] == "qr_v2" and len(doc["variants"]) >= 2
     bad = cli("leaderboard", "--gpu", "NVIDIA B200", "--store", str(path))
     assert bad.returncode == 2 and "NVIDIA H200" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_store_before_the_command_version_and_list_filters(demo_store):
+    """`--store` before the command, `--version`, and `list --family/--status/--variant/--since` (newest first)."""
+    path, ids = demo_store
+
+    def listed(*args: str) -> list[str]:
+        proc = cli(*args, "--json")
+        assert proc.returncode == 0, proc.stderr
+        return [r["run_id"] for r in json.loads(proc.stdout)]
+
+    assert listed("--store", str(path), "list", "--family", "wy") == ids["wy"][::-1]
+    assert listed("list", "--since", "2026-03-01T21:30:00+00:00", "--status", "passed", "--store", str(path)) == [
+        ids["cpu"], ids["wy"][1]]  # fmt: skip
+    assert listed("list", "--variant", "wy_v1", "--store", str(path)) == [ids["wy"][1]]
+    version = cli("--version")
+    assert version.returncode == 0 and version.stdout.split()[-1][0].isdigit()

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 
 from tracker.capture.devicelock import queue
 from tracker.capture.scan import describe
 from tracker.cli.common import (
+    UsageError,
     clean,
     fmt_us,
     positive_int,
@@ -25,7 +27,16 @@ from tracker.store import VERDICTS, check_store, queries
 def list_doc(args: argparse.Namespace) -> list[dict]:
     """What `list --json` prints (also the MCP tool list_runs)."""
     readable_store(args.store)  # a missing store is an error, as for every other read (`run` creates one)
-    df = queries.list_runs(args.store, limit=args.limit, search=args.search)
+    since = None
+    if getattr(args, "since", None):
+        from tracker.analysis.summaries import parse_since
+
+        try:
+            since = parse_since(args.since, dt.datetime.now(dt.UTC))
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    df = queries.list_runs(args.store, limit=args.limit, search=args.search, since=since,
+                           **{k: getattr(args, k, None) for k in ("family", "status", "variant")})  # fmt: skip
     cols = [
         "run_id",
         "variant",
@@ -153,6 +164,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p = sub.add_parser("list", parents=[common], help="list runs, newest first")
     p.add_argument("--limit", type=positive_int, help="show at most this many runs (default: all)")
     p.add_argument("--search", help="only runs whose name, path, family, note, id or verdict reason contains this")
+    p.add_argument("--family", help="only runs of this family")
+    p.add_argument("--status", help="only runs with this status (passed, failed, timeout, crashed, skipped, ...)")
+    p.add_argument("--variant", help="only runs of the variant with this name")
+    p.add_argument("--since", help="only runs started since: 30m, 2h, 1d, 1w or an ISO timestamp")
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("show", parents=[common], help="show one run with its cases")

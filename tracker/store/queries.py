@@ -84,9 +84,25 @@ def side_file_runs(store: str | os.PathLike) -> list[dict[str, Any]]:
     return out
 
 
-def list_runs(store: str | os.PathLike, *, limit: int | None = None, search: str | None = None) -> pd.DataFrame:
-    """All runs (those whose name, path, family, note, id or verdict reason contains `search`), newest first."""
-    where, params = _run_filters(search=search)
+def list_runs(
+    store: str | os.PathLike,
+    *,
+    limit: int | None = None,
+    search: str | None = None,
+    family: str | None = None,
+    status: str | None = None,
+    variant: str | None = None,
+    since: dt.datetime | None = None,
+) -> pd.DataFrame:
+    """All runs (those whose name, path, family, note, id or verdict reason contains `search`; of a family,
+    status or variant name; started from `since` on), newest first."""
+    where, params = _run_filters(search=search, family=family, status=status)
+    if since is not None:  # to the second: _run_filters' since is a date
+        where += (" AND " if where else " WHERE ") + "started_at >= CAST(? AS TIMESTAMPTZ)"
+        params.append(since)
+    if variant is not None:
+        where += (" AND " if where else " WHERE ") + "variant = ?"
+        params.append(variant)
     sql = f"SELECT {RUN_LIST_COLUMNS} FROM runs{where} ORDER BY started_at DESC"
     if limit is not None:
         sql += " LIMIT ?"
