@@ -813,3 +813,9 @@ def test_compare_says_what_it_compares(demo_store, tmp_path):
     assert store_mod.finish_run(path, test_run) is None
     at = open_url("pages/compare.py", a="test0aaaaaaa", b=ids["before_regression"])
     assert "A is a test run" in texts(at.info) and "no case has timings in both" in texts(at.info)
+
+
+def test_benchmark_page_offers_the_shipped_problem(own_demo_store, monkeypatch):
+    monkeypatch.delenv("KERNELBEAM_PROBLEMS_DIR", raising=False)
+    at = open_page("pages/benchmark.py")
+    assert "vectoradd" in at.selectbox(key="bm_problem").options

@@ -42,3 +42,14 @@ def test_store_before_the_command_version_and_list_filters(demo_store):
     assert listed("list", "--variant", "wy_v1", "--store", str(path)) == [ids["wy"][1]]
     version = cli("--version")
     assert version.returncode == 0 and version.stdout.split()[-1][0].isdigit()
+
+
+def test_the_shipped_problem_folder_runs_as_the_readme_says(tmp_path):
+    """problems/vectoradd (ours, GPU Mode's layout): its submission passes all four tests on the CPU."""
+    store = tmp_path / "va.duckdb"
+    proc = cli("run", "problems/vectoradd/submission.py", "--problem", "problems/vectoradd", "--suite", "vectoradd",
+               "--mode", "test", "--device", "cpu", "--store", str(store), "--json")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["status"] == "passed" and len(doc["cases"]) == 4 and all(c["passed"] for c in doc["cases"])
+    assert json.loads(cli("list", "--store", str(store), "--json").stdout)[0]["problem"] == "vectoradd"
