@@ -11,7 +11,6 @@ import argparse
 import os
 import sys
 
-from tracker import __version__
 from tracker.cli import add, boards, compare, import_results, mcp_server, queue, recheck, run, runs, since, transfer
 from tracker.cli.common import (
     BAD_INPUT,
@@ -29,6 +28,16 @@ from tracker.store import DEFAULT_STORE
 COMMAND_GROUPS = (run, runs, transfer, compare, recheck, queue, add, since, import_results, boards, mcp_server)
 
 
+def _version() -> str:
+    """The installed package's version (pyproject.toml); the CLI layer may not import the package root."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("kernelbeam")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog=prog_name(),
@@ -37,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
         "err is the standard error of the mean, std/sqrt(runs). Exit codes: 0 success (run: passed), "
         "1 the run did not pass or an internal error, 2 bad input. KERNELBEAM_DEBUG=1 shows tracebacks.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     # `--store PATH` also before the command (`kernelbeam --store s.duckdb list`); a dest of its own, since the
     # command's default would overwrite a shared one.
     parser.add_argument("--store", dest="store_before", type=path_arg, default=None, help=argparse.SUPPRESS)
