@@ -40,6 +40,8 @@ def test_store_before_the_command_version_and_list_filters(demo_store):
     assert listed("list", "--since", "2026-03-01T21:30:00+00:00", "--status", "passed", "--store", str(path)) == [
         ids["cpu"], ids["wy"][1]]  # fmt: skip
     assert listed("list", "--variant", "wy_v1", "--store", str(path)) == [ids["wy"][1]]
+    variants = {v["variant"]: v for v in json.loads(cli("variants", "--store", str(path), "--json").stdout)}
+    assert variants["householder_v1"]["parent_variant"] == "householder_v0"  # from its run's parent, as on Lineage
     version = cli("--version")
     assert version.returncode == 0 and version.stdout.split()[-1][0].isdigit()
 
@@ -53,3 +55,6 @@ def test_the_shipped_problem_folder_runs_as_the_readme_says(tmp_path):
     doc = json.loads(proc.stdout)
     assert doc["status"] == "passed" and len(doc["cases"]) == 4 and all(c["passed"] for c in doc["cases"])
     assert json.loads(cli("list", "--store", str(store), "--json").stdout)[0]["problem"] == "vectoradd"
+    header = next(line for line in cli("show", doc["run_id"], "--store", str(store)).stdout.splitlines()
+                  if line.startswith("#  case"))  # fmt: skip
+    assert header.split() == ["#", "case", "ok", "message"]  # a test run: no timing columns

@@ -138,7 +138,17 @@ def test_add_registers_every_version_with_lineage(workspace):
         "solutions/v02_clone/submission.py",
         "solutions/v03_cuda/submission.py",
     }
-    assert set(listed[0]) == {"variant", "path", "sha256", "commit", "parent", "family", "runs", "best_geomean_us"}
+    assert set(listed[0]) == {
+        "variant",
+        "path",
+        "sha256",
+        "commit",
+        "parent",
+        "parent_variant",
+        "family",
+        "runs",
+        "best_geomean_us",
+    }
     assert all(v["runs"] == 1 for v in listed)  # run --pending ran each once
 
 

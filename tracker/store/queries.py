@@ -726,18 +726,25 @@ def variant_index(store: str | os.PathLike) -> list[dict[str, Any]]:
 
 
 def variant_list(store: str | os.PathLike, *, family: str | None = None) -> pd.DataFrame:
-    """Registered and run variants: variant, path, sha256, commit, committed_at, message, parent, family, runs,
-    best_geomean_us (best passed geomean of any context), oldest first."""
+    """Registered and run variants: variant, path, sha256, commit, committed_at, message, parent (a source hash)
+    and parent_variant (its name), family, runs, best_geomean_us (best passed geomean of any context), oldest
+    first."""
     where = " WHERE coalesce(v.family, r.family) = ?" if family else ""
     sql = f"""
         WITH r AS (
             SELECT variant_sha256, count(*) AS runs, min(geomean_us) FILTER (WHERE status = 'passed') AS best,
-                arg_max(family, started_at) FILTER (WHERE family IS NOT NULL) AS family
+                arg_max(family, started_at) FILTER (WHERE family IS NOT NULL) AS family,
+                arg_min(parent_run, started_at) FILTER (WHERE parent_run IS NOT NULL) AS parent_run
             FROM runs GROUP BY variant_sha256
-        )
-        SELECT v.name AS variant, v.path, v.sha256, v.commit, v.committed_at, v.message, v.parent,
-            coalesce(v.family, r.family) AS family, coalesce(r.runs, 0) AS runs, r.best AS best_geomean_us
-        FROM variants v LEFT JOIN r ON r.variant_sha256 = v.sha256{where}
+        ),
+        -- The parent as lineage_nodes has it: from registration, else from the first run's parent run.
+        p AS (SELECT v.sha256, coalesce(v.parent, pr.variant_sha256) AS parent FROM variants v
+              LEFT JOIN r ON r.variant_sha256 = v.sha256 LEFT JOIN runs pr ON pr.run_id = r.parent_run)
+        SELECT v.name AS variant, v.path, v.sha256, v.commit, v.committed_at, v.message, p.parent,
+            pv.name AS parent_variant, coalesce(v.family, r.family) AS family, coalesce(r.runs, 0) AS runs,
+            r.best AS best_geomean_us
+        FROM variants v LEFT JOIN r ON r.variant_sha256 = v.sha256 JOIN p ON p.sha256 = v.sha256
+        LEFT JOIN variants pv ON pv.sha256 = p.parent{where}
         ORDER BY coalesce(v.committed_at, v.first_seen), v.name
     """
     with connect(store, read_only=True) as con:
