@@ -24,6 +24,11 @@ from tracker.common.jsonfields import parse_flags
 from tracker.store import VERDICTS, check_store, queries
 
 
+def short_name(kernel: str, width: int = 70) -> str:
+    """A kernel name cut to `width` characters: C++ signatures run to hundreds (`--json` has the full name)."""
+    return kernel if len(kernel) <= width else kernel[: width - 1] + "…"
+
+
 def list_doc(args: argparse.Namespace) -> list[dict]:
     """What `list --json` prints (also the MCP tool list_runs)."""
     readable_store(args.store)  # a missing store is an error, as for every other read (`run` creates one)
@@ -89,7 +94,9 @@ def show_doc(args: argparse.Namespace) -> dict:
         {k: clean(v) for k, v in row.items()} for row in queries.run_evidence(args.store, run_id).to_dict("records")
     ]
     run["flags"] = parse_flags(run.get("flags"))[0]  # a malformed stored value shows as none
-    return {**run, "cases": cases, "evidence": evidence}
+    kernels = [{k: clean(v) for k, v in row.items()}
+               for row in queries.profile_top_kernels(args.store, run_id).to_dict("records")]  # fmt: skip
+    return {**run, "cases": cases, "evidence": evidence, "profile_kernels": kernels}
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -126,11 +133,24 @@ def cmd_show(args: argparse.Namespace) -> int:
         "side_file",
     ):
         if run.get(key) is not None:
-            print(f"{key:11} {run[key]}")
+            value = run[key]  # floats to 4 significant digits (compile_s): JSON keeps them exact
+            print(f"{key:11} {format(value, '.4g') if isinstance(value, float) else value}")
     if run["flags"]:
         print(f"{'flags':11} {describe(run['flags'])}")
     print_cases(cases)
     print(f"geomean {fmt_us(run.get('geomean_us'))}")
+    if doc["profile_kernels"]:  # the profile's top kernels over all cases (the Run page has them per case)
+        ks = doc["profile_kernels"]
+        print("profile: top kernels by device time, summed over the cases")
+        print_columns(
+            [
+                ("kernel", [short_name(k["kernel"]) for k in ks]),
+                ("calls", [k["calls"] for k in ks]),
+                time_column("device", [k["device_us"] for k in ks]),
+                time_column("self", [k["self_us"] for k in ks]),
+                ("cases", [k["cases"] for k in ks]),
+            ]
+        )
     for e in evidence:  # what a failed check kept (python -m tracker recheck judges it again)
         rep = "first pass" if e["repetition"] == -1 else f"repetition {e['repetition']}"
         print(

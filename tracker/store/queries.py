@@ -509,6 +509,20 @@ def run_choices(
         return df
 
 
+def profile_top_kernels(store: str | os.PathLike, run_id: str, *, limit: int = 10) -> pd.DataFrame:
+    """A profiled run's kernels summed over its cases, the most device time first: kernel, calls, device_us,
+    self_us, cases (how many cases launched it)."""
+    with connect(store, read_only=True) as con:
+        if not _has_table(con, "profile_kernels"):
+            return pd.DataFrame(columns=["kernel", "calls", "device_us", "self_us", "cases"])
+        return con.execute(
+            "SELECT kernel, CAST(sum(calls) AS BIGINT) AS calls, sum(device_us) AS device_us, sum(self_us) AS self_us, "
+            "count(DISTINCT case_idx) AS cases FROM profile_kernels WHERE run_id = ? GROUP BY kernel "
+            "ORDER BY device_us DESC NULLS LAST, kernel LIMIT ?",
+            [run_id, int(limit)],
+        ).df()
+
+
 def run_bundle(store: str | os.PathLike, run_id: str, *, with_samples: bool = True) -> dict[str, Any] | None:
     """Everything recorded for one run, read in one connection; None if there is no such run.
 
