@@ -135,9 +135,9 @@ def _decode(values) -> list[float]:
 
 def test_experiments_filters_and_gpu(demo_store):
     at = open_page()
-    at.selectbox(key="fam").select("wy").run()
+    at.selectbox(key="family").select("wy").run()
     assert set(table(at, "variants")["variant"]) == {"wy_v0", "wy_v1", "wy_v2"}
-    at.selectbox(key="fam").select("any").run()
+    at.selectbox(key="family").select("any").run()
     at.selectbox(key="status").select("failed").run()
     assert list(table(at, "variants")["variant"]) == ["wy_v2"]
     at.selectbox(key="status").select("any").run()
@@ -160,9 +160,9 @@ def test_experiments_progress_chart_follows_every_filter(demo_store):
     at.selectbox(key="status").select("passed").run()
     assert scatter_points(at) == {"householder": 9, "wy": 2}
     at.selectbox(key="status").select("any").run()
-    at.selectbox(key="fam").select("wy").run()
+    at.selectbox(key="family").select("wy").run()
     assert scatter_points(at) == {"wy": 2}
-    at.selectbox(key="fam").select("any").run()
+    at.selectbox(key="family").select("any").run()
     at.text_input(key="q").input("O'Brien").run()
     assert scatter_points(at) == {"householder": 1}
     at.text_input(key="q").input("").run()
@@ -819,3 +819,14 @@ def test_benchmark_page_offers_the_shipped_problem(own_demo_store, monkeypatch):
     monkeypatch.delenv("KERNELBEAM_PROBLEMS_DIR", raising=False)
     at = open_page("pages/benchmark.py")
     assert "vectoradd" in at.selectbox(key="bm_problem").options
+
+
+def test_verdict_form_has_no_preselected_verdict_and_parent_by_name(own_demo_store):
+    path, ids = own_demo_store
+    at = open_url("pages/run.py", id=ids["householder"][5])
+    assert at.radio(key="verdict_choice").value is None
+    at.button(key="verdict_submit").click().run()
+    assert "Choose a verdict first." in texts(at.error) and queries.run_bundle(path, ids["householder"][5])[
+        "verdicts"].empty  # fmt: skip
+    links = [el.proto.label for el in at.get("page_link")]
+    assert "vs parent householder_v4" in links

@@ -43,7 +43,7 @@ def test_store_before_the_command_version_and_list_filters(demo_store):
     variants = {v["variant"]: v for v in json.loads(cli("variants", "--store", str(path), "--json").stdout)}
     assert variants["householder_v1"]["parent_variant"] == "householder_v0"  # from its run's parent, as on Lineage
     shown = cli("show", ids["profiled"], "--store", str(path)).stdout
-    top = shown[shown.index("profile: top kernels"):].splitlines()
+    top = shown[shown.index("profile: top kernels") :].splitlines()
     assert top[1].split()[:5] == ["kernel", "calls", "device", "(ms)", "self"]
     assert top[2].split()[:2] == ["householder_panel_kernel", "96"]  # 8 calls x 12 cases, the most device time
     version = cli("--version")
