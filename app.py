@@ -176,4 +176,5 @@ with st.sidebar:
 if problem:  # every page needs a store: say why this one is refused, and change nothing
     st.error(problem + " Choose another store in the sidebar.")
     st.stop()
+common.enter_page(page.url_path)
 page.run()

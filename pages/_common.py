@@ -48,6 +48,21 @@ def page_setup() -> None:
         st.stop()
 
 
+# The query parameters that pages share by name (`family` means the same on every page that has it). They are the
+# state of the page in the URL, so a value left in the session by another page must not override the URL.
+URL_KEYS = ("family", "gpu", "suite", "mode", "status", "sort", "q", "problem", "since", "variant", "path")
+PAGE_KEY = "kb_page"
+
+
+def enter_page(name: str) -> None:
+    """Call with the page's URL path before it runs: on a page change, forget the shared keys' values of the page
+    before, so this page takes them from its URL (Back and Forward restore them) or from the data's defaults."""
+    if st.session_state.get(PAGE_KEY) != name:
+        for key in URL_KEYS:
+            st.session_state.pop(key, None)
+        st.session_state[PAGE_KEY] = name
+
+
 def store() -> str:
     return st.session_state.get(STORE_KEY) or "experiments.duckdb"
 

@@ -9,6 +9,7 @@ import streamlit as st
 from pages import _common as common
 from pages.ui import charts, diffs
 from pages.ui import tables as views
+from tracker.analysis import series as analysis
 from tracker.capture.gitinfo import diff_commits
 
 common.page_setup()
@@ -101,12 +102,9 @@ if problem_a != problem_b:
     )
 elif run_a.get("problem_sha256") and run_b.get("problem_sha256") and run_a["problem_sha256"] != run_b["problem_sha256"]:
     st.warning(f"The files of problem **{md(problem_a)}** changed between the runs: the cases may not be the same.")
-if (run_a["suite"], run_a["mode"]) != (run_b["suite"], run_b["mode"]):
-    st.info(
-        f"Different suites or modes ({md(run_a['suite'])}/{md(run_a['mode'])} vs "
-        f"{md(run_b['suite'])}/{md(run_b['mode'])}): "
-        "only cases present in both are compared."
-    )
+cover = analysis.coverage(cmp, run_a, run_b)
+if cover["line"]:
+    st.info(md(cover["line"]))
 
 not_passed = [
     f"{side} is **{md(run['status'])}**" for side, run in (("A", run_a), ("B", run_b)) if run["status"] != "passed"
@@ -119,7 +117,9 @@ if not_passed:
 m = st.columns(4)
 if cmp.geomean_ratio is not None:
     ci = f" (95% CI {cmp.geomean_ci[0]:.3f}–{cmp.geomean_ci[1]:.3f})" if cmp.geomean_ci else ""
-    m[0].metric("Geomean ratio B/A", f"{cmp.geomean_ratio:.3f}", help="mean_B / mean_A over cases; < 1: B is faster")
+    m[0].metric("Geomean ratio B/A", f"{cmp.geomean_ratio:.3f}", help=f"mean_B / mean_A {md(cover['ratio_over'])}; "
+                "< 1: B is faster")  # fmt: skip
+    st.caption(f"Geomean ratio {md(cover['ratio_over'])}.")
     m[1].metric("Speedup of B", f"{1 / cmp.geomean_ratio:.3f}×", help="A time / B time" + ci)
 else:
     m[0].metric("Geomean ratio B/A", "–")
@@ -155,11 +155,13 @@ if run_a["variant_sha256"] == run_b["variant_sha256"]:
 elif not (bundle_a["source"] and bundle_b["source"]):
     st.info("The source of one of the variants is not in the store.")
 else:
-    t_unified, t_side = st.tabs(["Unified", "Side by side"])
-    with t_unified:
-        st.code(diffs.unified_diff(bundle_a["source"], bundle_b["source"], name_a, name_b), language="diff")
-    with t_side:
-        st.html(diffs.side_by_side_html(bundle_a["source"], bundle_b["source"], name_a, name_b))
+    # Folded: two full diffs would make the page many screens tall.
+    with st.expander(f"Source diff of {md(run_a['variant'])} and {md(run_b['variant'])}", expanded=False):
+        t_unified, t_side = st.tabs(["Unified", "Side by side"])
+        with t_unified:
+            st.code(diffs.unified_diff(bundle_a["source"], bundle_b["source"], name_a, name_b), language="diff")
+        with t_side:
+            st.html(diffs.side_by_side_html(bundle_a["source"], bundle_b["source"], name_a, name_b))
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -191,8 +193,8 @@ if isinstance(commit_a, str) and isinstance(commit_b, str):
                 + (" in the kernel files." if only_kernels else ".")
             )
         else:
-            st.caption(f"`git diff {commit_a[:10]} {commit_b[:10]}` in {common.md(repo)}")
-            st.code(text, language="diff")
+            with st.expander(f"`git diff {commit_a[:10]} {commit_b[:10]}` in {common.md(repo)}", expanded=False):
+                st.code(text, language="diff")
 else:
     st.caption("At least one of the runs was not recorded in a git repository.")
 for side, run in (("A", run_a), ("B", run_b)):

@@ -32,7 +32,7 @@ cols = st.columns([1, 1, 1, 1, 2])
 suite = cols[0].selectbox("Suite", [ANY, *facets["suite"]], key="suite", bind="query-params")
 mode = cols[1].selectbox("Mode", [ANY, *facets["mode"]], key="mode", bind="query-params")
 status = cols[2].selectbox("Status", [ANY, *facets["status"]], key="status", bind="query-params")
-family = cols[3].selectbox("Family", [ANY, *facets["family"]], key="fam", bind="query-params")
+family = cols[3].selectbox("Family", [ANY, *facets["family"]], key="family", bind="query-params")
 first = facets["first"].date() if facets["first"] is not None else dt.date.today()
 last = facets["last"].date() if facets["last"] is not None else dt.date.today()
 dates = cols[4].date_input(

@@ -8,29 +8,29 @@ import streamlit as st
 
 from pages import _common as common
 from pages.ui import heatmap
-from tracker.analysis import gaps, margins, summaries
+from tracker.analysis import context, gaps, margins, summaries
 
 ANY = "any"
 
 common.page_setup()
 st.title("Leaderboard")
 common.require_runs()
-facets = common.read("facets")
-if not facets["suite"]:
-    st.info("No runs yet.")
+contexts = common.read("run_contexts")
+timed = context.TIMED_MODES
+# Each choice offers only what has timed runs under the choices before it, most recently passed first.
+cols = st.columns([2, 1, 1, 1, 2])
+gpus = context.choices(contexts, "gpu", modes=timed, prefer=common.gpu_filter())
+if not gpus:
+    st.info("No benchmark or leaderboard runs yet: the leaderboard ranks timed runs (`--mode test` runs are untimed).")
     st.stop()
-
-cols = st.columns([1, 1, 2, 1, 2])
-suite = cols[0].selectbox("Suite", facets["suite"], key="lb_suite", bind="query-params")
-modes = [m for m in ("benchmark", "leaderboard") if m in facets["mode"]] or ["benchmark"]
-mode = cols[1].selectbox("Mode", modes, key="lb_mode", bind="query-params")
-gpus = facets["gpu"] or ["CPU"]
-side_gpu = common.gpu_filter()
-gpu = cols[2].selectbox(
-    "GPU", gpus, index=gpus.index(side_gpu) if side_gpu in gpus else 0, key="lb_gpu", bind="query-params",
-    help="One GPU model at a time: timings of different GPUs are never ranked together.",
-)  # fmt: skip
-family = cols[3].selectbox("Family", [ANY, *facets["family"]], key="lb_family", bind="query-params")
+gpu = cols[0].selectbox("GPU", gpus, key="gpu", bind="query-params",
+                        help="One GPU model at a time: timings of different GPUs are never ranked")  # fmt: skip
+suite = cols[1].selectbox("Suite", context.choices(contexts, "suite", modes=timed, gpu=gpu), key="suite",
+                          bind="query-params")  # fmt: skip
+mode = cols[2].selectbox("Mode", context.choices(contexts, "mode", modes=timed, gpu=gpu, suite=suite), key="mode",
+                         bind="query-params")  # fmt: skip
+families = context.choices(contexts, "family", modes=(mode,), gpu=gpu, suite=suite)
+family = cols[3].selectbox("Family", [ANY, *families], key="family", bind="query-params")
 data = common.read("leaderboard_cells", suite=suite, mode=mode, gpu=gpu, family=None if family == ANY else family)
 board = summaries.leaderboard(data)
 if board["table"].empty:
@@ -40,7 +40,7 @@ if board["table"].empty:
         + (f" in family {md(family)}." if family != ANY else ".")
     )
     st.stop()
-sort = cols[4].selectbox("Sort by", ["geomean", *board["cases"]], key="lb_sort", bind="query-params")
+sort = cols[4].selectbox("Sort by", ["geomean", *board["cases"]], key="sort", bind="query-params")
 if sort != "geomean":
     board = summaries.leaderboard(data, sort=sort)
 
@@ -102,7 +102,7 @@ if _near:
 # any variant reached on each case.
 st.subheader("Where the time goes")
 ranked = list(dict.fromkeys(str(v) for v in board["table"]["variant"].dropna()))
-pick = st.selectbox("Variant", ranked, key="lb_gaps_variant", bind="query-params")
+pick = st.selectbox("Variant", ranked, key="variant", bind="query-params")
 try:
     g = gaps.case_gaps(data, pick)
 except ValueError as exc:

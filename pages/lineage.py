@@ -7,22 +7,24 @@ import pandas as pd
 import streamlit as st
 
 from pages import _common as common
-from tracker.analysis import summaries
+from tracker.analysis import context, summaries
 
 ALL = "all variants"
 
 common.page_setup()
 st.title("Lineage")
 common.require_runs()
-facets = common.read("facets")
+contexts = common.read("run_contexts")
 families = common.read("variant_families")
-c = st.columns([2, 1, 2])
-family = c[0].selectbox("Family", [ALL, *families], key="lin_family", bind="query-params")
-suite = c[1].selectbox("Suite", facets["suite"] or ["smoke"], key="lin_suite", bind="query-params")
-gpus = facets["gpu"] or ["CPU"]
-side_gpu = common.gpu_filter()
-gpu = c[2].selectbox("GPU", gpus, index=gpus.index(side_gpu) if side_gpu in gpus else 0, key="lin_gpu",
-                     bind="query-params", help="Geomeans and runs are taken in this suite and GPU")  # fmt: skip
+c = st.columns([2, 2, 1])
+family = c[0].selectbox("Family", [ALL, *families], key="family", bind="query-params")
+# GPU and suite follow the runs (of the family, when one is chosen), most recently passed first.
+fam = None if family == ALL else family
+gpus = context.choices(contexts, "gpu", prefer=common.gpu_filter(), family=fam, loose=("family",))
+gpu = c[1].selectbox("GPU", gpus or ["CPU"], key="gpu", bind="query-params",
+                     help="Geomeans and runs are taken in this suite and GPU")  # fmt: skip
+suites = context.choices(contexts, "suite", gpu=gpu, family=fam, loose=("family",))
+suite = c[2].selectbox("Suite", suites or ["smoke"], key="suite", bind="query-params")
 nodes = common.read("lineage_nodes", family=None if family == ALL else family, suite=suite, gpu=gpu)
 tree = summaries.lineage_tree(nodes)
 if tree.empty:

@@ -8,6 +8,7 @@ import streamlit as st
 from pages import _common as common
 from pages.ui import charts
 from pages.ui import tables as views
+from tracker.analysis import context, summaries
 from tracker.analysis import series as analysis
 
 # Change detection is quadratic in the number of runs: the default window keeps the page under a second.
@@ -53,7 +54,10 @@ key = "reg_family" if kind == "Family" else "reg_path"
 if wanted:
     st.session_state[key] = wanted
 elif st.session_state.get(key) not in options:
-    st.session_state[key] = options[0]
+    # The family whose timed runs passed most recently, with at least two of them: a history to show.
+    ranked = context.choices(common.read("run_contexts"), "family", modes=context.TIMED_MODES, min_passed=2,
+                             prefer=None, gpu=common.gpu_filter()) if kind == "Family" else []  # fmt: skip
+    st.session_state[key] = next((f for f in ranked if f in options), options[0])
 scope_value = c_value.selectbox(label, options, key=key, on_change=_set_scope)
 scope = {"family": scope_value} if kind == "Family" else {"path": scope_value}
 
@@ -77,8 +81,20 @@ show_improvements = c3.toggle("Also improvements", value=False, key="reg_impr")
 ctx = contexts.iloc[ctx_idx or 0]
 gpu_value = ctx["gpu"] if isinstance(ctx["gpu"], str) else None
 
+lineage = {}
+if kind == "Family":  # one line of descent: a variant's runs and its ancestors', never its siblings'
+    nodes = common.read("lineage_nodes", family=scope_value, suite=ctx["suite"], gpu=gpu_value)
+    leaves = summaries.path_leaves(nodes)
+    if leaves:
+        names = dict(zip(nodes["sha256"], nodes["variant"], strict=True))
+        leaf = st.selectbox("Lineage path to", leaves, format_func=lambda s: str(names.get(s, s[:12])),
+                            key="reg_leaf", help="The history follows this variant and its ancestors (parent "
+                            "links, as on the Lineage page); default: the variant run most recently")  # fmt: skip
+        path = summaries.lineage_path(nodes, leaf)
+        lineage = {"variants": tuple(path)}
+        st.caption("Along " + " → ".join(common.md(str(names.get(s, s[:12]))) for s in path if s in names))
 hist, points, changes = common.history(
-    **scope, suite=ctx["suite"], gpu=gpu_value, last=WINDOWS[window], problem=ctx["problem"]
+    **scope, suite=ctx["suite"], gpu=gpu_value, last=WINDOWS[window], problem=ctx["problem"], **lineage
 )  # fmt: skip
 runs = hist["runs"]
 if runs.empty or not points:

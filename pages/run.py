@@ -125,7 +125,9 @@ m[1].metric("Cases passed", f"{int(cases['passed'].sum())} / {len(cases)}")
 m[2].metric("Commit", (run.get("git_commit") or "–")[:10] if isinstance(run.get("git_commit"), str) else "–")
 if isinstance(run.get("parent_run"), str) and run["parent_run"]:
     with m[3]:
-        st.page_link("pages/compare.py", label=f"vs parent {run['parent_run']}", icon=":material/compare_arrows:",
+        parent = common.read("get_run", run["parent_run"]) or {}  # its name; the id stays in the link and tooltip
+        st.page_link("pages/compare.py", label=f"vs parent {parent.get('variant') or run['parent_run']}",
+                     icon=":material/compare_arrows:", help=f"compare with run {run['parent_run']}",
                      query_params={"a": run["parent_run"], "b": run["run_id"]})  # fmt: skip
 
 flash = st.session_state.pop("kb_verdict_flash", None)
@@ -224,10 +226,13 @@ with tabs[6]:
         st.dataframe(verdicts, hide_index=True)
     if common.writable():  # on any other store no form is drawn, so no submission can be handled either
         with st.form("verdict"):
-            verdict = st.radio("Verdict on this variant", VERDICTS, horizontal=True, key="verdict_choice")
+            # No verdict preselected: a click on "Record" alone must not record one.
+            verdict = st.radio("Verdict on this variant", VERDICTS, index=None, horizontal=True, key="verdict_choice")
             reason = st.text_input("Reason", max_chars=500, key="verdict_reason")
             submitted = st.form_submit_button("Record verdict", key="verdict_submit")
-            if submitted:
+            if submitted and verdict is None:
+                st.error("Choose a verdict first.")
+            elif submitted:
                 try:
                     add_verdict(common.store(), run_id, verdict, reason)
                 except StoreLockedError:

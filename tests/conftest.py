@@ -6,6 +6,7 @@ import math
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
@@ -285,5 +286,25 @@ def open_page(page: str | None = None, **params: str):
     for key, value in params.items():
         at.query_params[key] = value
     at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def open_url(page: str, **params: str):
+    """A page URL opened in a fresh tab: the first script run is the page's, with `params` as the URL it loads
+    (open_page switches from the home page first, so bound widgets there keep the home page's values)."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.switch_page(page)
+    for key, value in params.items():
+        at.query_params[key] = value
+    # The page's first run runs app.py through runpy, which sets argv[0] to app.py: pytest's own arguments would
+    # then read as the app's (a store named tests/...). A server has the app's arguments there.
+    argv, sys.argv = sys.argv, [str(ROOT / "app.py")]
+    try:
+        at.run()
+    finally:
+        sys.argv = argv
     assert not at.exception, [e.value for e in at.exception]
     return at

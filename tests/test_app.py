@@ -23,7 +23,7 @@ from streamlit.testing.v1 import AppTest
 
 from pages.ui import charts as charts_mod
 from pages.ui import tables as views
-from tests.conftest import open_page
+from tests.conftest import open_page, open_url
 from tracker import store as store_mod
 from tracker.capture import envinfo, jobs
 from tracker.store import queries
@@ -135,9 +135,9 @@ def _decode(values) -> list[float]:
 
 def test_experiments_filters_and_gpu(demo_store):
     at = open_page()
-    at.selectbox(key="fam").select("wy").run()
+    at.selectbox(key="family").select("wy").run()
     assert set(table(at, "variants")["variant"]) == {"wy_v0", "wy_v1", "wy_v2"}
-    at.selectbox(key="fam").select("any").run()
+    at.selectbox(key="family").select("any").run()
     at.selectbox(key="status").select("failed").run()
     assert list(table(at, "variants")["variant"]) == ["wy_v2"]
     at.selectbox(key="status").select("any").run()
@@ -160,9 +160,9 @@ def test_experiments_progress_chart_follows_every_filter(demo_store):
     at.selectbox(key="status").select("passed").run()
     assert scatter_points(at) == {"householder": 9, "wy": 2}
     at.selectbox(key="status").select("any").run()
-    at.selectbox(key="fam").select("wy").run()
+    at.selectbox(key="family").select("wy").run()
     assert scatter_points(at) == {"wy": 2}
-    at.selectbox(key="fam").select("any").run()
+    at.selectbox(key="family").select("any").run()
     at.text_input(key="q").input("O'Brien").run()
     assert scatter_points(at) == {"householder": 1}
     at.text_input(key="q").input("").run()
@@ -415,7 +415,7 @@ def test_compare_git_diff_between_commits(demo_store, tmp_path):
 
 def test_regressions_family_table_links_and_timeline(demo_store):
     _, ids = demo_store
-    at = open_page("pages/regressions.py", family="householder")
+    at = open_url("pages/regressions.py", family="householder")
     assert not at.error
     df = table(at, "reg_table")
     assert len(df) == 1
@@ -442,14 +442,14 @@ def test_regressions_family_table_links_and_timeline(demo_store):
 
 def test_regressions_by_kernel_path_and_bad_scope(demo_store):
     _, ids = demo_store
-    at = open_page("pages/regressions.py", path="kernels/householder_torch.py")
+    at = open_url("pages/regressions.py", path="kernels/householder_torch.py")
     assert at.radio[0].value == "Kernel file"
     assert list(table(at, "reg_table")["run"]) == [ids["regressed"]]
-    at = open_page("pages/regressions.py", family="no-such-family")
+    at = open_url("pages/regressions.py", family="no-such-family")
     assert "No runs with family **no\\-such\\-family**" in texts(at.error)
-    at = open_page("pages/regressions.py", path="kernels/no_such_file.py")  # not another file's results
+    at = open_url("pages/regressions.py", path="kernels/no_such_file.py")  # not another file's results
     assert "No runs with kernel file" in texts(at.error) and not charts(at) and not find_tables(at, "reg_table")
-    at = open_page("pages/regressions.py", family="wy")  # no step along wy
+    at = open_url("pages/regressions.py", family="wy")  # no step along wy
     assert "No regression detected" in texts(at.success)
 
 
@@ -668,7 +668,7 @@ def test_fresh_store_shows_the_shipped_h200_runs(tmp_path, monkeypatch):
     at = open_page("pages/compare.py", a=a, b=b)
     assert not at.error and len(table(at, "cmp_table")) >= 1
     family = runs["family"].dropna().iloc[0]
-    at = open_page("pages/regressions.py", family=family)
+    at = open_url("pages/regressions.py", family=family)
     assert not at.error
 
 
@@ -688,3 +688,145 @@ def test_latest_geomean_is_the_latest_runs_own(tmp_path, monkeypatch):
     df = queries.variant_table(store)
     assert df.loc[0, "latest_run"] == "lat1" and math.isnan(df.loc[0, "latest_geomean_us"])
     assert df.loc[0, "best_geomean_us"] > 0
+
+
+# ------------------------------------------------------------------ defaults that follow the data (issue 21)
+
+
+def _with_new_runs(path: Path) -> None:
+    """A user's own runs after the H200 ones: an untimed CPU test run, and one timed run of a new family."""
+    src = "def custom_kernel(data):\n    return data\n"
+    later = T0 + timedelta(days=2)
+    for i, (mode, means) in enumerate((("test", None), ("benchmark", [60.0, 290.0, 280.0, 150.0]))):
+        rec = make_record(f"mine{i}aaaaaaa", variant=f"mine_v{i}", source=src + f"# {i}\n", path=f"kernels/mine{i}.py",
+                          family="mine", started=later + timedelta(minutes=i), means=means, suite="smoke", mode=mode,
+                          gpu="CPU")  # fmt: skip
+        assert store_mod.finish_run(path, rec) is None
+
+
+def test_pages_open_on_a_context_with_runs(demo_store):
+    """Leaderboard and Lineage open on the context whose runs passed last (CPU smoke here), each choice offering
+    only what has runs; with H200 chosen in the sidebar they open there; Regressions opens on a family with a
+    history (two passed timed runs), not on the newest one-run family."""
+    path, _ = demo_store
+    _with_new_runs(path)
+    at = open_page("pages/leaderboard.py")
+    picked = tuple(at.selectbox(key=k).value for k in ("gpu", "suite", "mode"))
+    assert picked == ("CPU", "smoke", "benchmark")
+    assert at.selectbox(key="suite").options == ["smoke"]  # qr_v2 has no runs on the CPU
+    assert {"geqrf_reference", "mine_v1"} <= set(at.dataframe[0].value["variant"]) and not at.info
+    at = open_page("pages/lineage.py")
+    tree = at.dataframe[0].value
+    assert (at.selectbox(key="gpu").value, at.selectbox(key="suite").value) == ("CPU", "smoke")
+    assert "passed" in set(tree["latest status"])
+    at = open_page("pages/regressions.py")
+    assert at.selectbox(key="reg_family").value == "wy" and charts(at)  # "mine" has one timed run
+    at.sidebar.selectbox(key="kb_gpu").set_value(H200).run()
+    at.switch_page("pages/leaderboard.py").run()
+    assert (at.selectbox(key="gpu").value, at.selectbox(key="suite").value) == (H200, "qr_v2")
+    assert len(at.dataframe[0].value) >= 2 and not at.info
+
+
+def test_leaderboard_without_timed_runs_on_the_newest_gpu(tmp_path, monkeypatch):
+    """Only an untimed CPU run is newer than the H200 runs: the Leaderboard stays on the H200 runs."""
+    path = tmp_path / "s.duckdb"
+    src = "def custom_kernel(data):\n    return data\n"
+    for run_id, gpu, mode, when in (("h1", H200, "benchmark", T0), ("c1", "CPU", "test", T0 + timedelta(days=1))):
+        rec = make_record(run_id, variant=f"v_{run_id}", source=src + run_id, path=f"kernels/{run_id}.py", family=None,
+                          started=when, means=BASE_US if mode == "benchmark" else None, mode=mode, gpu=gpu,
+                          suite="qr_v2" if gpu == H200 else "smoke")  # fmt: skip
+        store_mod.finish_run(path, rec)
+    monkeypatch.setenv("KERNELBEAM_STORE", str(path))
+    at = open_page("pages/leaderboard.py")
+    assert at.selectbox(key="gpu").options == [H200] and list(at.dataframe[0].value["variant"]) == ["v_h1"]
+
+
+def test_same_url_parameters_on_every_page(demo_store):
+    """`family`, `gpu` and `suite` mean the same on every page that has them (`lineage?family=` included)."""
+    at = open_page("pages/experiments.py", family="wy")  # the home page: its first run
+    assert set(table(at, "variants")["family"]) == {"wy"}
+    at = open_url("pages/leaderboard.py", family="wy", gpu=H200, suite="qr_v2")
+    assert (at.selectbox(key="family").value, at.selectbox(key="gpu").value) == ("wy", H200)
+    assert {v.removeprefix("wy_") for v in at.dataframe[0].value["variant"]} <= {"v0", "v1", "v2"}
+    at = open_url("pages/lineage.py", family="householder", gpu=H200, suite="qr_v2")
+    names = {v.strip().removeprefix("└─ ") for v in at.dataframe[0].value["variant"]}
+    assert at.selectbox(key="family").value == "householder" and names == {f"householder_v{k}" for k in range(10)}
+    at = open_url("pages/regressions.py", family="householder")
+    assert at.selectbox(key="reg_family").value == "householder"
+
+
+def test_since_lists_newest_first(demo_store):
+    _, ids = demo_store
+    at = open_url("pages/since.py", since="2026-01-01T00:00:00")
+    runs = at.dataframe[-1].value["run_id"]
+    assert runs.iloc[0] == f"run?id={ids['cpu']}" and runs.iloc[-1] == f"run?id={ids['householder'][0]}"
+
+
+def test_regressions_follow_one_line_of_descent(tmp_path, monkeypatch):
+    """A parent with two children: `slow` 1.5x slower on every case, `same` as fast. Along the path to `same` the
+    slow sibling is not in the series (no regression); along the path to `slow` the change is its own. The
+    x axis is run order with the variants' names as its ticks."""
+    path = tmp_path / "siblings.duckdb"
+    runs = (
+        ("p0", "parent", None, 1.0),
+        ("s0", "slow", "p0", 1.5),
+        ("f0", "same", "p0", 1.0),
+        ("f1", "same", "p0", 1.0),
+    )
+    for k, (run_id, name, parent, factor) in enumerate(runs):
+        rec = make_record(run_id, variant=name, source=f"# {name}\n", path=f"kernels/{name}.py", family="fam",
+                          started=T0 + timedelta(hours=k), means=[b * factor for b in BASE_US], parent=parent,
+                          seed=k)  # fmt: skip
+        assert store_mod.finish_run(path, rec) is None
+    monkeypatch.setenv("KERNELBEAM_STORE", str(path))
+    at = open_url("pages/regressions.py", family="fam")
+    leaf = at.selectbox(key="reg_leaf")
+    assert leaf.format_func(leaf.value) == "same"  # the variant run most recently
+    assert not find_tables(at, "reg_table") and "Along parent → same" in texts(at.caption)
+    (spec,) = charts(at)
+    assert spec["layout"]["xaxis"]["ticktext"] == ["parent", "same", "same"] and spec["layout"]["xaxis"][
+        "tickvals"
+    ] == [0, 1, 2]
+    slow = next(o for o in leaf.options if o != leaf.value and leaf.format_func(o) == "slow")
+    at.selectbox(key="reg_leaf").set_value(slow).run()
+    assert set(table(at, "reg_table")["run"]) == {"s0"}
+
+
+def test_compare_says_what_it_compares(demo_store, tmp_path):
+    """A partial run (cases 0 and 3) against a full one: one line says how many cases are timed in both, the
+    geomean ratio names them, and the source diff is folded. A test run against a benchmark run: no ratio, why."""
+    path, ids = demo_store
+    full = [b * 1.1 for b in BASE_US]
+    rec = make_record("part0aaaaaaa", variant="part", source="# part\n", path="kernels/part.py", family=None,
+                      started=T0 + timedelta(days=3), means=full)  # fmt: skip
+    rec.cases[:] = [c for c in rec.cases if c["case_idx"] in (0, 3)]
+    rec.samples[:] = [s for s in rec.samples if s[0] in (0, 3)]
+    assert store_mod.finish_run(path, rec) is None
+    at = open_url("pages/compare.py", a=ids["before_regression"], b="part0aaaaaaa")
+    info = texts(at.info)
+    assert "2 of 12 cases are timed in both runs" in info and "10 only in A, 0 only in B" in info
+    assert "Geomean ratio over 20x32 c1 dense, 640x512 c2 dense." in texts(at.caption)
+    folded = [e.label for e in at.expander if e.label.startswith("Source diff")]
+    assert folded == [r"Source diff of householder\_v4 and part"]  # markdown, the name escaped
+    test_run = make_record("test0aaaaaaa", variant="t", source="# t\n", path="kernels/t.py", family=None,
+                           started=T0 + timedelta(days=3, hours=1), means=None, mode="test")  # fmt: skip
+    assert store_mod.finish_run(path, test_run) is None
+    at = open_url("pages/compare.py", a="test0aaaaaaa", b=ids["before_regression"])
+    assert "A is a test run" in texts(at.info) and "no case has timings in both" in texts(at.info)
+
+
+def test_benchmark_page_offers_the_shipped_problem(own_demo_store, monkeypatch):
+    monkeypatch.delenv("KERNELBEAM_PROBLEMS_DIR", raising=False)
+    at = open_page("pages/benchmark.py")
+    assert "vectoradd" in at.selectbox(key="bm_problem").options
+
+
+def test_verdict_form_has_no_preselected_verdict_and_parent_by_name(own_demo_store):
+    path, ids = own_demo_store
+    at = open_url("pages/run.py", id=ids["householder"][5])
+    assert at.radio(key="verdict_choice").value is None
+    at.button(key="verdict_submit").click().run()
+    assert "Choose a verdict first." in texts(at.error) and queries.run_bundle(path, ids["householder"][5])[
+        "verdicts"].empty  # fmt: skip
+    links = [el.proto.label for el in at.get("page_link")]
+    assert "vs parent householder_v4" in links

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import open_page
+from tests.conftest import open_url
 from tracker.capture.deadends import code_shape
 from tracker.cli.main import main
 
@@ -92,6 +92,6 @@ def test_rejected_variant_warns_on_add_and_run_and_is_listed(tmp_path: Path, cap
     monkeypatch.setenv("KERNELBEAM_SAMPLES_DIR", str(empty))
     monkeypatch.setenv("KERNELBEAM_NO_GPU", "1")
     monkeypatch.setenv("KERNELBEAM_STORE", store)
-    at = open_page("pages/lineage.py", lin_family="fam", lin_suite="smoke")
+    at = open_url("pages/lineage.py", family="fam", suite="smoke")
     (shown,) = [df.value for df in at.dataframe if "assumption" in df.value.columns]
     assert list(shown["variant"]) == ["a_clone"] and list(shown["assumption"]) == ["a copy costs nothing at this size"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import open_page
+from tests.conftest import open_page, open_url
 from tracker import store as store_mod
 from tracker.capture import devicelock
 from tracker.store import queries
@@ -121,7 +121,7 @@ def test_compare_and_regressions_warn_about_a_shared_device(demo_store):
     assert queries.shared_device_runs(path, [ids["householder"][9], "shared0aaaaa"]) == ["shared0aaaaa"]
     at = open_page("pages/compare.py", a=ids["householder"][9], b="shared0aaaaa")
     assert any("B ran on a shared device" in w.value for w in at.warning), [w.value for w in at.warning]
-    at = open_page("pages/regressions.py", family="householder")
+    at = open_url("pages/regressions.py", family="householder")
     assert any("ran on a shared device" in w.value and "shared0aaaaa" in w.value for w in at.warning)
 
 

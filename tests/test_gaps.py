@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.conftest import open_page
+from tests.conftest import open_url
 from tracker.analysis.gaps import case_gaps
 from tracker.cli.main import main
 
@@ -71,7 +71,7 @@ def test_cli_and_leaderboard_page_agree_on_the_h200_search(tmp_path, monkeypatch
     monkeypatch.setenv("KERNELBEAM_SAMPLES_DIR", str(empty))
     monkeypatch.setenv("KERNELBEAM_NO_GPU", "1")
     monkeypatch.setenv("KERNELBEAM_STORE", str(store))
-    at = open_page("pages/leaderboard.py", lb_gaps_variant="graphed")
+    at = open_url("pages/leaderboard.py", variant="graphed")
     (shown,) = [df.value for df in at.dataframe if "gap share" in df.value.columns]
     assert list(shown["case"]) == [c["case"] for c in doc["cases"]]
     assert list(shown["best variant"]) == [c["best_variant"] for c in doc["cases"]]

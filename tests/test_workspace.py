@@ -138,7 +138,17 @@ def test_add_registers_every_version_with_lineage(workspace):
         "solutions/v02_clone/submission.py",
         "solutions/v03_cuda/submission.py",
     }
-    assert set(listed[0]) == {"variant", "path", "sha256", "commit", "parent", "family", "runs", "best_geomean_us"}
+    assert set(listed[0]) == {
+        "variant",
+        "path",
+        "sha256",
+        "commit",
+        "parent",
+        "parent_variant",
+        "family",
+        "runs",
+        "best_geomean_us",
+    }
     assert all(v["runs"] == 1 for v in listed)  # run --pending ran each once
 
 
@@ -209,7 +219,7 @@ def test_leaderboard_page(workspace, monkeypatch, tmp_path):
 
 
 def test_lineage_and_since_pages(workspace, monkeypatch, tmp_path):
-    at = _open(monkeypatch, tmp_path, workspace["store"], "pages/lineage.py", lin_family="beam", lin_suite="smoke")
+    at = _open(monkeypatch, tmp_path, workspace["store"], "pages/lineage.py", family="beam", suite="smoke")
     tree = at.dataframe[0].value
     names = [v.strip() for v in tree["variant"]]
     assert names[0] == "v01_base" and "└─ v01_base" in names and "└─ v02_clone" in names

@@ -151,6 +151,9 @@ def speedup_figure(cmp: RunComparison) -> go.Figure:
 # -------------------------------------------------------------------------------------------- regressions
 
 
+NAMED_TICKS = 12  # up to this many runs, the timeline's x ticks are the runs' variant names
+
+
 def timeline_figure(
     points: Mapping[str, Sequence[HistoryPoint]],
     changes: Mapping[str, Sequence[ChangePoint]],
@@ -173,6 +176,12 @@ def timeline_figure(
         xref, yref = f"x{ax}", f"y{ax}"
         axes[f"yaxis{ax}"] = {"type": "log"}
         pts = points[label]
+        # Run order is an integer; a short history names its runs (variants) on the axis itself.
+        names = [variant.get(p.run_id, "") for p in pts]
+        axes[f"xaxis{ax}"] = (
+            {"tickmode": "array", "tickvals": list(range(len(pts))), "ticktext": names, "tickangle": -45}
+            if len(pts) <= NAMED_TICKS else {"tickformat": "d", "dtick": math.ceil(len(pts) / NAMED_TICKS)}
+        )  # fmt: skip
         xs, ys, es, text, fx, ftext = [], [], [], [], [], []
         for i, p in enumerate(pts):
             name = variant.get(p.run_id, "")

@@ -154,3 +154,25 @@ def regression_table(
     if not df.empty:
         df = df.sort_values("factor", ascending=False, key=lambda s: (s.map(math.log)).abs()).reset_index(drop=True)
     return df
+
+
+def coverage(cmp: Any, run_a: Mapping[str, Any], run_b: Mapping[str, Any]) -> dict[str, Any]:
+    """What a comparison covers: the cases timed in both runs (the ones the geomean ratio is over), those timed in
+    one only, and one line that says why when the runs' modes or case sets differ."""
+    both = [c.case for c in cmp.cases if c.ratio is not None]
+    only_a = [c.case for c in cmp.cases if c.mean_a is not None and c.mean_b is None]
+    only_b = [c.case for c in cmp.cases if c.mean_b is not None and c.mean_a is None]
+    untimed = [side for side, r in (("A", run_a), ("B", run_b)) if r.get("mode") == "test"]
+    if untimed:
+        what = "is a test run" if len(untimed) == 1 else "are test runs"
+        line = (f"{' and '.join(untimed)} {what} (correctness cases, untimed): no case has timings in both, so "
+                "there is no ratio; the table shows what passed.")  # fmt: skip
+    elif only_a or only_b or (run_a.get("suite"), run_a.get("mode")) != (run_b.get("suite"), run_b.get("mode")):
+        line = (f"{len(both)} of {len(cmp.cases)} cases are timed in both runs ({run_a.get('suite')}/"
+                f"{run_a.get('mode')} vs {run_b.get('suite')}/{run_b.get('mode')}); {len(only_a)} only in A, "
+                f"{len(only_b)} only in B.")  # fmt: skip
+    else:
+        line = None
+    named = ", ".join(both) if len(both) <= 4 else f"{len(both)} cases"
+    over = f"over {named}" if len(both) < len(cmp.cases) else f"over all {len(both)} cases"
+    return {"both": both, "only_a": only_a, "only_b": only_b, "line": line, "ratio_over": over}

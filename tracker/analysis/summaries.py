@@ -161,3 +161,21 @@ def lineage_tree(nodes: pd.DataFrame) -> pd.DataFrame:
     best_or_latest = by_sha["best_run"].fillna(by_sha["latest_run"])
     out["parent_run"] = parents.map(best_or_latest)
     return out
+
+
+def lineage_path(nodes: pd.DataFrame, sha256: str) -> list[str]:
+    """The source hashes from the root of `sha256`'s lineage down to it (queries.lineage_nodes' parent links):
+    the one line of descent a history follows, so siblings never make one series. A cycle stops the walk."""
+    parent = dict(zip(nodes["sha256"], nodes["parent"], strict=True))
+    path: list[str] = []
+    sha: str | None = sha256
+    while isinstance(sha, str) and sha not in path:
+        path.append(sha)
+        sha = parent.get(sha)
+    return path[::-1]
+
+
+def path_leaves(nodes: pd.DataFrame) -> list[str]:
+    """The variants a lineage path can end at: those with a passed timed run, the most recently run first."""
+    timed = nodes[nodes["last_timed_at"].notna()].sort_values("last_timed_at", ascending=False, kind="stable")
+    return timed["sha256"].tolist()

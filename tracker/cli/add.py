@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from tracker.cli.common import clean, fmt_us, print_table
+from tracker.cli.common import clean, print_columns, print_table, time_column
 from tracker.store import queries
 
 
@@ -46,7 +46,7 @@ def _warn_dead_ends(args: argparse.Namespace, rows: list[dict]) -> None:
             print(dead_end_line(row["path"], d), file=sys.stderr)
 
 
-VARIANT_KEYS = ["variant", "path", "sha256", "commit", "parent", "family", "runs", "best_geomean_us"]
+VARIANT_KEYS = ["variant", "path", "sha256", "commit", "parent", "parent_variant", "family", "runs", "best_geomean_us"]
 
 
 def variants_doc(args: argparse.Namespace) -> list[dict]:
@@ -60,12 +60,18 @@ def cmd_variants(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(records))
         return 0
-    rows = [
-        [r["variant"], r["path"] or "-", r["sha256"][:12], (r["commit"] or "-")[:10], (r["parent"] or "-")[:12],
-         r["family"] or "-", r["runs"], fmt_us(r["best_geomean_us"])]
-        for r in records
-    ]  # fmt: skip
-    print_table(rows, ["variant", "path", "sha256", "commit", "parent", "family", "runs", "best_geomean_us"])
+    print_columns(
+        [
+            ("variant", [r["variant"] for r in records]),
+            ("path", [r["path"] or "-" for r in records]),
+            ("sha256", [r["sha256"][:12] for r in records]),
+            ("commit", [(r["commit"] or "-")[:10] for r in records]),
+            ("parent", [r["parent_variant"] or (r["parent"] or "-")[:12] for r in records]),  # as on Lineage
+            ("family", [r["family"] or "-" for r in records]),
+            ("runs", [r["runs"] for r in records]),
+            time_column("best geomean", [r["best_geomean_us"] for r in records]),
+        ]
+    )
     return 0
 
 

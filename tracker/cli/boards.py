@@ -10,21 +10,23 @@ from tracker.cli.common import UsageError, clean, fmt_us, print_columns, readabl
 from tracker.store import queries
 
 
-def _pick(what: str, given: str | None, known: list[str]) -> str:
-    """The value of --suite/--gpu: as given (if the store has it), else the only one there is."""
-    if given is not None:
-        if given not in known:
-            raise UsageError(f"no runs with {what} {given!r}; {what} values: {', '.join(known) or 'none'}")
-        return given
-    if len(known) != 1:
-        raise UsageError(f"give --{what}: the store has {', '.join(known) or 'no runs'}")
-    return known[0]
-
-
 def _context(args: argparse.Namespace) -> dict[str, Any]:
+    """--suite and --gpu as given (if the store has them), else the dashboard's default: the context whose runs in
+    this mode passed most recently (tracker.analysis.context)."""
+    from tracker.analysis import context
+
     readable_store(args.store)
     facets = queries.facets(args.store)
-    return {"suite": _pick("suite", args.suite, facets["suite"]), "gpu": _pick("gpu", args.gpu, facets["gpu"])}
+    for what in ("suite", "gpu"):
+        given = getattr(args, what)
+        if given is not None and given not in facets[what]:
+            raise UsageError(f"no runs with {what} {given!r}; {what} values: {', '.join(facets[what]) or 'none'}")
+    picked = context.default_context(queries.run_contexts(args.store), modes=(args.mode,), gpu=args.gpu,
+                                     suite=args.suite)  # fmt: skip
+    if picked["suite"] is None or picked["gpu"] is None:
+        where = "".join(f" {k} {v}" for k, v in (("on", args.gpu), ("of suite", args.suite)) if v)
+        raise UsageError(f"no {args.mode} runs{where} in {args.store}")
+    return {"suite": picked["suite"], "gpu": picked["gpu"]}
 
 
 def leaderboard_doc(args: argparse.Namespace) -> dict[str, Any]:
@@ -138,8 +140,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     from tracker.workloads.base import MODES
 
     p = sub.add_parser("leaderboard", parents=[common], help="variants ranked by best geomean, best mean per case")
-    p.add_argument("--suite", help="suite (default: the only one in the store)")
-    p.add_argument("--gpu", help="GPU model, or CPU (default: the only one in the store)")
+    p.add_argument("--suite", help="suite (default: the one whose runs passed most recently)")
+    p.add_argument("--gpu", help="GPU model, or CPU (default: the one whose runs passed most recently)")
     p.add_argument("--mode", default="benchmark", choices=[m for m in MODES if m != "test"],
                    help="timing mode (default %(default)s)")  # fmt: skip
     p.add_argument("--family", help="only variants of this family")

@@ -197,20 +197,21 @@ def print_cases(cases: list[dict[str, Any]]) -> None:
     def times(key: str, header: str) -> tuple[str, list[str]]:
         return time_column(header, [clean(c.get(key)) for c in cases])
 
+    timed = any(not _missing(clean(c.get("mean_us"))) for c in cases)  # a test run has no timing columns
     print_columns(
         [
             ("#", [c["case_idx"] for c in cases]),
             ("case", [c["spec"] for c in cases]),
             ("ok", ["pass" if c["passed"] else "FAIL" for c in cases]),
-            times("mean_us", "mean"),
-            times("err_us", "err"),
-            times("median_us", "median"),
-            times("std_us", "std"),
-            times("best_us", "best"),
-            ("runs", [clean(c.get("runs")) or "-" for c in cases]),
+            *(
+                [times("mean_us", "mean"), times("err_us", "err"), times("median_us", "median"),
+                 times("std_us", "std"), times("best_us", "best"),
+                 ("runs", [clean(c.get("runs")) or "-" for c in cases])]
+                if timed else []
+            ),
             ("message", [(c.get("message") or "")[:90] for c in cases]),
         ]
-    )
+    )  # fmt: skip
 
 
 def path_arg(text: str) -> str:

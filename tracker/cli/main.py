@@ -19,11 +19,23 @@ from tracker.cli.common import (
     common_options,
     error_message,
     internal_error_message,
+    path_arg,
     prog_name,
 )
 from tracker.common.text import PrintableStream
+from tracker.store import DEFAULT_STORE
 
 COMMAND_GROUPS = (run, runs, transfer, compare, recheck, queue, add, since, import_results, boards, mcp_server)
+
+
+def _version() -> str:
+    """The installed package's version (pyproject.toml); the CLI layer may not import the package root."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("kernelbeam")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,6 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
         "err is the standard error of the mean, std/sqrt(runs). Exit codes: 0 success (run: passed), "
         "1 the run did not pass or an internal error, 2 bad input. KERNELBEAM_DEBUG=1 shows tracebacks.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    # `--store PATH` also before the command (`kernelbeam --store s.duckdb list`); a dest of its own, since the
+    # command's default would overwrite a shared one.
+    parser.add_argument("--store", dest="store_before", type=path_arg, default=None, help=argparse.SUPPRESS)
     common = common_options()
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in COMMAND_GROUPS:
@@ -44,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.store_before is not None and getattr(args, "store", None) == path_arg(DEFAULT_STORE):
+        args.store = args.store_before  # given before the command and not after it
     # Stored strings may be imported: no terminal control sequence of theirs reaches a terminal. JSON output is
     # left exact (json.dumps escapes every control character anyway).
     streams = sys.stdout, sys.stderr

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 
 from tracker.capture.devicelock import queue
 from tracker.capture.scan import describe
 from tracker.cli.common import (
+    UsageError,
     clean,
     fmt_us,
     positive_int,
@@ -22,10 +24,24 @@ from tracker.common.jsonfields import parse_flags
 from tracker.store import VERDICTS, check_store, queries
 
 
+def short_name(kernel: str, width: int = 70) -> str:
+    """A kernel name cut to `width` characters: C++ signatures run to hundreds (`--json` has the full name)."""
+    return kernel if len(kernel) <= width else kernel[: width - 1] + "…"
+
+
 def list_doc(args: argparse.Namespace) -> list[dict]:
     """What `list --json` prints (also the MCP tool list_runs)."""
     readable_store(args.store)  # a missing store is an error, as for every other read (`run` creates one)
-    df = queries.list_runs(args.store, limit=args.limit, search=args.search)
+    since = None
+    if getattr(args, "since", None):
+        from tracker.analysis.summaries import parse_since
+
+        try:
+            since = parse_since(args.since, dt.datetime.now(dt.UTC))
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    df = queries.list_runs(args.store, limit=args.limit, search=args.search, since=since,
+                           **{k: getattr(args, k, None) for k in ("family", "status", "variant")})  # fmt: skip
     cols = [
         "run_id",
         "variant",
@@ -78,7 +94,9 @@ def show_doc(args: argparse.Namespace) -> dict:
         {k: clean(v) for k, v in row.items()} for row in queries.run_evidence(args.store, run_id).to_dict("records")
     ]
     run["flags"] = parse_flags(run.get("flags"))[0]  # a malformed stored value shows as none
-    return {**run, "cases": cases, "evidence": evidence}
+    kernels = [{k: clean(v) for k, v in row.items()}
+               for row in queries.profile_top_kernels(args.store, run_id).to_dict("records")]  # fmt: skip
+    return {**run, "cases": cases, "evidence": evidence, "profile_kernels": kernels}
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -115,11 +133,24 @@ def cmd_show(args: argparse.Namespace) -> int:
         "side_file",
     ):
         if run.get(key) is not None:
-            print(f"{key:11} {run[key]}")
+            value = run[key]  # floats to 4 significant digits (compile_s): JSON keeps them exact
+            print(f"{key:11} {format(value, '.4g') if isinstance(value, float) else value}")
     if run["flags"]:
         print(f"{'flags':11} {describe(run['flags'])}")
     print_cases(cases)
     print(f"geomean {fmt_us(run.get('geomean_us'))}")
+    if doc["profile_kernels"]:  # the profile's top kernels over all cases (the Run page has them per case)
+        ks = doc["profile_kernels"]
+        print("profile: top kernels by device time, summed over the cases")
+        print_columns(
+            [
+                ("kernel", [short_name(k["kernel"]) for k in ks]),
+                ("calls", [k["calls"] for k in ks]),
+                time_column("device", [k["device_us"] for k in ks]),
+                time_column("self", [k["self_us"] for k in ks]),
+                ("cases", [k["cases"] for k in ks]),
+            ]
+        )
     for e in evidence:  # what a failed check kept (python -m tracker recheck judges it again)
         rep = "first pass" if e["repetition"] == -1 else f"repetition {e['repetition']}"
         print(
@@ -153,6 +184,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p = sub.add_parser("list", parents=[common], help="list runs, newest first")
     p.add_argument("--limit", type=positive_int, help="show at most this many runs (default: all)")
     p.add_argument("--search", help="only runs whose name, path, family, note, id or verdict reason contains this")
+    p.add_argument("--family", help="only runs of this family")
+    p.add_argument("--status", help="only runs with this status (passed, failed, timeout, crashed, skipped, ...)")
+    p.add_argument("--variant", help="only runs of the variant with this name")
+    p.add_argument("--since", help="only runs started since: 30m, 2h, 1d, 1w or an ISO timestamp")
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("show", parents=[common], help="show one run with its cases")

@@ -84,9 +84,25 @@ def side_file_runs(store: str | os.PathLike) -> list[dict[str, Any]]:
     return out
 
 
-def list_runs(store: str | os.PathLike, *, limit: int | None = None, search: str | None = None) -> pd.DataFrame:
-    """All runs (those whose name, path, family, note, id or verdict reason contains `search`), newest first."""
-    where, params = _run_filters(search=search)
+def list_runs(
+    store: str | os.PathLike,
+    *,
+    limit: int | None = None,
+    search: str | None = None,
+    family: str | None = None,
+    status: str | None = None,
+    variant: str | None = None,
+    since: dt.datetime | None = None,
+) -> pd.DataFrame:
+    """All runs (those whose name, path, family, note, id or verdict reason contains `search`; of a family,
+    status or variant name; started from `since` on), newest first."""
+    where, params = _run_filters(search=search, family=family, status=status)
+    if since is not None:  # to the second: _run_filters' since is a date
+        where += (" AND " if where else " WHERE ") + "started_at >= CAST(? AS TIMESTAMPTZ)"
+        params.append(since)
+    if variant is not None:
+        where += (" AND " if where else " WHERE ") + "variant = ?"
+        params.append(variant)
     sql = f"SELECT {RUN_LIST_COLUMNS} FROM runs{where} ORDER BY started_at DESC"
     if limit is not None:
         sql += " LIMIT ?"
@@ -274,6 +290,19 @@ def facets(store: str | os.PathLike) -> dict[str, Any]:
     out: dict[str, Any] = {c: list(v or []) for c, v in zip(cols, row[: len(cols)], strict=True)}
     out["first"], out["last"] = row[len(cols)], row[len(cols) + 1]
     return out
+
+
+def run_contexts(store: str | os.PathLike) -> pd.DataFrame:
+    """Per (problem, suite, mode, GPU, family): runs, passed runs and the start of the latest passed one; what
+    tracker.analysis.context picks the pages' and commands' defaults from."""
+    with connect(store, read_only=True) as con:
+        if not _has_runs_table(con):
+            return pd.DataFrame(columns=["problem", "suite", "mode", "gpu", "family", "runs", "passed", "last_passed"])
+        return con.execute(
+            "SELECT problem, suite, mode, gpu, family, count(*) AS runs, count(*) FILTER (WHERE status = 'passed') "
+            "AS passed, max(started_at) FILTER (WHERE status = 'passed') AS last_passed FROM runs "
+            "WHERE status <> 'running' GROUP BY ALL"
+        ).df()
 
 
 def _run_filters(
@@ -480,6 +509,20 @@ def run_choices(
         return df
 
 
+def profile_top_kernels(store: str | os.PathLike, run_id: str, *, limit: int = 10) -> pd.DataFrame:
+    """A profiled run's kernels summed over its cases, the most device time first: kernel, calls, device_us,
+    self_us, cases (how many cases launched it)."""
+    with connect(store, read_only=True) as con:
+        if not _has_table(con, "profile_kernels"):
+            return pd.DataFrame(columns=["kernel", "calls", "device_us", "self_us", "cases"])
+        return con.execute(
+            "SELECT kernel, CAST(sum(calls) AS BIGINT) AS calls, sum(device_us) AS device_us, sum(self_us) AS self_us, "
+            "count(DISTINCT case_idx) AS cases FROM profile_kernels WHERE run_id = ? GROUP BY kernel "
+            "ORDER BY device_us DESC NULLS LAST, kernel LIMIT ?",
+            [run_id, int(limit)],
+        ).df()
+
+
 def run_bundle(store: str | os.PathLike, run_id: str, *, with_samples: bool = True) -> dict[str, Any] | None:
     """Everything recorded for one run, read in one connection; None if there is no such run.
 
@@ -573,8 +616,10 @@ def case_history(
     gpu: str | None,
     last: int | None = 300,
     problem: str | None = None,
+    variants: tuple[str, ...] | None = None,
 ) -> dict[str, pd.DataFrame]:
-    """The timed runs along a family or kernel file in one (suite, GPU) context, oldest first (the last `last`).
+    """The timed runs along a family or kernel file in one (suite, GPU) context, oldest first (the last `last`);
+    with `variants` (source hashes: a lineage path), only the runs of those.
 
     Returns runs (run_id, variant, started_at, status, ...), cases (run_id, case_idx, label, passed, mean_us,
     err_us) and samples (run_id, case_idx, samples: a list of every repetition).
@@ -586,6 +631,9 @@ def case_history(
     if problem is not None:  # one problem's runs only: another problem's cases are not the same cases
         gpu_clause += " AND problem = ?"
         params.append(problem)
+    if variants is not None:
+        gpu_clause += f" AND variant_sha256 IN ({', '.join('?' * len(variants)) or 'NULL'})"
+        params.extend(variants)
     limit = " LIMIT ?" if last else ""
     if last:
         params.append(int(last))
@@ -692,18 +740,25 @@ def variant_index(store: str | os.PathLike) -> list[dict[str, Any]]:
 
 
 def variant_list(store: str | os.PathLike, *, family: str | None = None) -> pd.DataFrame:
-    """Registered and run variants: variant, path, sha256, commit, committed_at, message, parent, family, runs,
-    best_geomean_us (best passed geomean of any context), oldest first."""
+    """Registered and run variants: variant, path, sha256, commit, committed_at, message, parent (a source hash)
+    and parent_variant (its name), family, runs, best_geomean_us (best passed geomean of any context), oldest
+    first."""
     where = " WHERE coalesce(v.family, r.family) = ?" if family else ""
     sql = f"""
         WITH r AS (
             SELECT variant_sha256, count(*) AS runs, min(geomean_us) FILTER (WHERE status = 'passed') AS best,
-                arg_max(family, started_at) FILTER (WHERE family IS NOT NULL) AS family
+                arg_max(family, started_at) FILTER (WHERE family IS NOT NULL) AS family,
+                arg_min(parent_run, started_at) FILTER (WHERE parent_run IS NOT NULL) AS parent_run
             FROM runs GROUP BY variant_sha256
-        )
-        SELECT v.name AS variant, v.path, v.sha256, v.commit, v.committed_at, v.message, v.parent,
-            coalesce(v.family, r.family) AS family, coalesce(r.runs, 0) AS runs, r.best AS best_geomean_us
-        FROM variants v LEFT JOIN r ON r.variant_sha256 = v.sha256{where}
+        ),
+        -- The parent as lineage_nodes has it: from registration, else from the first run's parent run.
+        p AS (SELECT v.sha256, coalesce(v.parent, pr.variant_sha256) AS parent FROM variants v
+              LEFT JOIN r ON r.variant_sha256 = v.sha256 LEFT JOIN runs pr ON pr.run_id = r.parent_run)
+        SELECT v.name AS variant, v.path, v.sha256, v.commit, v.committed_at, v.message, p.parent,
+            pv.name AS parent_variant, coalesce(v.family, r.family) AS family, coalesce(r.runs, 0) AS runs,
+            r.best AS best_geomean_us
+        FROM variants v LEFT JOIN r ON r.variant_sha256 = v.sha256 JOIN p ON p.sha256 = v.sha256
+        LEFT JOIN variants pv ON pv.sha256 = p.parent{where}
         ORDER BY coalesce(v.committed_at, v.first_seen), v.name
     """
     with connect(store, read_only=True) as con:
@@ -799,6 +854,7 @@ def lineage_nodes(
                     min(geomean_us) FILTER (WHERE status = 'passed') AS best_geomean_us,
                     arg_min(run_id, geomean_us) FILTER (WHERE status = 'passed' AND geomean_us IS NOT NULL) AS best_run,
                     arg_max(run_id, started_at) AS latest_run, arg_max(status, started_at) AS latest_status,
+                    max(started_at) FILTER (WHERE status = 'passed' AND geomean_us IS NOT NULL) AS last_timed_at,
                     arg_min(parent_run, started_at) FILTER (WHERE parent_run IS NOT NULL) AS parent_run,
                     arg_max(family, started_at) FILTER (WHERE family IS NOT NULL) AS family
                 FROM runs WHERE {where} GROUP BY variant_sha256
@@ -807,6 +863,7 @@ def lineage_nodes(
             SELECT v.sha256, v.name AS variant, v.path, {vcommit},
                 coalesce({vparent}, pr.variant_sha256) AS parent, coalesce({vfam}, r.family) AS family,
                 coalesce(r.runs, 0) AS runs, r.best_geomean_us, r.best_run, r.latest_run, r.latest_status,
+                r.last_timed_at,
                 vd.verdict, coalesce({"v.committed_at, " if registered else ""}v.first_seen) AS seen_at
             FROM variants v LEFT JOIN r ON r.variant_sha256 = v.sha256
             LEFT JOIN runs pr ON pr.run_id = r.parent_run
@@ -818,16 +875,16 @@ def lineage_nodes(
 
 
 def since_activity(store: str | os.PathLike, since: dt.datetime) -> dict[str, pd.DataFrame]:
-    """What happened from `since` on: runs, their cases (with the best mean of the case before, in the same
-    suite, mode and GPU), the best geomean before per context, the previous passed run of the same file, and
-    verdicts."""
+    """What happened from `since` on: runs (newest first), their cases (with the best mean of the case before, in
+    the same suite, mode and GPU), the best geomean before per context, the previous passed run of the same file,
+    and verdicts (newest first)."""
     with connect(store, read_only=True) as con:
         con.execute(
             "CREATE TEMP TABLE new_runs AS SELECT run_id, variant_sha256, variant, path, family, status, suite, "
             "mode, gpu, geomean_us, started_at, error FROM runs WHERE started_at >= CAST(? AS TIMESTAMPTZ)",
             [since],
         )
-        runs = con.execute("SELECT * FROM new_runs ORDER BY started_at").df()
+        runs = con.execute("SELECT * FROM new_runs ORDER BY started_at DESC, run_id").df()  # newest first, as `list`
         cases = con.execute(
             f"""
             WITH nc AS (
@@ -873,7 +930,7 @@ def since_activity(store: str | os.PathLike, since: dt.datetime) -> dict[str, pd
         ).df()
         verdicts = con.execute(
             "SELECT v.run_id, r.variant, v.verdict, v.reason, v.created_at FROM verdicts v "
-            "LEFT JOIN runs r USING (run_id) WHERE v.created_at >= CAST(? AS TIMESTAMPTZ) ORDER BY v.created_at",
+            "LEFT JOIN runs r USING (run_id) WHERE v.created_at >= CAST(? AS TIMESTAMPTZ) ORDER BY v.created_at DESC",
             [since],
         ).df()
     return {"runs": runs, "cases": cases, "best_geomean": best_geo, "previous": prev, "verdicts": verdicts}
