@@ -9,6 +9,7 @@ import streamlit as st
 from pages import _common as common
 from pages.ui import charts, diffs
 from pages.ui import tables as views
+from tracker.analysis import gpustate
 from tracker.capture.gitinfo import diff_commits
 
 common.page_setup()
@@ -93,6 +94,11 @@ if _shared:
         f"{_sides} ran on a shared device (other GPU processes or host load above its cores): differences may be "
         "contention, not the code."
     )
+_states = gpustate.compare_notes(bundle_a["cases"], bundle_b["cases"])
+if _states:  # clocks or throttling, not the code, may explain these cases
+    st.warning("The GPU ran the two sides in different states: " + "; ".join(
+        f"**{md(n['case'])}**: {md(n['note'])}" for n in _states[:12]
+    ))  # fmt: skip
 problem_a, problem_b = run_a.get("problem") or "qr_v2", run_b.get("problem") or "qr_v2"
 if problem_a != problem_b:
     st.warning(

@@ -24,12 +24,17 @@ def is_num(x: Any) -> bool:
 def samples_by_case(cases: pd.DataFrame, samples: pd.DataFrame) -> dict[str, list[float]]:
     """Samples per case label, in case order."""
     groups = {k: g["time_us"].tolist() for k, g in samples.groupby("case_idx")} if not samples.empty else {}
-    out: dict[str, list[float]] = {}
-    for c in cases.to_dict("records"):
+    records = cases.to_dict("records")
+    return {label: groups.get(c["case_idx"], []) for label, c in zip(case_labels(records), records, strict=True)}
+
+
+def case_labels(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Each case row's name across runs: its label (or spec); two cases with one label (different seeds) are
+    kept apart by their index."""
+    out: list[str] = []
+    for c in records:
         label = c.get("label") or c["spec"]
-        if label in out:  # two cases with one label (different seeds): keep both apart
-            label = f"{label} #{c['case_idx']}"
-        out[label] = groups.get(c["case_idx"], [])
+        out.append(f"{label} #{c['case_idx']}" if label in out else label)
     return out
 
 
@@ -40,10 +45,8 @@ def case_data(bundle: Mapping[str, Any]) -> dict[str, CaseData]:
     """A run's cases as tracker.stats input: samples and pass/fail per case label."""
     cases = bundle["cases"]
     per_case = samples_by_case(cases, bundle["samples"])
-    passed = {}
-    for c in cases.to_dict("records"):
-        label = c.get("label") or c["spec"]
-        passed[label if label not in passed else f"{label} #{c['case_idx']}"] = bool(c["passed"])
+    records = cases.to_dict("records")
+    passed = {label: bool(c["passed"]) for label, c in zip(case_labels(records), records, strict=True)}
     return {label: CaseData(tuple(per_case[label]), passed[label]) for label in per_case}
 
 
@@ -112,6 +115,14 @@ def detect_all(points: Mapping[str, Sequence[HistoryPoint]]) -> dict[str, list[C
     return {label: detect_changes(label, pts) for label, pts in points.items()}
 
 
+def run_before(points: Sequence[HistoryPoint], cp: ChangePoint) -> str | None:
+    """The last good run before a change point: the A side of the compare that shows the change."""
+    return next(
+        (p.run_id for p in reversed(points[: cp.index]) if p.status == "passed" and p.mean is not None and p.mean > 0),
+        None,
+    )
+
+
 def regression_table(
     changes: Mapping[str, Sequence[ChangePoint]],
     points: Mapping[str, Sequence[HistoryPoint]],
@@ -127,14 +138,7 @@ def regression_table(
         for cp in cps:
             if cp.kind not in kinds:
                 continue
-            before_run = next(
-                (
-                    p.run_id
-                    for p in reversed(pts[: cp.index])
-                    if p.status == "passed" and p.mean is not None and p.mean > 0
-                ),
-                None,
-            )
+            before_run = run_before(pts, cp)
             meta = info.loc[cp.run_id] if cp.run_id in info.index else None
             rows.append(
                 {
