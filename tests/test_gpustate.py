@@ -187,3 +187,22 @@ def test_a_real_cpu_run_passes_with_the_state_left_empty(tmp_path):
     assert doc["status"] == "passed" and not (doc["warnings"] or "").count("GPU state")
     states = queries.gpu_states(store, [doc["run_id"]])
     assert len(states) == 1 and states[GPU_STATE_COLUMNS[0]].isna().all() and states["throttle"].isna().all()
+
+
+def test_the_compare_and_regressions_pages_warn(stored, monkeypatch, tmp_path):
+    import streamlit as st
+
+    from tests.conftest import open_page
+
+    monkeypatch.setenv("KERNELBEAM_STORE", str(stored))
+    monkeypatch.setenv("KERNELBEAM_OWN_STORE", str(tmp_path / "own.duckdb"))
+    monkeypatch.setenv("KERNELBEAM_NO_GPU", "1")
+    st.cache_data.clear()
+    at = open_page("pages/compare.py", a="same00000001", b="hot000000001")
+    warned = [w.value for w in at.warning if "different states" in w.value]
+    assert warned and "sw\\-power\\-cap" in warned[0] and "640x512" in warned[0]
+    at = open_page("pages/compare.py", a="same00000001", b="same00000002")
+    assert not [w.value for w in at.warning if "different states" in w.value]
+    at = open_page("pages/regressions.py", family="fam")
+    warned = [w.value for w in at.warning if "different states" in w.value]
+    assert warned and "hist00000004" in warned[0] and "1,500" in warned[0]
