@@ -84,9 +84,12 @@ MIGRATIONS: list[str] = [
     "ALTER TABLE case_results ADD COLUMN wall_us DOUBLE; ALTER TABLE case_results ADD COLUMN fresh_us DOUBLE;",
     # v9 (dead ends): the assumption a verdict rests on (`verdict RUN rejected --reason ... --assumption ...`).
     "ALTER TABLE verdicts ADD COLUMN assumption VARCHAR;",
-    # v10 (GPU state): the device's clocks, power and temperature over each case's timed loop (NVML, sampled by the
-    # runner outside the sandbox), min/median/max, and the throttle reasons seen; empty without NVML.
+    # v10 (GPU state; run methods): the device's clocks, power and temperature over each case's timed loop (NVML,
+    # sampled by the runner outside the sandbox), min/median/max, and the throttle reasons seen; empty without NVML.
+    # How a run was timed (NULL: the tracker's own method; `contest`: the problem folder's own eval.py) and the
+    # sha256 of every harness file it used (JSON name -> sha256).
     """
+    ALTER TABLE runs ADD COLUMN method VARCHAR; ALTER TABLE runs ADD COLUMN harness_files VARCHAR;
     ALTER TABLE case_results ADD COLUMN gpu_samples INTEGER;
     ALTER TABLE case_results ADD COLUMN sm_mhz_min DOUBLE; ALTER TABLE case_results ADD COLUMN sm_mhz_median DOUBLE;
     ALTER TABLE case_results ADD COLUMN sm_mhz_max DOUBLE; ALTER TABLE case_results ADD COLUMN mem_mhz_min DOUBLE;
@@ -164,6 +167,8 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
         "problem_sha256",
         "sandbox",
         "helper_sources",
+        "method",
+        "harness_files",
     ],
     "case_results": [
         "run_id",
@@ -239,6 +244,7 @@ THROTTLE_REASONS = {
     0x20: "sw-thermal", 0x40: "hw-thermal", 0x80: "hw-power-brake", 0x100: "display-clocks",
 }  # fmt: skip
 SLOWDOWNS = frozenset({"sw-power-cap", "hw-slowdown", "sw-thermal", "hw-thermal", "hw-power-brake"})
+RUN_METHODS = ("tracker", "contest")  # runs.method; NULL is the tracker's own (runs recorded before methods)
 RUN_STATUSES = ("running", "passed", "failed", "timeout", "crashed", "cancelled", "skipped")
 RUN_TABLES = ("case_results", "samples", "profile_cases", "profile_kernels", "evidence")
 VERDICTS = ("promoted", "rejected", "inconclusive")

@@ -18,7 +18,15 @@ from typing import Any
 import duckdb
 
 from tracker.common.jsonfields import json_problem
-from tracker.store.schema import GPU_STATE_COLUMNS, MIGRATIONS, RUN_TABLES, TABLE_COLUMNS, THROTTLE_REASONS, VERDICTS
+from tracker.store.schema import (
+    GPU_STATE_COLUMNS,
+    MIGRATIONS,
+    RUN_METHODS,
+    RUN_TABLES,
+    TABLE_COLUMNS,
+    THROTTLE_REASONS,
+    VERDICTS,
+)
 
 RUN_ID_RE = re.compile(r"^[0-9a-z]{6,40}$")  # generated ids are 12 hex digits; tests use readable ones
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -38,6 +46,7 @@ MAX_CHARS = {
     ("runs", "git_diff"): 1_000_000,
     ("runs", "flags"): 200_000,
     ("runs", "helper_sources"): 1_100_000,
+    ("runs", "harness_files"): 65_536,
     ("runs", "sandbox"): 1_000,
     ("runs", "device_load_start"): 65_536,
     ("runs", "device_load_end"): 65_536,
@@ -185,6 +194,7 @@ def _check_formats(table: str, row: dict[str, Any], suites: Collection[str] | No
             ("mode", row["mode"], row["mode"] in RUN_MODES),
             ("suite", suite, bool(NAME_RE.match(suite or "")) and (suites is None or suite in suites)),
             ("trigger", row.get("trigger"), row.get("trigger") in (None, *TRIGGERS)),
+            ("method", row.get("method"), row.get("method") in (None, *RUN_METHODS)),
             ("git_commit", commit, commit is None or bool(COMMIT_RE.match(commit))),
             ("parent_run", parent, parent is None or bool(RUN_ID_RE.match(parent))),
         ]  # fmt: skip
