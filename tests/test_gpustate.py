@@ -179,16 +179,6 @@ def test_exports_keep_the_state_and_imports_check_it(stored, tmp_path):
         check_record(bad, "side.json")
 
 
-def test_a_real_cpu_run_passes_with_the_state_left_empty(tmp_path):
-    store = tmp_path / "cpu.duckdb"
-    proc = cli("run", "kernels/geqrf_reference.py", "--suite", "smoke", "--cases", "0", "--store", str(store), "--json")
-    assert proc.returncode == 0, proc.stderr
-    doc = json.loads(proc.stdout)
-    assert doc["status"] == "passed" and not (doc["warnings"] or "").count("GPU state")
-    states = queries.gpu_states(store, [doc["run_id"]])
-    assert len(states) == 1 and states[GPU_STATE_COLUMNS[0]].isna().all() and states["throttle"].isna().all()
-
-
 def test_the_compare_and_regressions_pages_warn(stored, monkeypatch, tmp_path):
     import streamlit as st
 

@@ -11,7 +11,16 @@ from typing import Any
 
 import pandas as pd
 
-from tracker.analysis.stats import CaseData, ChangePoint, HistoryPoint, RunComparison, compare_runs, detect_changes
+from tracker.analysis.stats import (
+    CaseData,
+    ChangePoint,
+    HistoryPoint,
+    PairedCase,
+    RunComparison,
+    compare_runs,
+    detect_changes,
+    paired_case,
+)
 
 # ---------------------------------------------------------------------------------------------------- run
 
@@ -68,6 +77,27 @@ def problem_args(run_a: Mapping[str, Any], run_b: Mapping[str, Any]) -> dict[str
         "problem_hash_a": run_a.get("problem_sha256"),
         "problem_hash_b": run_b.get("problem_sha256"),
     }
+
+
+def paired_cases(pair: Mapping[str, pd.DataFrame], *, min_effect: float = 0.02) -> list[PairedCase]:
+    """Per case of an A/B session (queries.pair_runs), in case order: the paired verdict on the per-round ratios
+    of B's mean to A's, over the rounds in which both sides passed that case."""
+    runs, cases = pair["runs"], pair["cases"]
+    side = {r: (s, int(k)) for r, s, k in zip(runs["run_id"], runs["pair_side"], runs["pair_round"], strict=True)}
+    means: dict[tuple[str, int, str], float] = {}
+    labels: list[str] = []
+    for run_id, label, ok, mean in zip(cases["run_id"], cases["label"], cases["passed"], cases["mean_us"], strict=True):
+        if label not in labels:
+            labels.append(label)
+        if bool(ok) and is_num(mean) and mean > 0 and run_id in side:
+            means[(side[run_id][0], side[run_id][1], label)] = float(mean)
+    rounds = sorted({k for _, k in side.values()})
+    out = []
+    for label in labels:
+        ratios = [means[("B", k, label)] / means[("A", k, label)] for k in rounds
+                  if ("A", k, label) in means and ("B", k, label) in means]  # fmt: skip
+        out.append(paired_case(label, ratios, min_effect=min_effect))
+    return out
 
 
 # -------------------------------------------------------------------------------------------- regressions

@@ -54,6 +54,9 @@ class RunRequest:
     gpu_present: bool | None = None  # None: probe (only when a variant needs CUDA)
     sandbox: bool = True  # False (--no-sandbox): the worker runs without bubblewrap, and the run says so
     method: str = "tracker"  # or "contest": the problem folder's own eval.py times and judges (contest_method)
+    pair_id: str | None = None  # a run of an interleaved A/B session (`tracker ab`): its id, side and round
+    pair_side: str | None = None
+    pair_round: int | None = None
 
     def validate(self) -> None:
         """Raise ValueError with a clear message for any bad argument, before anything is started."""

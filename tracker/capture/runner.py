@@ -190,6 +190,9 @@ def build_record(req: RunRequest, run_id: str, started_at, source: str) -> store
         "flags": json.dumps(flags),
         "problem": workload.name,
         "problem_sha256": workload.sha256,
+        "pair_id": req.pair_id,
+        "pair_side": req.pair_side,
+        "pair_round": req.pair_round,
         **git,
     }
     variant = {

@@ -48,8 +48,20 @@ def _compare(args: argparse.Namespace):
 def compare_doc(args: argparse.Namespace) -> dict[str, Any]:
     """What `compare --json` prints."""
     ids, a, b, cmp = _compare(args)
-    doc = {"a": ids[0], "b": ids[1], **asdict(cmp), "gpu_state": _state_notes(a, b)}
+    methods = [r["run"].get("method") or "tracker" for r in (a, b)]
+    doc = {"a": ids[0], "b": ids[1], **asdict(cmp), "gpu_state": _state_notes(a, b), "methods": methods}
+    doc["pair"] = _pair(args, a, b)
     return json.loads(json.dumps(doc, default=str))
+
+
+def _pair(args, a, b) -> dict[str, Any] | None:
+    """Two runs of one A/B session: the session's paired verdict, which judges the pair better than two runs."""
+    from tracker.cli.ab import pair_doc
+
+    pair_a, pair_b = a["run"].get("pair_id"), b["run"].get("pair_id")
+    if not isinstance(pair_a, str) or pair_a != pair_b or a["run"].get("pair_side") == b["run"].get("pair_side"):
+        return None
+    return pair_doc(args.store, pair_a, args.min_effect)
 
 
 def _state_notes(a, b) -> list[dict[str, str]]:
@@ -81,6 +93,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
     )
     ci = f" (95% CI {cmp.geomean_ci[0]:.3f}-{cmp.geomean_ci[1]:.3f})" if cmp.geomean_ci else ""
     print(f"geomean ratio B/A: {_fmt(cmp.geomean_ratio, '.3f')}{ci}; {cmp.reason}")
+    pair = _pair(args, a, b)
+    if pair is not None:
+        from tracker.cli.ab import print_pair
+
+        print_pair(pair)
+    methods = [r["run"].get("method") or "tracker" for r in (a, b)]
+    if methods[0] != methods[1]:
+        print(f"warning: A was timed by the {methods[0]} method, B by the {methods[1]} method", file=sys.stderr)
     for note in _state_notes(a, b):  # the machine, not the code, may explain these cases
         print(f"warning: GPU state differs on {note['case']}: {note['note']}", file=sys.stderr)
     print("marks: - faster, + slower, ~ within noise, x not comparable", file=sys.stderr)

@@ -682,6 +682,26 @@ def gpu_states(store: str | os.PathLike, run_ids: list[str] | tuple[str, ...]) -
         ).df()
 
 
+def pair_runs(store: str | os.PathLike, pair_id: str) -> dict[str, pd.DataFrame]:
+    """The runs of one A/B session (runs: run_id, variant, pair_side, pair_round, status; cases: run_id, case_idx,
+    label, passed, mean_us), by round; empty frames for an unknown pair or an older store."""
+    with connect(store, read_only=True) as con:
+        if not _has_column(con, "runs", "pair_id"):
+            return {"runs": pd.DataFrame(columns=["run_id", "variant", "pair_side", "pair_round", "status"]),
+                    "cases": pd.DataFrame(columns=["run_id", "case_idx", "label", "passed", "mean_us"])}  # fmt: skip
+        runs = con.execute(
+            "SELECT run_id, variant, pair_side, pair_round, status FROM runs WHERE pair_id = ? "
+            "ORDER BY pair_round, started_at",
+            [pair_id],
+        ).df()
+        cases = con.execute(
+            f"SELECT run_id, case_idx, {CASE_LABEL_SQL} AS label, passed, mean_us FROM case_results "
+            "WHERE list_contains(?, run_id) ORDER BY case_idx",
+            [runs["run_id"].tolist()],
+        ).df()
+    return {"runs": runs, "cases": cases}
+
+
 # ------------------------------------------------------------------------------------ workspace variants
 
 

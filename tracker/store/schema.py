@@ -87,9 +87,12 @@ MIGRATIONS: list[str] = [
     # v10 (GPU state; run methods): the device's clocks, power and temperature over each case's timed loop (NVML,
     # sampled by the runner outside the sandbox), min/median/max, and the throttle reasons seen; empty without NVML.
     # How a run was timed (NULL: the tracker's own method; `contest`: the problem folder's own eval.py) and the
-    # sha256 of every harness file it used (JSON name -> sha256).
+    # sha256 of every harness file it used (JSON name -> sha256). The runs of one interleaved A/B session (`ab`):
+    # its id, the side (A or B) and the round of each.
     """
     ALTER TABLE runs ADD COLUMN method VARCHAR; ALTER TABLE runs ADD COLUMN harness_files VARCHAR;
+    ALTER TABLE runs ADD COLUMN pair_id VARCHAR; ALTER TABLE runs ADD COLUMN pair_side VARCHAR;
+    ALTER TABLE runs ADD COLUMN pair_round INTEGER;
     ALTER TABLE case_results ADD COLUMN gpu_samples INTEGER;
     ALTER TABLE case_results ADD COLUMN sm_mhz_min DOUBLE; ALTER TABLE case_results ADD COLUMN sm_mhz_median DOUBLE;
     ALTER TABLE case_results ADD COLUMN sm_mhz_max DOUBLE; ALTER TABLE case_results ADD COLUMN mem_mhz_min DOUBLE;
@@ -169,6 +172,9 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
         "helper_sources",
         "method",
         "harness_files",
+        "pair_id",
+        "pair_side",
+        "pair_round",
     ],
     "case_results": [
         "run_id",

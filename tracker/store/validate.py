@@ -68,6 +68,7 @@ NON_NEGATIVE = {
     ("case_results", "bytes"), ("runs", "compile_s"), ("profile_cases", "host_us"), ("profile_cases", "device_us"),
     ("profile_cases", "launches"), ("profile_kernels", "device_us"), ("profile_kernels", "self_us"),
     ("profile_kernels", "calls"), ("evidence", "arrays_bytes"), ("samples", "rep"),
+    ("runs", "pair_round"),
     *(("case_results", c) for c in GPU_STATE_COLUMNS if c != "throttle"),  # clocks, watts, degrees, a count
 }  # fmt: skip
 # Residuals judge a kernel's output; a garbage output makes them NaN or infinite, and that is the record.
@@ -195,6 +196,8 @@ def _check_formats(table: str, row: dict[str, Any], suites: Collection[str] | No
             ("suite", suite, bool(NAME_RE.match(suite or "")) and (suites is None or suite in suites)),
             ("trigger", row.get("trigger"), row.get("trigger") in (None, *TRIGGERS)),
             ("method", row.get("method"), row.get("method") in (None, *RUN_METHODS)),
+            ("pair_id", row.get("pair_id"), row.get("pair_id") is None or bool(RUN_ID_RE.match(row["pair_id"]))),
+            ("pair_side", row.get("pair_side"), row.get("pair_side") in (None, "A", "B")),
             ("git_commit", commit, commit is None or bool(COMMIT_RE.match(commit))),
             ("parent_run", parent, parent is None or bool(RUN_ID_RE.match(parent))),
         ]  # fmt: skip

@@ -1,0 +1,134 @@
+"""`ab A B`: two variants timed interleaved in one session on one device, and judged by a paired test.
+
+Per round one tracker run of each, A then B in even rounds and B then A in odd ones (so neither side always
+runs second, on a device the other just warmed), on the same cases and inputs. The runs are stored as usual and
+linked as a pair (runs.pair_id, pair_side, pair_round); each case is judged on its per-round ratios B/A
+(tracker.analysis.stats.paired_case), so drift of the machine between rounds, which moves both sides, cancels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import uuid
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from tracker.cli.common import UsageError, fraction, int64, parse_cases, positive_seconds
+from tracker.store import check_store, queries
+
+DEFAULT_ROUNDS = 4
+
+
+def _target(store: str, what: str, folder: Path) -> dict[str, Any]:
+    """A file, or a stored variant's source (by name, its newest snapshot) written to a temporary copy."""
+    if Path(what).is_file():
+        return {"path": what, "name": None, "recorded_path": None}
+    found = queries.variant_list(store) if Path(store).exists() else None
+    rows = [] if found is None else found[found["variant"] == what].to_dict("records")
+    if not rows:
+        raise UsageError(f"{what} is neither a kernel file nor a variant in {store}")
+    row = rows[-1]
+    source = queries.variant_source(store, row["sha256"])
+    copy = folder / f"{len(list(folder.iterdir()))}_{Path(str(row['path'] or what)).name}"
+    copy = copy if copy.suffix == ".py" else copy.with_suffix(".py")
+    copy.write_text(source or "")
+    return {"path": str(copy), "name": what, "recorded_path": row["path"] or what}
+
+
+def pair_doc(store: str, pair_id: str, min_effect: float = 0.02) -> dict[str, Any]:
+    """What `ab --json` prints, and `compare --json` under `pair` for two runs of one session."""
+    from tracker.analysis.series import paired_cases
+
+    pair = queries.pair_runs(store, pair_id)
+    runs = pair["runs"].to_dict("records")
+    sides = {s: [r["run_id"] for r in runs if r["pair_side"] == s] for s in ("A", "B")}
+    names = {s: next((r["variant"] for r in runs if r["pair_side"] == s), None) for s in ("A", "B")}
+    cases = [asdict(c) for c in paired_cases(pair, min_effect=min_effect)]
+    return {
+        "pair_id": pair_id,
+        "a": {"variant": names["A"], "runs": sides["A"]},
+        "b": {"variant": names["B"], "runs": sides["B"]},
+        "rounds": len({r["pair_round"] for r in runs}),
+        "statuses": sorted({r["status"] for r in runs}),
+        "cases": cases,
+    }
+
+
+def print_pair(doc: dict[str, Any]) -> None:
+    from tracker.cli.common import print_columns
+
+    print(
+        f"paired session {doc['pair_id']}: A {doc['a']['variant']} vs B {doc['b']['variant']}, {doc['rounds']} rounds"
+    )
+    cs = doc["cases"]
+    print_columns(
+        [
+            ("", [c["mark"] for c in cs]),
+            ("case", [c["case"] for c in cs]),
+            ("rounds", [str(c["rounds"]) for c in cs]),
+            ("B/A", ["-" if c["ratio"] is None else f"{c['ratio']:.3f}" for c in cs]),
+            ("95% CI", [f"{c['ci_low']:.3f}-{c['ci_high']:.3f}" if c["ci_low"] is not None else "-" for c in cs]),
+            ("why", [c["reason"] for c in cs]),
+        ]
+    )
+
+
+def cmd_ab(args: argparse.Namespace) -> int:
+    from tracker.capture.runner import RunRequest, run_variant
+
+    check_store(args.store, write=True)
+    if args.rounds < 2:
+        raise UsageError("--rounds must be at least 2: a paired test needs two ratios")
+    pair_id = uuid.uuid4().hex[:12]
+    with tempfile.TemporaryDirectory(prefix="kb-ab-") as tmp:
+        targets = {"A": _target(args.store, args.a, Path(tmp)), "B": _target(args.store, args.b, Path(tmp))}
+        requests = {}
+        for side, t in targets.items():
+            requests[side] = dict(
+                path=t["path"], name=t["name"], recorded_path=t["recorded_path"], suite=args.suite, mode="benchmark",
+                cases=parse_cases(args.cases), seed=args.seed, timeout=args.timeout, store=args.store,
+                device=args.device, problem=args.problem, sandbox=not args.no_sandbox, pair_id=pair_id,
+                pair_side=side,
+            )  # fmt: skip
+        try:
+            for side in requests:
+                RunRequest(**requests[side]).validate()
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        for k in range(args.rounds):
+            for side in ("A", "B") if k % 2 == 0 else ("B", "A"):
+                outcome = run_variant(RunRequest(**requests[side], pair_round=k))
+                print(f"round {k + 1}/{args.rounds}: {side} {outcome.run_id} {outcome.status}", file=sys.stderr)
+    doc = pair_doc(args.store, pair_id, args.min_effect)
+    if args.json:
+        print(json.dumps(doc, default=str))
+    else:
+        print_pair(doc)
+    return 0 if doc["statuses"] == ["passed"] else 1
+
+
+def register(sub, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "ab",
+        parents=[common],
+        help="time two variants interleaved in one session and judge each case by a paired test",
+        description="Per round one run of each variant (A then B, then B then A), the same cases and inputs; each "
+        "case is judged by a paired t-test on the per-round ratios B/A of the means: - faster, + slower, ~ within "
+        "noise, x not comparable.",
+    )
+    p.add_argument("a", help="variant A: a kernel file or a stored variant name")
+    p.add_argument("b", help="variant B: a kernel file or a stored variant name")
+    p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="rounds (default %(default)s, at least 2)")
+    p.add_argument("--cases", help="only these case numbers, e.g. 3,7")
+    p.add_argument("--suite", default="smoke", help="the suite (default %(default)s; qr_v2 on a GPU)")
+    p.add_argument("--problem", metavar="DIR", help="a GPU Mode problem folder; default: qr_v2")
+    p.add_argument("--seed", type=int64, help="hidden seed for every case")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--timeout", type=positive_seconds, default=900.0, help="seconds per run (default %(default)s)")
+    p.add_argument("--min-effect", type=fraction, default=0.02, help="smallest ratio change that counts (0.02)")
+    p.add_argument("--no-sandbox", action="store_true", help="run the workers without bubblewrap")
+    p.set_defaults(func=cmd_ab)
