@@ -9,7 +9,7 @@ import streamlit as st
 from pages import _common as common
 from pages.ui import charts, diffs
 from pages.ui import tables as views
-from tracker.analysis import gpustate
+from tracker.analysis import gpustate, series
 from tracker.capture.gitinfo import diff_commits
 
 common.page_setup()
@@ -94,6 +94,16 @@ if _shared:
         f"{_sides} ran on a shared device (other GPU processes or host load above its cores): differences may be "
         "contention, not the code."
     )
+_pair_id = run_a.get("pair_id")
+if isinstance(_pair_id, str) and _pair_id == run_b.get("pair_id") and run_a.get("pair_side") != run_b.get("pair_side"):
+    _paired = series.paired_cases(common.read("pair_runs", _pair_id))  # the session's verdict, over all its rounds
+    st.info(f"A and B are runs of one interleaved A/B session ({common.code(_pair_id)}): each case is judged by a "
+            "paired t-test on the per-round ratios B/A, which cancels the machine's drift between rounds.")  # fmt: skip
+    st.dataframe(
+        [{"": c.mark, "case": c.case, "rounds": c.rounds, "B/A": c.ratio, "95% CI": "–" if c.ci_low is None else
+          f"{c.ci_low:.3f}–{c.ci_high:.3f}", "verdict": c.verdict, "why": c.reason} for c in _paired],
+        hide_index=True, key="paired",
+    )  # fmt: skip
 _states = gpustate.compare_notes(bundle_a["cases"], bundle_b["cases"])
 if _states:  # clocks or throttling, not the code, may explain these cases
     st.warning("The GPU ran the two sides in different states: " + "; ".join(

@@ -14,6 +14,7 @@ from tracker.analysis.stats import paired_case
 from tracker.store import queries
 
 ROOT = Path(__file__).resolve().parent.parent
+SESSIONS: dict[str, str] = {}  # pair ids of the sessions recorded by the tests above, for the page test
 REFERENCE = (ROOT / "kernels/geqrf_reference.py").read_text()
 # The planted slowdown: the same kernel, 2 ms slower per call (far above the CPU's noise on smoke case 0).
 PLANTED = REFERENCE.replace(
@@ -49,6 +50,7 @@ def test_a_planted_slowdown_is_detected_and_an_a_a_pair_is_not_flagged(store, tm
     planted.write_text(PLANTED)
     doc = ab(store, "kernels/geqrf_reference.py", str(planted))
     (case,) = doc["cases"]
+    SESSIONS["planted"] = doc["pair_id"]
     assert doc["rounds"] == 2 and len(doc["a"]["runs"]) == len(doc["b"]["runs"]) == 2
     assert case["verdict"] == "slower" and case["mark"] == "+" and case["rounds"] == 2 and case["ratio"] > 2, case
     runs = queries.pair_runs(store, doc["pair_id"])["runs"]
@@ -67,3 +69,19 @@ def test_a_planted_slowdown_is_detected_and_an_a_a_pair_is_not_flagged(store, tm
     )  # fmt: skip
     pair = json.loads(proc.stdout)["pair"]
     assert pair["pair_id"] == doc["pair_id"] and pair["cases"][0]["verdict"] == "slower"
+
+
+def test_the_compare_page_shows_a_pairs_verdict(store, monkeypatch, tmp_path):
+    import streamlit as st
+
+    from tests.conftest import open_page
+
+    runs = queries.pair_runs(store, SESSIONS["planted"])["runs"]  # the planted session of the test above
+    a, b = (runs[runs["pair_side"] == side].iloc[0]["run_id"] for side in ("A", "B"))
+    monkeypatch.setenv("KERNELBEAM_STORE", str(store))
+    monkeypatch.setenv("KERNELBEAM_OWN_STORE", str(tmp_path / "own.duckdb"))
+    monkeypatch.setenv("KERNELBEAM_NO_GPU", "1")
+    st.cache_data.clear()
+    at = open_page("pages/compare.py", a=a, b=b)
+    assert any("interleaved A/B session" in i.value for i in at.info)
+    assert any(df.value["verdict"].tolist() == ["slower"] for df in at.dataframe if "verdict" in df.value)

@@ -127,7 +127,9 @@ def register(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("--suite", default="smoke", help="the suite (default %(default)s; qr_v2 on a GPU)")
     p.add_argument("--problem", metavar="DIR", help="a GPU Mode problem folder; default: qr_v2")
     p.add_argument("--seed", type=int64, help="hidden seed for every case")
-    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument(
+        "--device", default="auto", choices=("auto", "cpu", "cuda"), help="where both run (default %(default)s)"
+    )
     p.add_argument("--timeout", type=positive_seconds, default=900.0, help="seconds per run (default %(default)s)")
     p.add_argument("--min-effect", type=fraction, default=0.02, help="smallest ratio change that counts (0.02)")
     p.add_argument("--no-sandbox", action="store_true", help="run the workers without bubblewrap")
