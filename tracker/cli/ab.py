@@ -84,6 +84,14 @@ def cmd_ab(args: argparse.Namespace) -> int:
     if args.rounds < 2:
         raise UsageError("--rounds must be at least 2: a paired test needs two ratios")
     pair_id = uuid.uuid4().hex[:12]
+    if args.suite is None:  # as `run` chooses: the full suite with a GPU, smoke without one
+        from tracker.capture.envinfo import gpu_available
+        from tracker.workloads import get_workload
+
+        try:
+            args.suite = get_workload(args.problem).default_suite(args.device != "cpu" and gpu_available())
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     with tempfile.TemporaryDirectory(prefix="kb-ab-") as tmp:
         targets = {"A": _target(args.store, args.a, Path(tmp)), "B": _target(args.store, args.b, Path(tmp))}
         requests = {}
@@ -124,7 +132,7 @@ def register(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("b", help="variant B: a kernel file or a stored variant name")
     p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="rounds (default %(default)s, at least 2)")
     p.add_argument("--cases", help="only these case numbers, e.g. 3,7")
-    p.add_argument("--suite", default="smoke", help="the suite (default %(default)s; qr_v2 on a GPU)")
+    p.add_argument("--suite", help="the suite; default: the full suite with a GPU, smoke without one")
     p.add_argument("--problem", metavar="DIR", help="a GPU Mode problem folder; default: qr_v2")
     p.add_argument("--seed", type=int64, help="hidden seed for every case")
     p.add_argument(
