@@ -207,3 +207,50 @@ def test_the_method_needs_a_problem_folder_with_a_files_list(tmp_path, bad):
     else:
         doc = json.loads(proc.stdout)
         assert doc["status"] == "failed" and "no `files:` list" in doc["error"]
+
+
+TORCH_REFERENCE = """import torch
+
+
+def generate_input(size, seed):
+    return torch.rand(size, generator=torch.Generator().manual_seed(seed))
+
+
+def ref_kernel(data):
+    return data * 2
+
+
+def check_implementation(data, output):
+    good = isinstance(output, torch.Tensor) and torch.equal(output, data * 2)
+    return (good, "" if good else "wrong values")
+"""
+
+
+def test_fidelity_alternates_the_two_methods_and_reports_whether_the_tracker_is_inside(tmp_path):
+    folder = problem(tmp_path)
+    (folder / "reference.py").write_text(TORCH_REFERENCE)  # the tracker's checker takes tensors
+    kernel = tmp_path / "double.py"
+    kernel.write_text("def custom_kernel(data):\n    return data * 2\n")
+    store = tmp_path / "runs.duckdb"
+    proc = subprocess.run(
+        [sys.executable, "-m", "tracker", "fidelity", str(kernel), "--problem", str(folder), "--rounds", "2",
+         "--suite", "toy_double", "--cases", "0", "--store", str(store), "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert len(doc["cases"]) == 1, doc["cases"]
+    (case,) = doc["cases"]
+    assert doc["rounds"] == 2 and len(doc["contest_runs"]) == len(doc["tracker_runs"]) == 2
+    assert len(case["contest_means_us"]) == len(case["tracker_means_us"]) == 2
+    assert case["contest_min_us"] <= case["contest_max_us"] and isinstance(case["inside"], bool)
+    methods = {r: stored(store, r)["run"]["method"] for r in doc["contest_runs"] + doc["tracker_runs"]}
+    assert [methods[r] for r in doc["contest_runs"]] == ["contest"] * 2
+    assert all(methods[r] is None for r in doc["tracker_runs"])  # the tracker's own method, as every plain run
+    cmp = subprocess.run(
+        [sys.executable, "-m", "tracker", "compare", doc["contest_runs"][0], doc["tracker_runs"][0], "--store",
+         str(store), "--json"],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    shown = json.loads(cmp.stdout)
+    assert shown["methods"] == ["contest", "tracker"] and shown["pair"]["pair_id"] == doc["pair_id"]

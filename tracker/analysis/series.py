@@ -9,6 +9,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from tracker.analysis.stats import (
@@ -97,6 +98,29 @@ def paired_cases(pair: Mapping[str, pd.DataFrame], *, min_effect: float = 0.02) 
         ratios = [means[("B", k, label)] / means[("A", k, label)] for k in rounds
                   if ("A", k, label) in means and ("B", k, label) in means]  # fmt: skip
         out.append(paired_case(label, ratios, min_effect=min_effect))
+    return out
+
+
+def fidelity_cases(pair: Mapping[str, pd.DataFrame]) -> list[dict[str, Any]]:
+    """Per case of a fidelity session (side A: the contest's method, B: the tracker's; queries.pair_runs): the
+    contest's min and max of its round means, the tracker's median of its round means, and whether it is inside."""
+    runs, cases = pair["runs"], pair["cases"]
+    side = dict(zip(runs["run_id"], runs["pair_side"], strict=True))
+    means: dict[tuple[str, str], list[float]] = {}
+    labels: list[str] = []
+    for run_id, label, ok, mean in zip(cases["run_id"], cases["label"], cases["passed"], cases["mean_us"], strict=True):
+        if label not in labels:
+            labels.append(label)
+        if bool(ok) and is_num(mean) and run_id in side:
+            means.setdefault((side[run_id], label), []).append(float(mean))
+    out = []
+    for label in labels:
+        contest, tracker = means.get(("A", label), []), means.get(("B", label), [])
+        lo, hi = (min(contest), max(contest)) if contest else (None, None)
+        median = float(np.median(tracker)) if tracker else None
+        inside = None if lo is None or median is None else lo <= median <= hi
+        out.append({"case": label, "contest_min_us": lo, "contest_max_us": hi, "contest_means_us": contest,
+                    "tracker_median_us": median, "tracker_means_us": tracker, "inside": inside})  # fmt: skip
     return out
 
 

@@ -583,7 +583,7 @@ def judge(events: list[dict[str, Any]], verdicts: list[dict[str, Any]], req, gpu
         case = cases[idx] if req.seed is None else workload.hidden_seed(cases[idx], req.seed)
         inputs = 1 if req.mode == "test" else case.input_count()
         # What the case is, is ours to say: never the worker's description.
-        event.update(spec=case.spec, case={**case.to_dict(), "inputs": inputs}, columns=workload.case_columns(case))
+        event.update(spec=case.spec, case={**case.to_dict(), "inputs": inputs})
         mine = by_case.get(idx, [])
         samples = event.get("samples") or []
         if not isinstance(samples, list) or not all(isinstance(x, int | float) for x in samples):
@@ -593,6 +593,7 @@ def judge(events: list[dict[str, Any]], verdicts: list[dict[str, Any]], req, gpu
         bad = next((v for v in mine if not v["passed"]), None)
         for k in [*RESIDUAL_KEYS, "evidence", *STAT_KEYS, "wall_us", "columns", *GPU_STATE_COLUMNS]:
             event.pop(k, None)  # never the worker's word for these
+        event["columns"] = workload.case_columns(case)  # the workload's description (label, shape), set after the pop
         event["samples"] = samples
         if any(not (0 < x < float("inf")) for x in samples):
             bad = {"rep": FIRST_PASS, "message": "the worker reported a time that is not positive and finite"}
