@@ -9,7 +9,7 @@ import streamlit as st
 from pages import _common as common
 from pages.ui import charts, diffs
 from pages.ui import tables as views
-from tracker.analysis import series as analysis
+from tracker.analysis import gpustate, series
 from tracker.capture.gitinfo import diff_commits
 
 common.page_setup()
@@ -94,6 +94,21 @@ if _shared:
         f"{_sides} ran on a shared device (other GPU processes or host load above its cores): differences may be "
         "contention, not the code."
     )
+_pair_id = run_a.get("pair_id")
+if isinstance(_pair_id, str) and _pair_id == run_b.get("pair_id") and run_a.get("pair_side") != run_b.get("pair_side"):
+    _paired = series.paired_cases(common.read("pair_runs", _pair_id))  # the session's verdict, over all its rounds
+    st.info(f"A and B are runs of one interleaved A/B session ({common.code(_pair_id)}): each case is judged by a "
+            "paired t-test on the per-round ratios B/A, which cancels the machine's drift between rounds.")  # fmt: skip
+    st.dataframe(
+        [{"": c.mark, "case": c.case, "rounds": c.rounds, "B/A": c.ratio, "95% CI": "–" if c.ci_low is None else
+          f"{c.ci_low:.3f}–{c.ci_high:.3f}", "verdict": c.verdict, "why": c.reason} for c in _paired],
+        hide_index=True, key="paired",
+    )  # fmt: skip
+_states = gpustate.compare_notes(bundle_a["cases"], bundle_b["cases"])
+if _states:  # clocks or throttling, not the code, may explain these cases
+    st.warning("The GPU ran the two sides in different states: " + "; ".join(
+        f"**{md(n['case'])}**: {md(n['note'])}" for n in _states[:12]
+    ))  # fmt: skip
 problem_a, problem_b = run_a.get("problem") or "qr_v2", run_b.get("problem") or "qr_v2"
 if problem_a != problem_b:
     st.warning(
@@ -102,7 +117,7 @@ if problem_a != problem_b:
     )
 elif run_a.get("problem_sha256") and run_b.get("problem_sha256") and run_a["problem_sha256"] != run_b["problem_sha256"]:
     st.warning(f"The files of problem **{md(problem_a)}** changed between the runs: the cases may not be the same.")
-cover = analysis.coverage(cmp, run_a, run_b)
+cover = series.coverage(cmp, run_a, run_b)
 if cover["line"]:
     st.info(md(cover["line"]))
 

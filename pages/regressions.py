@@ -8,7 +8,7 @@ import streamlit as st
 from pages import _common as common
 from pages.ui import charts
 from pages.ui import tables as views
-from tracker.analysis import context, summaries
+from tracker.analysis import context, gpustate, summaries
 from tracker.analysis import series as analysis
 
 # Change detection is quadratic in the number of runs: the default window keeps the page under a second.
@@ -108,6 +108,14 @@ if _shared:
         f"point at one of them may be contention. Runs: {', '.join(_shared[:10])}"
     )
 kinds = ("regression", "improvement") if show_improvements else ("regression",)
+_states = gpustate.change_point_notes(
+    changes, points, gpustate.states_by_run_case(common.read("gpu_states", tuple(runs["run_id"])))
+)
+_states = {k: v for k, v in _states.items() if any(cp.kind in kinds for cp in changes[k[0]] if cp.run_id == k[1])}
+if _states:  # a step between two clock states may be the machine's, not the code's
+    st.warning("At these change points the GPU ran the two sides in different states: " + "; ".join(
+        f"**{common.md(case)}** (run {common.code(rid)}): {common.md(note)}" for (case, rid), note in _states.items()
+    ))  # fmt: skip
 table = analysis.regression_table(changes, points, runs, kinds=kinds)
 n_reg = sum(cp.kind == "regression" for cps in changes.values() for cp in cps)
 n_imp = sum(cp.kind == "improvement" for cps in changes.values() for cp in cps)

@@ -142,6 +142,26 @@ def run_case_table(cases: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame(rows)
     if "GB/s" in out and out["GB/s"].isna().all():  # runs that recorded no bytes moved (older runs)
         out = out.drop(columns="GB/s")
+    return _with_gpu_state(out, cases)
+
+
+GPU_STATE_SHOWN = (("sm_mhz", "SM MHz"), ("mem_mhz", "mem MHz"), ("power_w", "power W"), ("temp_c", "temp °C"))
+
+
+def _with_gpu_state(out: pd.DataFrame, cases: pd.DataFrame) -> pd.DataFrame:
+    """The GPU's state over each case's timed loop, after the timings: median (min-max), and throttle reasons.
+    Left out for runs without it (CPU, no NVML, older runs)."""
+    if "gpu_samples" not in cases or not cases["gpu_samples"].map(is_num).any():
+        return out
+    at = list(out.columns).index("runs") + 1 if "runs" in out else len(out.columns)
+    for q, name in reversed(GPU_STATE_SHOWN):
+        out.insert(at, name, [
+            f"{c[q + '_median']:,.0f} ({c[q + '_min']:,.0f}-{c[q + '_max']:,.0f})" if is_num(c.get(q + "_median"))
+            else "–" for c in cases.to_dict("records")
+        ])  # fmt: skip
+    out.insert(at + len(GPU_STATE_SHOWN), "throttle", [
+        (c.get("throttle") or "none") if isinstance(c.get("throttle"), str) else "–" for c in cases.to_dict("records")
+    ])  # fmt: skip
     return out
 
 

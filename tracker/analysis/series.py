@@ -9,9 +9,19 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from tracker.analysis.stats import CaseData, ChangePoint, HistoryPoint, RunComparison, compare_runs, detect_changes
+from tracker.analysis.stats import (
+    CaseData,
+    ChangePoint,
+    HistoryPoint,
+    PairedCase,
+    RunComparison,
+    compare_runs,
+    detect_changes,
+    paired_case,
+)
 
 # ---------------------------------------------------------------------------------------------------- run
 
@@ -24,12 +34,17 @@ def is_num(x: Any) -> bool:
 def samples_by_case(cases: pd.DataFrame, samples: pd.DataFrame) -> dict[str, list[float]]:
     """Samples per case label, in case order."""
     groups = {k: g["time_us"].tolist() for k, g in samples.groupby("case_idx")} if not samples.empty else {}
-    out: dict[str, list[float]] = {}
-    for c in cases.to_dict("records"):
+    records = cases.to_dict("records")
+    return {label: groups.get(c["case_idx"], []) for label, c in zip(case_labels(records), records, strict=True)}
+
+
+def case_labels(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Each case row's name across runs: its label (or spec); two cases with one label (different seeds) are
+    kept apart by their index."""
+    out: list[str] = []
+    for c in records:
         label = c.get("label") or c["spec"]
-        if label in out:  # two cases with one label (different seeds): keep both apart
-            label = f"{label} #{c['case_idx']}"
-        out[label] = groups.get(c["case_idx"], [])
+        out.append(f"{label} #{c['case_idx']}" if label in out else label)
     return out
 
 
@@ -40,10 +55,8 @@ def case_data(bundle: Mapping[str, Any]) -> dict[str, CaseData]:
     """A run's cases as tracker.stats input: samples and pass/fail per case label."""
     cases = bundle["cases"]
     per_case = samples_by_case(cases, bundle["samples"])
-    passed = {}
-    for c in cases.to_dict("records"):
-        label = c.get("label") or c["spec"]
-        passed[label if label not in passed else f"{label} #{c['case_idx']}"] = bool(c["passed"])
+    records = cases.to_dict("records")
+    passed = {label: bool(c["passed"]) for label, c in zip(case_labels(records), records, strict=True)}
     return {label: CaseData(tuple(per_case[label]), passed[label]) for label in per_case}
 
 
@@ -65,6 +78,50 @@ def problem_args(run_a: Mapping[str, Any], run_b: Mapping[str, Any]) -> dict[str
         "problem_hash_a": run_a.get("problem_sha256"),
         "problem_hash_b": run_b.get("problem_sha256"),
     }
+
+
+def paired_cases(pair: Mapping[str, pd.DataFrame], *, min_effect: float = 0.02) -> list[PairedCase]:
+    """Per case of an A/B session (queries.pair_runs), in case order: the paired verdict on the per-round ratios
+    of B's mean to A's, over the rounds in which both sides passed that case."""
+    runs, cases = pair["runs"], pair["cases"]
+    side = {r: (s, int(k)) for r, s, k in zip(runs["run_id"], runs["pair_side"], runs["pair_round"], strict=True)}
+    means: dict[tuple[str, int, str], float] = {}
+    labels: list[str] = []
+    for run_id, label, ok, mean in zip(cases["run_id"], cases["label"], cases["passed"], cases["mean_us"], strict=True):
+        if label not in labels:
+            labels.append(label)
+        if bool(ok) and is_num(mean) and mean > 0 and run_id in side:
+            means[(side[run_id][0], side[run_id][1], label)] = float(mean)
+    rounds = sorted({k for _, k in side.values()})
+    out = []
+    for label in labels:
+        ratios = [means[("B", k, label)] / means[("A", k, label)] for k in rounds
+                  if ("A", k, label) in means and ("B", k, label) in means]  # fmt: skip
+        out.append(paired_case(label, ratios, min_effect=min_effect))
+    return out
+
+
+def fidelity_cases(pair: Mapping[str, pd.DataFrame]) -> list[dict[str, Any]]:
+    """Per case of a fidelity session (side A: the contest's method, B: the tracker's; queries.pair_runs): the
+    contest's min and max of its round means, the tracker's median of its round means, and whether it is inside."""
+    runs, cases = pair["runs"], pair["cases"]
+    side = dict(zip(runs["run_id"], runs["pair_side"], strict=True))
+    means: dict[tuple[str, str], list[float]] = {}
+    labels: list[str] = []
+    for run_id, label, ok, mean in zip(cases["run_id"], cases["label"], cases["passed"], cases["mean_us"], strict=True):
+        if label not in labels:
+            labels.append(label)
+        if bool(ok) and is_num(mean) and run_id in side:
+            means.setdefault((side[run_id], label), []).append(float(mean))
+    out = []
+    for label in labels:
+        contest, tracker = means.get(("A", label), []), means.get(("B", label), [])
+        lo, hi = (min(contest), max(contest)) if contest else (None, None)
+        median = float(np.median(tracker)) if tracker else None
+        inside = None if lo is None or median is None else lo <= median <= hi
+        out.append({"case": label, "contest_min_us": lo, "contest_max_us": hi, "contest_means_us": contest,
+                    "tracker_median_us": median, "tracker_means_us": tracker, "inside": inside})  # fmt: skip
+    return out
 
 
 # -------------------------------------------------------------------------------------------- regressions
@@ -112,6 +169,14 @@ def detect_all(points: Mapping[str, Sequence[HistoryPoint]]) -> dict[str, list[C
     return {label: detect_changes(label, pts) for label, pts in points.items()}
 
 
+def run_before(points: Sequence[HistoryPoint], cp: ChangePoint) -> str | None:
+    """The last good run before a change point: the A side of the compare that shows the change."""
+    return next(
+        (p.run_id for p in reversed(points[: cp.index]) if p.status == "passed" and p.mean is not None and p.mean > 0),
+        None,
+    )
+
+
 def regression_table(
     changes: Mapping[str, Sequence[ChangePoint]],
     points: Mapping[str, Sequence[HistoryPoint]],
@@ -127,14 +192,7 @@ def regression_table(
         for cp in cps:
             if cp.kind not in kinds:
                 continue
-            before_run = next(
-                (
-                    p.run_id
-                    for p in reversed(pts[: cp.index])
-                    if p.status == "passed" and p.mean is not None and p.mean > 0
-                ),
-                None,
-            )
+            before_run = run_before(pts, cp)
             meta = info.loc[cp.run_id] if cp.run_id in info.index else None
             rows.append(
                 {

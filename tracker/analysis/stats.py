@@ -41,6 +41,8 @@ __all__ = [
     "compare_case",
     "compare_runs",
     "detect_changes",
+    "PairedCase",
+    "paired_case",
 ]
 
 _BOOTSTRAP_REPS = 2000
@@ -412,3 +414,50 @@ def detect_changes(case: str, history: Sequence[HistoryPoint], *, min_effect: fl
             )
         )
     return changes
+
+
+# -------------------------------------------------------------------------------------------- paired A/B
+
+
+@dataclass(frozen=True)
+class PairedCase:
+    """A case of an interleaved A/B session (`tracker ab`): judged on the per-round ratios, so the machine's drift
+    between rounds, which moves A and B together, cancels."""
+
+    case: str
+    rounds: int  # rounds in which both sides passed and timed the case
+    ratio: float | None  # geometric mean of the per-round ratios mean_b / mean_a (>1: B is slower)
+    ci_low: float | None  # CI (1 - alpha) of that ratio: Student's t on the log ratios
+    ci_high: float | None
+    p_value: float | None  # two-sided one-sample t-test of the log ratios against 0
+    verdict: str  # faster | slower | same | n/a
+    mark: str
+    reason: str
+    ratios: tuple[float, ...] = ()
+
+
+def paired_case(case: str, ratios: Sequence[float], *, min_effect: float = 0.02, alpha: float = 0.05) -> PairedCase:
+    """A paired t-test on log(mean_b / mean_a) over the rounds: faster or slower only when it is significant
+    and the geometric-mean ratio moves by at least min_effect; with fewer than 2 rounds, not comparable."""
+    x = np.log(_finite(ratios))
+    got = tuple(float(r) for r in np.exp(x))
+    if x.size < 2:
+        return PairedCase(case, int(x.size), None, None, None, None, "n/a", _MARKS["n/a"],
+                          "fewer than 2 rounds timed on both sides", got)  # fmt: skip
+    m, sd = float(x.mean()), float(x.std(ddof=1))
+    ratio = math.exp(m)
+    if sd == 0.0:  # identical rounds: the interval is the point
+        p, lo, hi = (0.0 if m != 0 else 1.0), ratio, ratio
+    else:
+        se = sd / math.sqrt(x.size)
+        p = float(2 * stats.t.sf(abs(m) / se, df=x.size - 1))
+        half = float(stats.t.ppf(1 - alpha / 2, df=x.size - 1)) * se
+        lo, hi = math.exp(m - half), math.exp(m + half)
+    if p >= alpha:
+        verdict, reason = "same", f"paired t over {x.size} rounds: p = {p:.3g}"
+    elif abs(ratio - 1) < min_effect:
+        verdict, reason = "same", f"significant (p = {p:.3g}) but under the {min_effect:.0%} minimum effect"
+    else:
+        verdict = "slower" if ratio > 1 else "faster"
+        reason = f"paired t over {x.size} rounds: p = {p:.3g}"
+    return PairedCase(case, int(x.size), ratio, lo, hi, p, verdict, _MARKS[verdict], reason, got)

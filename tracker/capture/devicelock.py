@@ -39,8 +39,12 @@ def device_key(device: str, has_gpu: bool) -> str:
     """The physical device a run will use: 'cpu', or 'gpu<N>' after CUDA_VISIBLE_DEVICES (or its UUID)."""
     if device == "cpu" or (device == "auto" and not has_gpu):
         return "cpu"
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip() or "0"
-    return "gpu" + re.sub(r"[^A-Za-z0-9_-]", "_", visible)
+    return "gpu" + re.sub(r"[^A-Za-z0-9_-]", "_", visible_device())
+
+
+def visible_device() -> str:
+    """The GPU a run uses, as CUDA_VISIBLE_DEVICES names it: an index or a GPU-/MIG- UUID (default 0)."""
+    return os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip() or "0"
 
 
 def _read(path: Path) -> dict[str, Any] | None:

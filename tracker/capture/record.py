@@ -53,6 +53,10 @@ class RunRequest:
     commit: str | None = None
     gpu_present: bool | None = None  # None: probe (only when a variant needs CUDA)
     sandbox: bool = True  # False (--no-sandbox): the worker runs without bubblewrap, and the run says so
+    method: str = "tracker"  # or "contest": the problem folder's own eval.py times and judges (contest_method)
+    pair_id: str | None = None  # a run of an interleaved A/B session (`tracker ab`): its id, side and round
+    pair_side: str | None = None
+    pair_round: int | None = None
 
     def validate(self) -> None:
         """Raise ValueError with a clear message for any bad argument, before anything is started."""
@@ -82,6 +86,12 @@ class RunRequest:
         for name, value in (("--timeout", self.timeout), ("--compile-timeout", self.compile_timeout)):
             if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
                 raise ValueError(f"{name} must be positive and finite (seconds), not {value}")
+        if self.method not in store_mod.RUN_METHODS:
+            raise ValueError(f"--method must be one of {', '.join(store_mod.RUN_METHODS)}")
+        if self.method == "contest" and (self.problem is None or self.profile):
+            raise ValueError(
+                "--method contest needs --problem DIR (its eval.py and task.yml `files:`) and no --profile"
+            )
         problem = device_problem(self.device, self.gpu_present)
         if problem:
             raise ValueError(problem)

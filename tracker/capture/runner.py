@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker import store as store_mod
-from tracker.capture import devicelock, handoff, plausibility, sandbox
+from tracker.capture import devicelock, gpustate, handoff, plausibility, sandbox
 from tracker.capture.channel import sign
 from tracker.capture.evidence import FIRST_PASS, RESIDUAL_KEYS
 from tracker.capture.evidence import collect as collect_evidence
@@ -49,6 +49,7 @@ from tracker.capture.record import (  # noqa: F401 - RunRequest and the defaults
 )
 from tracker.capture.scan import flags_as_dicts, scan_source
 from tracker.common.processes import descendants, end_processes
+from tracker.store.schema import GPU_STATE_COLUMNS
 
 LOG_TAIL_CHARS = 4000
 ORPHAN_ERROR = "the tracker process went away"
@@ -189,6 +190,9 @@ def build_record(req: RunRequest, run_id: str, started_at, source: str) -> store
         "flags": json.dumps(flags),
         "problem": workload.name,
         "problem_sha256": workload.sha256,
+        "pair_id": req.pair_id,
+        "pair_side": req.pair_side,
+        "pair_round": req.pair_round,
         **git,
     }
     variant = {
@@ -286,9 +290,17 @@ def capture_variant(
         return []
     try:
         record.run["device_load_start"] = devicelock.device_load(key)
-        status, error, returncode, log_tail, compile_s, forged = _drive_worker(
-            req, record, events, emit, should_cancel, device, variant_path, checkpoint
-        )
+        if req.method == "contest":  # the problem folder's own harness, in the same sandbox, lock and budgets
+            from tracker.capture import contest_method
+
+            record.run["method"] = "contest"
+            status, error, returncode, log_tail, compile_s, forged = contest_method.drive(
+                req, record, events, should_cancel, device
+            )
+        else:
+            status, error, returncode, log_tail, compile_s, forged = _drive_worker(
+                req, record, events, emit, should_cancel, device, variant_path, checkpoint
+            )
         record.run["device_load_end"] = devicelock.device_load(key)
     finally:
         lock.release()
@@ -408,6 +420,13 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
     compile_s = None
     channel = _Lines(read_fd, key)
     verdicts: list[dict[str, Any]] = []
+    gpu = gpustate.Sampler(devicelock.visible_device())
+    if device == "cuda":  # from here on: the checker's clock bounds each case's timed loop inside these readings
+        gpu.start()
+        if gpu.unavailable:
+            record.run["warnings"] = "; ".join(
+                filter(None, [record.run.get("warnings"), f"no GPU state: {gpu.unavailable}"])
+            )
     checker, verdict_lines = _start_checker(req, device, private, workdir, checker_end.fileno())
     checker_end.close()
     old_term = None
@@ -492,6 +511,7 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
             event["elapsed_s"] = time.monotonic() - start
             events.append(event)
         _finish_checker(checker, verdicts, verdict_lines)
+        gpu.stop()
         returncode = proc.returncode
         if in_sandbox and returncode is not None and 128 < returncode < 160:
             returncode = 128 - returncode  # bwrap passes a signal's death on as 128 + N: the worker's own -N
@@ -501,11 +521,12 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
             status, error = "failed", f"the kernel broke the handoff to the checker: {broke.get('message')}"
         elif checker.returncode not in (0, None, -signal.SIGKILL) and status is None:
             status, error = "crashed", f"the checker process failed: {_tail(private / 'checker.log')[-600:]}"
-        judge(events, verdicts, req)
+        judge(events, verdicts, req, gpu.readings)
         _keep_traces(events, workdir, Path(f"{req.store}.traces") / record.run["run_id"])
         _record_helpers(record, events, Path(variant_path or req.path))
         record.evidence = collect_evidence(private, events)  # read before the folder goes
     finally:
+        gpu.stop()
         if write_fd is not None:
             os.close(write_fd)
         if proc is None:
@@ -534,13 +555,14 @@ def _resolved_device(req) -> str:
     return "cpu"
 
 
-def judge(events: list[dict[str, Any]], verdicts: list[dict[str, Any]], req) -> None:
+def judge(events: list[dict[str, Any]], verdicts: list[dict[str, Any]], req, gpu_readings=()) -> None:
     """Give each finished case the checker's verdict in place of the worker's word.
 
     A case passes only if the worker reports no failure of its own (the kernel raised, changed its input) and
     the checker passed every output the case needed: the first call, and each timed repetition the worker
     reports a sample for. Residuals and evidence come from the checker; the statistics are computed here from
-    the samples; wall_us is the checker's clock between repetitions, per call."""
+    the samples; wall_us is the checker's clock between repetitions, per call; the GPU state is the runner's
+    NVML readings (gpu_readings) inside the case's timed loop, as the checker's clock bounds it."""
     by_case: dict[int, list[dict[str, Any]]] = {}
     for v in verdicts:
         if v.get("event") == "verdict" and isinstance(v.get("case_idx"), int):
@@ -567,7 +589,7 @@ def judge(events: list[dict[str, Any]], verdicts: list[dict[str, Any]], req) -> 
         case = cases[idx] if req.seed is None else workload.hidden_seed(cases[idx], req.seed)
         inputs = 1 if req.mode == "test" else case.input_count()
         # What the case is, is ours to say: never the worker's description.
-        event.update(spec=case.spec, case={**case.to_dict(), "inputs": inputs}, columns=workload.case_columns(case))
+        event.update(spec=case.spec, case={**case.to_dict(), "inputs": inputs})
         mine = by_case.get(idx, [])
         samples = event.get("samples") or []
         if not isinstance(samples, list) or not all(isinstance(x, int | float) for x in samples):
@@ -575,8 +597,9 @@ def judge(events: list[dict[str, Any]], verdicts: list[dict[str, Any]], req) -> 
         needed = {FIRST_PASS} if req.mode == "test" else {FIRST_PASS, *range(len(samples))}
         judged = {v["rep"] for v in mine}
         bad = next((v for v in mine if not v["passed"]), None)
-        for k in [*RESIDUAL_KEYS, "evidence", *STAT_KEYS, "wall_us"]:
+        for k in [*RESIDUAL_KEYS, "evidence", *STAT_KEYS, "wall_us", "columns", *GPU_STATE_COLUMNS]:
             event.pop(k, None)  # never the worker's word for these
+        event["columns"] = workload.case_columns(case)  # the workload's description (label, shape), set after the pop
         event["samples"] = samples
         if any(not (0 < x < float("inf")) for x in samples):
             bad = {"rep": FIRST_PASS, "message": "the worker reported a time that is not positive and finite"}
@@ -597,6 +620,7 @@ def judge(events: list[dict[str, Any]], verdicts: list[dict[str, Any]], req) -> 
         if samples and req.mode != "test":
             event.update(_stats(samples))
             event["wall_us"] = plausibility.wall_per_call(mine, cases[idx].input_count())
+            event.update(gpustate.case_state(gpu_readings, gpustate.timed_window(mine)))
 
 
 def _stats(samples: list[float]) -> dict[str, float]:

@@ -47,8 +47,27 @@ def _compare(args: argparse.Namespace):
 
 def compare_doc(args: argparse.Namespace) -> dict[str, Any]:
     """What `compare --json` prints."""
-    ids, _, _, cmp = _compare(args)
-    return json.loads(json.dumps({"a": ids[0], "b": ids[1], **asdict(cmp)}, default=str))
+    ids, a, b, cmp = _compare(args)
+    methods = [r["run"].get("method") or "tracker" for r in (a, b)]
+    doc = {"a": ids[0], "b": ids[1], **asdict(cmp), "gpu_state": _state_notes(a, b), "methods": methods}
+    doc["pair"] = _pair(args, a, b)
+    return json.loads(json.dumps(doc, default=str))
+
+
+def _pair(args, a, b) -> dict[str, Any] | None:
+    """Two runs of one A/B session: the session's paired verdict, which judges the pair better than two runs."""
+    from tracker.cli.ab import pair_doc
+
+    pair_a, pair_b = a["run"].get("pair_id"), b["run"].get("pair_id")
+    if not isinstance(pair_a, str) or pair_a != pair_b or a["run"].get("pair_side") == b["run"].get("pair_side"):
+        return None
+    return pair_doc(args.store, pair_a, args.min_effect)
+
+
+def _state_notes(a, b) -> list[dict[str, str]]:
+    from tracker.analysis.gpustate import compare_notes
+
+    return compare_notes(a["cases"], b["cases"])
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -74,6 +93,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
     )
     ci = f" (95% CI {cmp.geomean_ci[0]:.3f}-{cmp.geomean_ci[1]:.3f})" if cmp.geomean_ci else ""
     print(f"geomean ratio B/A: {_fmt(cmp.geomean_ratio, '.3f')}{ci}; {cmp.reason}")
+    pair = _pair(args, a, b)
+    if pair is not None:
+        from tracker.cli.ab import print_pair
+
+        print_pair(pair)
+    methods = [r["run"].get("method") or "tracker" for r in (a, b)]
+    if methods[0] != methods[1]:
+        print(f"warning: A was timed by the {methods[0]} method, B by the {methods[1]} method", file=sys.stderr)
+    for note in _state_notes(a, b):  # the machine, not the code, may explain these cases
+        print(f"warning: GPU state differs on {note['case']}: {note['note']}", file=sys.stderr)
     print("marks: - faster, + slower, ~ within noise, x not comparable", file=sys.stderr)
     return 0
 
@@ -92,13 +121,20 @@ def cmd_regressions(args: argparse.Namespace) -> int:
         contexts = contexts[contexts["suite"] == args.suite]
         if contexts.empty:
             raise UsageError(f"no timed runs in suite {args.suite} there; suites: {', '.join(suites) or 'none'}")
+    from tracker.analysis.gpustate import change_point_notes, states_by_run_case
+
     found: list[dict[str, Any]] = []
     for problem, suite, gpu in zip(contexts["problem"], contexts["suite"], contexts["gpu"], strict=True):
         hist = queries.case_history(args.store, **scope, suite=suite, gpu=gpu, last=None, problem=problem)
-        for changes in detect_all(history_points(hist)).values():
-            for cp in changes:
+        points = history_points(hist)
+        changes = detect_all(points)
+        states = states_by_run_case(queries.gpu_states(args.store, tuple(hist["runs"]["run_id"])))
+        notes = change_point_notes(changes, points, states)
+        for cps in changes.values():
+            for cp in cps:
                 if args.all or cp.kind == "regression":
-                    found.append({"problem": problem, "suite": suite, "gpu": gpu, **asdict(cp)})
+                    note = notes.get((cp.case, cp.run_id))
+                    found.append({"problem": problem, "suite": suite, "gpu": gpu, **asdict(cp), "gpu_state": note})
     if args.json:
         print(json.dumps(found, default=str))
         return 0
@@ -117,6 +153,9 @@ def cmd_regressions(args: argparse.Namespace) -> int:
             ("first run after", [c["run_id"] for c in found]),
         ]
     )
+    for c in found:
+        if c["gpu_state"]:
+            print(f"warning: GPU state differs at {c['case']} (run {c['run_id']}): {c['gpu_state']}", file=sys.stderr)
     return 0
 
 

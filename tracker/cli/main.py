@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 
-from tracker.cli import add, boards, compare, import_results, mcp_server, queue, recheck, run, runs, since, transfer
+from tracker.cli import ab, add, boards, compare, import_results, mcp_server, queue, recheck, run, runs, since, transfer
 from tracker.cli.common import (
     BAD_INPUT,
     DEBUG_ENV,
@@ -25,7 +25,7 @@ from tracker.cli.common import (
 from tracker.common.text import PrintableStream
 from tracker.store import DEFAULT_STORE
 
-COMMAND_GROUPS = (run, runs, transfer, compare, recheck, queue, add, since, import_results, boards, mcp_server)
+COMMAND_GROUPS = (run, runs, transfer, compare, ab, recheck, queue, add, since, import_results, boards, mcp_server)
 
 
 def _version() -> str:

@@ -64,6 +64,7 @@ def run_requests(args: argparse.Namespace) -> list:
             problem=args.problem,
             name=t["name"],
             sandbox=not args.no_sandbox,
+            method=args.method,
             gpu_present=True if args.cluster and args.device == "cuda" else None,  # the cluster's GPUs, not ours
         )
         for t in targets
@@ -182,6 +183,13 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "--problem",
         metavar="DIR",
         help="a GPU Mode problem folder (task.yml, reference.py, task.py) to judge the kernel by; default: qr_v2",
+    )
+    p.add_argument(
+        "--method",
+        default="tracker",
+        choices=("tracker", "contest"),
+        help="tracker: the tracker's own loop, checker and every sample (default); contest: the --problem folder's "
+        "own eval.py, laid out from its task.yml `files:` as the contest's runner does, and what it reports",
     )
     p.add_argument(
         "--mode",

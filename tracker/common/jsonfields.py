@@ -10,6 +10,7 @@ JSON_OBJECT_COLUMNS = {
     ("runs", "device_load_start"),
     ("runs", "device_load_end"),
     ("runs", "helper_sources"),
+    ("runs", "harness_files"),
     ("case_results", "args"),
 }
 FLAG_COLUMN = ("runs", "flags")

@@ -38,7 +38,15 @@ from tracker.store.db import (
     start_run,
     write_run,
 )
-from tracker.store.schema import MIGRATIONS, RUN_STATUSES, RUN_TABLES, SCHEMA_VERSION, TABLE_COLUMNS, VERDICTS
+from tracker.store.schema import (
+    MIGRATIONS,
+    RUN_METHODS,
+    RUN_STATUSES,
+    RUN_TABLES,
+    SCHEMA_VERSION,
+    TABLE_COLUMNS,
+    VERDICTS,
+)
 
 __all__ = [
     "DEFAULT_STORE",
@@ -48,6 +56,7 @@ __all__ = [
     "RUN_TABLES",
     "SCHEMA_VERSION",
     "TABLE_COLUMNS",
+    "RUN_METHODS",
     "VERDICTS",
     "NotAStoreError",
     "PendingRun",

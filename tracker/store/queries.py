@@ -19,6 +19,7 @@ import pandas as pd
 from tracker.common.processes import process_alive
 from tracker.store import SCHEMA_VERSION, connect, pending_dir, pending_run_ids, read_side_file, schema_version
 from tracker.store.db import SchemaTooNewError
+from tracker.store.schema import GPU_STATE_COLUMNS
 
 RUN_LIST_COLUMNS = (
     "run_id, variant, path, family, status, problem, suite, mode, device, gpu, geomean_us, started_at, finished_at, "
@@ -714,6 +715,39 @@ def shared_device_runs(store: str | os.PathLike, run_ids: list[str] | tuple[str,
             [list(run_ids)],
         ).fetchall()
     return [r[0] for r in rows]
+
+
+def gpu_states(store: str | os.PathLike, run_ids: list[str] | tuple[str, ...]) -> pd.DataFrame:
+    """The GPU state per case of these runs (run_id, case_idx, spec, label and the GPU_STATE_COLUMNS); an older
+    store without them gives no rows."""
+    with connect(store, read_only=True) as con:
+        if not run_ids or not _has_column(con, "case_results", "throttle"):
+            return pd.DataFrame(columns=["run_id", "case_idx", "spec", "label", *GPU_STATE_COLUMNS])
+        return con.execute(
+            f"SELECT run_id, case_idx, spec, {CASE_LABEL_SQL} AS label, {', '.join(GPU_STATE_COLUMNS)} "
+            "FROM case_results WHERE list_contains(?, run_id) ORDER BY run_id, case_idx",
+            [list(run_ids)],
+        ).df()
+
+
+def pair_runs(store: str | os.PathLike, pair_id: str) -> dict[str, pd.DataFrame]:
+    """The runs of one A/B session (runs: run_id, variant, pair_side, pair_round, status; cases: run_id, case_idx,
+    label, passed, mean_us), by round; empty frames for an unknown pair or an older store."""
+    with connect(store, read_only=True) as con:
+        if not _has_column(con, "runs", "pair_id"):
+            return {"runs": pd.DataFrame(columns=["run_id", "variant", "pair_side", "pair_round", "status"]),
+                    "cases": pd.DataFrame(columns=["run_id", "case_idx", "label", "passed", "mean_us"])}  # fmt: skip
+        runs = con.execute(
+            "SELECT run_id, variant, pair_side, pair_round, status FROM runs WHERE pair_id = ? "
+            "ORDER BY pair_round, started_at",
+            [pair_id],
+        ).df()
+        cases = con.execute(
+            f"SELECT run_id, case_idx, {CASE_LABEL_SQL} AS label, passed, mean_us FROM case_results "
+            "WHERE list_contains(?, run_id) ORDER BY case_idx",
+            [runs["run_id"].tolist()],
+        ).df()
+    return {"runs": runs, "cases": cases}
 
 
 # ------------------------------------------------------------------------------------ workspace variants

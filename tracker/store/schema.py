@@ -84,9 +84,34 @@ MIGRATIONS: list[str] = [
     "ALTER TABLE case_results ADD COLUMN wall_us DOUBLE; ALTER TABLE case_results ADD COLUMN fresh_us DOUBLE;",
     # v9 (dead ends): the assumption a verdict rests on (`verdict RUN rejected --reason ... --assumption ...`).
     "ALTER TABLE verdicts ADD COLUMN assumption VARCHAR;",
+    # v10 (GPU state; run methods): the device's clocks, power and temperature over each case's timed loop (NVML,
+    # sampled by the runner outside the sandbox), min/median/max, and the throttle reasons seen; empty without NVML.
+    # How a run was timed (NULL: the tracker's own method; `contest`: the problem folder's own eval.py) and the
+    # sha256 of every harness file it used (JSON name -> sha256). The runs of one interleaved A/B session (`ab`):
+    # its id, the side (A or B) and the round of each.
+    """
+    ALTER TABLE runs ADD COLUMN method VARCHAR; ALTER TABLE runs ADD COLUMN harness_files VARCHAR;
+    ALTER TABLE runs ADD COLUMN pair_id VARCHAR; ALTER TABLE runs ADD COLUMN pair_side VARCHAR;
+    ALTER TABLE runs ADD COLUMN pair_round INTEGER;
+    ALTER TABLE case_results ADD COLUMN gpu_samples INTEGER;
+    ALTER TABLE case_results ADD COLUMN sm_mhz_min DOUBLE; ALTER TABLE case_results ADD COLUMN sm_mhz_median DOUBLE;
+    ALTER TABLE case_results ADD COLUMN sm_mhz_max DOUBLE; ALTER TABLE case_results ADD COLUMN mem_mhz_min DOUBLE;
+    ALTER TABLE case_results ADD COLUMN mem_mhz_median DOUBLE; ALTER TABLE case_results ADD COLUMN mem_mhz_max DOUBLE;
+    ALTER TABLE case_results ADD COLUMN power_w_min DOUBLE; ALTER TABLE case_results ADD COLUMN power_w_median DOUBLE;
+    ALTER TABLE case_results ADD COLUMN power_w_max DOUBLE; ALTER TABLE case_results ADD COLUMN temp_c_min DOUBLE;
+    ALTER TABLE case_results ADD COLUMN temp_c_median DOUBLE; ALTER TABLE case_results ADD COLUMN temp_c_max DOUBLE;
+    ALTER TABLE case_results ADD COLUMN throttle VARCHAR;
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
+# What NVML reads per sample (case_results holds each one's min, median and max over a case's timed loop).
+GPU_QUANTITIES = ("sm_mhz", "mem_mhz", "power_w", "temp_c")
+GPU_STATE_COLUMNS = (
+    "gpu_samples",
+    *(f"{q}_{stat}" for q in GPU_QUANTITIES for stat in ("min", "median", "max")),
+    "throttle",
+)
 # Columns of each table in insertion order; also the whitelist for identifiers used in generated SQL.
 TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     "variants": (
@@ -145,6 +170,11 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
         "problem_sha256",
         "sandbox",
         "helper_sources",
+        "method",
+        "harness_files",
+        "pair_id",
+        "pair_side",
+        "pair_round",
     ],
     "case_results": [
         "run_id",
@@ -176,6 +206,7 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
         "bytes",
         "wall_us",
         "fresh_us",
+        *GPU_STATE_COLUMNS,
     ],
     "samples": ("run_id", "case_idx", "rep", "time_us"),
     "profile_cases": (
@@ -212,6 +243,14 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     ),
 }
 # Run statuses; `skipped`: the variant cannot run on this machine (it needs CUDA or a compiler); never a regression.
+# NVML's clock event (throttle) reasons by bit, as stored in case_results.throttle (comma-separated names). The
+# slowdowns are the ones that lower the clock under load; idle and application clocks are states, not slowdowns.
+THROTTLE_REASONS = {
+    0x1: "idle", 0x2: "app-clocks", 0x4: "sw-power-cap", 0x8: "hw-slowdown", 0x10: "sync-boost",
+    0x20: "sw-thermal", 0x40: "hw-thermal", 0x80: "hw-power-brake", 0x100: "display-clocks",
+}  # fmt: skip
+SLOWDOWNS = frozenset({"sw-power-cap", "hw-slowdown", "sw-thermal", "hw-thermal", "hw-power-brake"})
+RUN_METHODS = ("tracker", "contest")  # runs.method; NULL is the tracker's own (runs recorded before methods)
 RUN_STATUSES = ("running", "passed", "failed", "timeout", "crashed", "cancelled", "skipped")
 RUN_TABLES = ("case_results", "samples", "profile_cases", "profile_kernels", "evidence")
 VERDICTS = ("promoted", "rejected", "inconclusive")

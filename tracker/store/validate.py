@@ -18,7 +18,15 @@ from typing import Any
 import duckdb
 
 from tracker.common.jsonfields import json_problem
-from tracker.store.schema import MIGRATIONS, RUN_TABLES, TABLE_COLUMNS, VERDICTS
+from tracker.store.schema import (
+    GPU_STATE_COLUMNS,
+    MIGRATIONS,
+    RUN_METHODS,
+    RUN_TABLES,
+    TABLE_COLUMNS,
+    THROTTLE_REASONS,
+    VERDICTS,
+)
 
 RUN_ID_RE = re.compile(r"^[0-9a-z]{6,40}$")  # generated ids are 12 hex digits; tests use readable ones
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -38,6 +46,7 @@ MAX_CHARS = {
     ("runs", "git_diff"): 1_000_000,
     ("runs", "flags"): 200_000,
     ("runs", "helper_sources"): 1_100_000,
+    ("runs", "harness_files"): 65_536,
     ("runs", "sandbox"): 1_000,
     ("runs", "device_load_start"): 65_536,
     ("runs", "device_load_end"): 65_536,
@@ -59,6 +68,8 @@ NON_NEGATIVE = {
     ("case_results", "bytes"), ("runs", "compile_s"), ("profile_cases", "host_us"), ("profile_cases", "device_us"),
     ("profile_cases", "launches"), ("profile_kernels", "device_us"), ("profile_kernels", "self_us"),
     ("profile_kernels", "calls"), ("evidence", "arrays_bytes"), ("samples", "rep"),
+    ("runs", "pair_round"),
+    *(("case_results", c) for c in GPU_STATE_COLUMNS if c != "throttle"),  # clocks, watts, degrees, a count
 }  # fmt: skip
 # Residuals judge a kernel's output; a garbage output makes them NaN or infinite, and that is the record.
 NON_FINITE_OK = {("case_results", c) for c in ("factor_res", "tril_res", "recon_res", "orth_res")} | {
@@ -184,9 +195,15 @@ def _check_formats(table: str, row: dict[str, Any], suites: Collection[str] | No
             ("mode", row["mode"], row["mode"] in RUN_MODES),
             ("suite", suite, bool(NAME_RE.match(suite or "")) and (suites is None or suite in suites)),
             ("trigger", row.get("trigger"), row.get("trigger") in (None, *TRIGGERS)),
+            ("method", row.get("method"), row.get("method") in (None, *RUN_METHODS)),
+            ("pair_id", row.get("pair_id"), row.get("pair_id") is None or bool(RUN_ID_RE.match(row["pair_id"]))),
+            ("pair_side", row.get("pair_side"), row.get("pair_side") in (None, "A", "B")),
             ("git_commit", commit, commit is None or bool(COMMIT_RE.match(commit))),
             ("parent_run", parent, parent is None or bool(RUN_ID_RE.match(parent))),
         ]  # fmt: skip
+    if table == "case_results" and row.get("throttle") is not None:  # "" (none seen) or known names, comma-separated
+        names = [n for n in str(row["throttle"]).split(",") if n]
+        checks.append(("throttle", row["throttle"], all(n in THROTTLE_REASONS.values() for n in names)))
     if table == "verdicts":
         checks.append(("verdict", row["verdict"], row["verdict"] in VERDICTS))
         sha = row.get("variant_sha256")

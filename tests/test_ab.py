@@ -1,0 +1,87 @@
+"""`ab A B` (issue 19, item 6): real interleaved sessions of two small kernels on the CPU, recorded as pairs and
+judged by the paired test on the per-round ratios; `compare` of two runs of one session shows its verdict."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tracker.analysis.stats import paired_case
+from tracker.store import queries
+
+ROOT = Path(__file__).resolve().parent.parent
+SESSIONS: dict[str, str] = {}  # pair ids of the sessions recorded by the tests above, for the page test
+REFERENCE = (ROOT / "kernels/geqrf_reference.py").read_text()
+# The planted slowdown: the same kernel, 2 ms slower per call (far above the CPU's noise on smoke case 0).
+PLANTED = REFERENCE.replace(
+    "    return torch.geqrf(data)", "    time.sleep(0.002)\n    return torch.geqrf(data)"
+).replace("import torch", "import time\n\nimport torch")
+
+
+def ab(store: Path, a: str, b: str, *extra: str) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-m", "tracker", "ab", a, b, "--rounds", "2", "--cases", "0", "--store", str(store),
+         "--json", *extra],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_the_paired_test_on_ratios():
+    assert paired_case("c", [1.50, 1.52, 1.49]).verdict == "slower"
+    assert paired_case("c", [0.80, 0.81]).verdict == "faster"
+    assert paired_case("c", [1.01, 0.99, 1.02, 0.98]).verdict == "same"
+    assert paired_case("c", [1.005, 1.006, 1.005]).reason.startswith("significant")  # under the 2% minimum
+    assert paired_case("c", [1.3]).verdict == "n/a"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("ab") / "runs.duckdb"
+
+
+def test_a_planted_slowdown_is_detected_and_an_a_a_pair_is_not_flagged(store, tmp_path):
+    planted = tmp_path / "geqrf_planted.py"
+    planted.write_text(PLANTED)
+    doc = ab(store, "kernels/geqrf_reference.py", str(planted))
+    (case,) = doc["cases"]
+    SESSIONS["planted"] = doc["pair_id"]
+    assert doc["rounds"] == 2 and len(doc["a"]["runs"]) == len(doc["b"]["runs"]) == 2
+    assert case["verdict"] == "slower" and case["mark"] == "+" and case["rounds"] == 2 and case["ratio"] > 2, case
+    runs = queries.pair_runs(store, doc["pair_id"])["runs"]
+    assert list(runs["pair_side"]) == ["A", "B", "B", "A"]  # round 2 runs B first
+    # A/A: a stored variant by name against itself
+    same = ab(store, "geqrf_reference", "geqrf_reference")
+    assert same["cases"][0]["verdict"] == "same" and same["cases"][0]["rounds"] == 2, same["cases"]
+    # real CPU runs: the GPU state is left empty and nothing fails for it
+    states = queries.gpu_states(store, doc["a"]["runs"] + same["b"]["runs"])
+    assert len(states) == 4 and states["sm_mhz_median"].isna().all() and states["throttle"].isna().all()
+    # compare of two runs of one session shows the session's paired verdict
+    proc = subprocess.run(
+        [sys.executable, "-m", "tracker", "compare", doc["a"]["runs"][0], doc["b"]["runs"][0], "--store", str(store),
+         "--json"],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    pair = json.loads(proc.stdout)["pair"]
+    assert pair["pair_id"] == doc["pair_id"] and pair["cases"][0]["verdict"] == "slower"
+
+
+def test_the_compare_page_shows_a_pairs_verdict(store, monkeypatch, tmp_path):
+    import streamlit as st
+
+    from tests.conftest import open_page
+
+    runs = queries.pair_runs(store, SESSIONS["planted"])["runs"]  # the planted session of the test above
+    a, b = (runs[runs["pair_side"] == side].iloc[0]["run_id"] for side in ("A", "B"))
+    monkeypatch.setenv("KERNELBEAM_STORE", str(store))
+    monkeypatch.setenv("KERNELBEAM_OWN_STORE", str(tmp_path / "own.duckdb"))
+    monkeypatch.setenv("KERNELBEAM_NO_GPU", "1")
+    st.cache_data.clear()
+    at = open_page("pages/compare.py", a=a, b=b)
+    assert any("interleaved A/B session" in i.value for i in at.info)
+    assert any(df.value["verdict"].tolist() == ["slower"] for df in at.dataframe if "verdict" in df.value)

@@ -1,0 +1,256 @@
+"""`run FILE --problem DIR --method contest` (issue 19, item 1) with a problem folder and a harness of our own that
+speaks the contest's protocol: the run folder laid out from task.yml's `files:` (a relative `../../` source
+included), the cases as `key: value; key: value` lines, eval.py MODE FILE with POPCORN_FD and POPCORN_SEED, and
+what it reports recorded through the real CLI, sandbox and store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tracker.store import queries
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TASK_YML = """name: toy_double
+files:
+  - {"name": "submission.py", "source": "@SUBMISSION@"}
+  - {"name": "task.py", "source": "task.py"}
+  - {"name": "utils.py", "source": "../../shared/utils.py"}
+  - {"name": "reference.py", "source": "reference.py"}
+  - {"name": "eval.py", "source": "eval.py"}
+tests:
+  - {"size": 4, "seed": 11}
+  - {"size": 8, "seed": 12}
+benchmarks:
+  - {"size": 16, "seed": 21}
+  - {"size": 32, "seed": 22}
+"""
+REFERENCE = """from utils import make_data
+
+
+def generate_input(size, seed):
+    return make_data(size, seed)
+
+
+def ref_kernel(data):
+    return [2 * x for x in data]
+
+
+def check_implementation(data, output):
+    return (output == ref_kernel(data), "" if output == ref_kernel(data) else "wrong values")
+"""
+UTILS = """def make_data(size, seed):
+    return [(seed * 7919 + i * 104729) % 1000 for i in range(size)]
+"""
+# Our own harness: the contest's channel and report keys, nothing of its code. BEHAVIOUR picks how it misbehaves.
+HARNESS = r"""import math, os, sys, time
+
+BEHAVIOUR = "@BEHAVIOUR@"
+
+
+def main():
+    out = os.fdopen(int(os.environ["POPCORN_FD"]), "w")
+
+    def log(key, value):
+        print(f"{key}: {value}", file=out, flush=True)
+
+    mode, lines = sys.argv[1], open(sys.argv[2]).read().splitlines()
+    seed = os.environ.get("POPCORN_SEED")
+    from reference import check_implementation, generate_input
+    from submission import custom_kernel
+
+    kind = "test" if mode == "test" else "benchmark"
+    log(f"{kind}-count", len(lines))
+    ok = True
+    for i, line in enumerate(lines):
+        args = {k.strip(): int(v) for k, v in (part.split(":") for part in line.split(";"))}
+        if seed:
+            args["seed"] += int(seed)
+        log(f"{kind}.{i}.spec", "size: 999; seed: 1" if BEHAVIOUR == "garbage" and i == 1 else line)
+        if BEHAVIOUR == "hang" and i == 1:
+            time.sleep(3600)
+        data = generate_input(**args)
+        good, message = check_implementation(data, custom_kernel(data))
+        if not good:
+            log(f"{kind}.{i}.status", "fail")
+            log(f"{kind}.{i}.error", f"{message} (POPCORN_SEED={seed})")
+            ok = False
+            break
+        if kind == "test":
+            log(f"{kind}.{i}.status", "pass")
+            log(f"{kind}.{i}.message", f"POPCORN_SEED={seed}")
+            continue
+        times = []
+        for _ in range(5):
+            t = time.perf_counter_ns()
+            custom_kernel(data)
+            times.append(max(time.perf_counter_ns() - t, 1))
+        mean = sum(times) / len(times)
+        std = math.sqrt(sum((x - mean) ** 2 for x in times) / (len(times) - 1))
+        for key, value in (("runs", 5), ("mean", mean), ("std", std), ("err", std / math.sqrt(5)),
+                           ("best", min(times)), ("worst", max(times))):
+            log(f"{kind}.{i}.{key}", value)
+    log("check", "pass" if ok else "fail")
+    return 0 if ok else 112
+
+
+sys.exit(main())
+"""
+GOOD = "def custom_kernel(data):\n    return [2 * x for x in data]\n"
+WRONG = "def custom_kernel(data):\n    return [3 * x for x in data]\n"
+
+
+def problem(tmp_path: Path, behaviour: str = "good") -> Path:
+    folder = tmp_path / "problems" / "toy"
+    folder.mkdir(parents=True)
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "utils.py").write_text(UTILS)
+    (folder / "task.yml").write_text(TASK_YML)
+    (folder / "reference.py").write_text(REFERENCE)
+    (folder / "task.py").write_text("input_t = list\noutput_t = list\n")
+    (folder / "eval.py").write_text(HARNESS.replace("@BEHAVIOUR@", behaviour))
+    return folder
+
+
+def run(tmp_path: Path, behaviour: str, source: str, *extra: str) -> tuple[subprocess.CompletedProcess, Path]:
+    folder = problem(tmp_path, behaviour)
+    kernel = tmp_path / "double.py"
+    kernel.write_text(source)
+    store = tmp_path / "runs.duckdb"
+    proc = subprocess.run(
+        [sys.executable, "-m", "tracker", "run", str(kernel), "--problem", str(folder), "--method", "contest",
+         "--store", str(store), "--json", *extra],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    return proc, store
+
+
+def stored(store: Path, run_id: str) -> dict:
+    return queries.run_bundle(store, run_id)
+
+
+def test_a_good_harness_report_is_the_run_with_its_method_and_harness_hashes(tmp_path):
+    proc, store = run(tmp_path, "good", GOOD, "--suite", "toy_double")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["status"] == "passed" and doc["geomean_us"] > 0
+    bundle = stored(store, doc["run_id"])
+    row = bundle["run"]
+    assert row["method"] == "contest" and row["problem"] == "toy_double"
+    hashes = json.loads(row["harness_files"])
+    folder = tmp_path / "problems" / "toy"
+    assert hashes == {
+        name: hashlib.sha256(path.read_bytes()).hexdigest()
+        for name, path in (
+            ("task.py", folder / "task.py"),
+            ("utils.py", tmp_path / "shared" / "utils.py"),
+            ("reference.py", folder / "reference.py"),
+            ("eval.py", folder / "eval.py"),
+        )
+    }  # fmt: skip the relative ../../shared/utils.py included; the submission is the variant, not the harness
+    cases = bundle["cases"]
+    assert list(cases["spec"]) == ["size=16 seed=21", "size=32 seed=22"] and cases["passed"].all()
+    assert (cases["runs"] == 5).all() and (cases["mean_us"] > 0).all() and (cases["best_us"] <= cases["worst_us"]).all()
+    assert row["sandbox"] and not row["sandbox"].startswith("off")
+
+
+def test_the_seed_reaches_the_harness_and_a_failing_report_fails_the_run(tmp_path):
+    proc, store = run(tmp_path, "good", WRONG, "--mode", "test", "--seed", "7", "--suite", "toy_double")
+    assert proc.returncode == 1
+    doc = json.loads(proc.stdout)
+    assert doc["status"] == "failed" and doc["cases"][0]["message"] == "wrong values (POPCORN_SEED=7)"
+    assert not doc["cases"][1]["passed"] and "2 case(s) failed" in doc["error"]  # it stopped at the first failure
+
+
+def test_a_report_that_names_other_cases_fails_the_case_it_garbled(tmp_path):
+    proc, store = run(tmp_path, "garbage", GOOD, "--suite", "toy_double")
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 1 and doc["status"] == "failed"
+    first, second = doc["cases"]
+    assert first["passed"] and not second["passed"] and "it was given 'size: 32; seed: 22'" in second["message"]
+
+
+def test_a_hanging_harness_times_out_and_is_ended(tmp_path):
+    proc, store = run(tmp_path, "hang", GOOD, "--suite", "toy_double", "--timeout", "2")
+    doc = json.loads(proc.stdout)
+    assert doc["status"] == "timeout" and "timeout of 2 s" in doc["error"]
+    assert doc["cases"][0]["passed"] and not doc["cases"][1]["passed"]
+    from tests.conftest import wait_no_process
+
+    assert not wait_no_process(sys.executable, "eval.py", "benchmark", "kernelbeam-cases.txt", seconds=5)
+
+
+@pytest.mark.parametrize("bad", ["no-files", "no-problem"])
+def test_the_method_needs_a_problem_folder_with_a_files_list(tmp_path, bad):
+    folder = problem(tmp_path)
+    if bad == "no-files":
+        (folder / "task.yml").write_text(
+            TASK_YML.split("tests:")[0].split("files:")[0] + "tests:" + TASK_YML.split("tests:")[1]
+        )
+    kernel = tmp_path / "double.py"
+    kernel.write_text(GOOD)
+    args = ["--problem", str(folder)] if bad == "no-files" else []
+    proc = subprocess.run(
+        [sys.executable, "-m", "tracker", "run", str(kernel), *args, "--method", "contest",
+         "--store", str(tmp_path / "s.duckdb"), "--json", "--suite", "toy_double" if args else "smoke"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    if bad == "no-problem":
+        assert proc.returncode == 2 and "needs --problem" in proc.stderr
+    else:
+        doc = json.loads(proc.stdout)
+        assert doc["status"] == "failed" and "no `files:` list" in doc["error"]
+
+
+TORCH_REFERENCE = """import torch
+
+
+def generate_input(size, seed):
+    return torch.rand(size, generator=torch.Generator().manual_seed(seed))
+
+
+def ref_kernel(data):
+    return data * 2
+
+
+def check_implementation(data, output):
+    good = isinstance(output, torch.Tensor) and torch.equal(output, data * 2)
+    return (good, "" if good else "wrong values")
+"""
+
+
+def test_fidelity_alternates_the_two_methods_and_reports_whether_the_tracker_is_inside(tmp_path):
+    folder = problem(tmp_path)
+    (folder / "reference.py").write_text(TORCH_REFERENCE)  # the tracker's checker takes tensors
+    kernel = tmp_path / "double.py"
+    kernel.write_text("def custom_kernel(data):\n    return data * 2\n")
+    store = tmp_path / "runs.duckdb"
+    proc = subprocess.run(
+        [sys.executable, "-m", "tracker", "fidelity", str(kernel), "--problem", str(folder), "--rounds", "2",
+         "--suite", "toy_double", "--cases", "0", "--store", str(store), "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert len(doc["cases"]) == 1, doc["cases"]
+    (case,) = doc["cases"]
+    assert doc["rounds"] == 2 and len(doc["contest_runs"]) == len(doc["tracker_runs"]) == 2
+    assert len(case["contest_means_us"]) == len(case["tracker_means_us"]) == 2
+    assert case["contest_min_us"] <= case["contest_max_us"] and isinstance(case["inside"], bool)
+    methods = {r: stored(store, r)["run"]["method"] for r in doc["contest_runs"] + doc["tracker_runs"]}
+    assert [methods[r] for r in doc["contest_runs"]] == ["contest"] * 2
+    assert all(methods[r] is None for r in doc["tracker_runs"])  # the tracker's own method, as every plain run
+    cmp = subprocess.run(
+        [sys.executable, "-m", "tracker", "compare", doc["contest_runs"][0], doc["tracker_runs"][0], "--store",
+         str(store), "--json"],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    shown = json.loads(cmp.stdout)
+    assert shown["methods"] == ["contest", "tracker"] and shown["pair"]["pair_id"] == doc["pair_id"]

@@ -1,0 +1,238 @@
+"""`ab A B`: two variants timed interleaved in one session on one device, and judged by a paired test.
+
+Per round one tracker run of each, A then B in even rounds and B then A in odd ones (so neither side always
+runs second, on a device the other just warmed), on the same cases and inputs. The runs are stored as usual and
+linked as a pair (runs.pair_id, pair_side, pair_round); each case is judged on its per-round ratios B/A
+(tracker.analysis.stats.paired_case), so drift of the machine between rounds, which moves both sides, cancels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import uuid
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from tracker.cli.common import UsageError, fraction, int64, parse_cases, positive_seconds
+from tracker.store import check_store, queries
+
+DEFAULT_ROUNDS = 4
+
+
+def _target(store: str, what: str, folder: Path) -> dict[str, Any]:
+    """A file, or a stored variant's source (by name, its newest snapshot) written to a temporary copy."""
+    if Path(what).is_file():
+        return {"path": what, "name": None, "recorded_path": None}
+    found = queries.variant_list(store) if Path(store).exists() else None
+    rows = [] if found is None else found[found["variant"] == what].to_dict("records")
+    if not rows:
+        raise UsageError(f"{what} is neither a kernel file nor a variant in {store}")
+    row = rows[-1]
+    source = queries.variant_source(store, row["sha256"])
+    copy = folder / f"{len(list(folder.iterdir()))}_{Path(str(row['path'] or what)).name}"
+    copy = copy if copy.suffix == ".py" else copy.with_suffix(".py")
+    copy.write_text(source or "")
+    return {"path": str(copy), "name": what, "recorded_path": row["path"] or what}
+
+
+def _default_suite(args: argparse.Namespace) -> None:
+    """As `run` chooses: the full suite with a GPU, smoke without one."""
+    if args.suite is not None:
+        return
+    from tracker.capture.envinfo import gpu_available
+    from tracker.workloads import get_workload
+
+    try:
+        args.suite = get_workload(args.problem).default_suite(args.device != "cpu" and gpu_available())
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def cmd_fidelity(args: argparse.Namespace) -> int:
+    """`fidelity FILE --problem DIR`: the contest's method (A) and the tracker's (B) alternated on one device."""
+    from tracker.capture.runner import RunRequest
+
+    check_store(args.store, write=True)
+    if args.rounds < 2:
+        raise UsageError("--rounds must be at least 2")
+    _default_suite(args)
+    pair_id = uuid.uuid4().hex[:12]
+    base = dict(
+        path=args.file, suite=args.suite, mode="benchmark", cases=parse_cases(args.cases), seed=args.seed,
+        timeout=args.timeout, store=args.store, device=args.device, problem=args.problem,
+        sandbox=not args.no_sandbox, pair_id=pair_id,
+    )  # fmt: skip
+    requests = {"A": {**base, "method": "contest", "pair_side": "A"}, "B": {**base, "pair_side": "B"}}
+    try:
+        for req in requests.values():
+            RunRequest(**req).validate()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    interleave(requests, args.rounds)
+    doc = fidelity_doc(args.store, pair_id)
+    if args.json:
+        print(json.dumps(doc, default=str))
+    else:
+        from tracker.cli.common import print_columns, time_column
+
+        cs = doc["cases"]
+        print(
+            f"fidelity session {pair_id}: {doc['rounds']} rounds; contest method runs {', '.join(doc['contest_runs'])}"
+        )
+        print_columns(
+            [
+                ("case", [c["case"] for c in cs]),
+                time_column("contest min", [c["contest_min_us"] for c in cs]),
+                time_column("contest max", [c["contest_max_us"] for c in cs]),
+                time_column("tracker median", [c["tracker_median_us"] for c in cs]),
+                ("inside", [{True: "yes", False: "no", None: "-"}[c["inside"]] for c in cs]),
+            ]
+        )
+    return 0 if doc["statuses"] == ["passed"] else 1
+
+
+def fidelity_doc(store: str, pair_id: str) -> dict[str, Any]:
+    """What `fidelity --json` prints: per case the contest method's min..max of the round means, the tracker's
+    median of its round means, and whether it lies inside."""
+    from tracker.analysis.series import fidelity_cases
+
+    pair = queries.pair_runs(store, pair_id)
+    runs = pair["runs"].to_dict("records")
+    return {
+        "pair_id": pair_id,
+        "contest_runs": [r["run_id"] for r in runs if r["pair_side"] == "A"],
+        "tracker_runs": [r["run_id"] for r in runs if r["pair_side"] == "B"],
+        "rounds": len({r["pair_round"] for r in runs}),
+        "statuses": sorted({r["status"] for r in runs}),
+        "cases": fidelity_cases(pair),
+    }
+
+
+def pair_doc(store: str, pair_id: str, min_effect: float = 0.02) -> dict[str, Any]:
+    """What `ab --json` prints, and `compare --json` under `pair` for two runs of one session."""
+    from tracker.analysis.series import paired_cases
+
+    pair = queries.pair_runs(store, pair_id)
+    runs = pair["runs"].to_dict("records")
+    sides = {s: [r["run_id"] for r in runs if r["pair_side"] == s] for s in ("A", "B")}
+    names = {s: next((r["variant"] for r in runs if r["pair_side"] == s), None) for s in ("A", "B")}
+    cases = [asdict(c) for c in paired_cases(pair, min_effect=min_effect)]
+    return {
+        "pair_id": pair_id,
+        "a": {"variant": names["A"], "runs": sides["A"]},
+        "b": {"variant": names["B"], "runs": sides["B"]},
+        "rounds": len({r["pair_round"] for r in runs}),
+        "statuses": sorted({r["status"] for r in runs}),
+        "cases": cases,
+    }
+
+
+def print_pair(doc: dict[str, Any]) -> None:
+    from tracker.cli.common import print_columns
+
+    print(
+        f"paired session {doc['pair_id']}: A {doc['a']['variant']} vs B {doc['b']['variant']}, {doc['rounds']} rounds"
+    )
+    cs = doc["cases"]
+    print_columns(
+        [
+            ("", [c["mark"] for c in cs]),
+            ("case", [c["case"] for c in cs]),
+            ("rounds", [str(c["rounds"]) for c in cs]),
+            ("B/A", ["-" if c["ratio"] is None else f"{c['ratio']:.3f}" for c in cs]),
+            ("95% CI", [f"{c['ci_low']:.3f}-{c['ci_high']:.3f}" if c["ci_low"] is not None else "-" for c in cs]),
+            ("why", [c["reason"] for c in cs]),
+        ]
+    )
+
+
+def interleave(requests: dict[str, dict[str, Any]], rounds: int) -> None:
+    """Per round one run of each side: A then B in even rounds, B then A in odd ones (neither always second)."""
+    from tracker.capture.runner import RunRequest, run_variant
+
+    for k in range(rounds):
+        for side in ("A", "B") if k % 2 == 0 else ("B", "A"):
+            outcome = run_variant(RunRequest(**requests[side], pair_round=k))
+            print(f"round {k + 1}/{rounds}: {side} {outcome.run_id} {outcome.status}", file=sys.stderr)
+
+
+def cmd_ab(args: argparse.Namespace) -> int:
+    from tracker.capture.runner import RunRequest
+
+    check_store(args.store, write=True)
+    if args.rounds < 2:
+        raise UsageError("--rounds must be at least 2: a paired test needs two ratios")
+    pair_id = uuid.uuid4().hex[:12]
+    _default_suite(args)
+    with tempfile.TemporaryDirectory(prefix="kb-ab-") as tmp:
+        targets = {"A": _target(args.store, args.a, Path(tmp)), "B": _target(args.store, args.b, Path(tmp))}
+        requests = {}
+        for side, t in targets.items():
+            requests[side] = dict(
+                path=t["path"], name=t["name"], recorded_path=t["recorded_path"], suite=args.suite, mode="benchmark",
+                cases=parse_cases(args.cases), seed=args.seed, timeout=args.timeout, store=args.store,
+                device=args.device, problem=args.problem, sandbox=not args.no_sandbox, pair_id=pair_id,
+                pair_side=side,
+            )  # fmt: skip
+        try:
+            for side in requests:
+                RunRequest(**requests[side]).validate()
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        interleave(requests, args.rounds)
+    doc = pair_doc(args.store, pair_id, args.min_effect)
+    if args.json:
+        print(json.dumps(doc, default=str))
+    else:
+        print_pair(doc)
+    return 0 if doc["statuses"] == ["passed"] else 1
+
+
+def register(sub, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "ab",
+        parents=[common],
+        help="time two variants interleaved in one session and judge each case by a paired test",
+        description="Per round one run of each variant (A then B, then B then A), the same cases and inputs; each "
+        "case is judged by a paired t-test on the per-round ratios B/A of the means: - faster, + slower, ~ within "
+        "noise, x not comparable.",
+    )
+    p.add_argument("a", help="variant A: a kernel file or a stored variant name")
+    p.add_argument("b", help="variant B: a kernel file or a stored variant name")
+    p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="rounds (default %(default)s, at least 2)")
+    p.add_argument("--cases", help="only these case numbers, e.g. 3,7")
+    p.add_argument("--suite", help="the suite; default: the full suite with a GPU, smoke without one")
+    p.add_argument("--problem", metavar="DIR", help="a GPU Mode problem folder; default: qr_v2")
+    p.add_argument("--seed", type=int64, help="hidden seed for every case")
+    p.add_argument(
+        "--device", default="auto", choices=("auto", "cpu", "cuda"), help="where both run (default %(default)s)"
+    )
+    p.add_argument("--timeout", type=positive_seconds, default=900.0, help="seconds per run (default %(default)s)")
+    p.add_argument("--min-effect", type=fraction, default=0.02, help="smallest ratio change that counts (0.02)")
+    p.add_argument("--no-sandbox", action="store_true", help="run the workers without bubblewrap")
+    p.set_defaults(func=cmd_ab)
+
+    p = sub.add_parser(
+        "fidelity",
+        parents=[common],
+        help="alternate the contest's method and the tracker's on one device: is the tracker inside the contest?",
+        description="Per round one run of FILE by the problem folder's own harness (--method contest) and one by "
+        "the tracker, alternating which goes first; per case the contest method's min..max of the means, the "
+        "tracker's median, and whether it lies inside. The runs are stored as a pair: compare shows it.",
+    )
+    p.add_argument("file", help="the kernel file")
+    p.add_argument("--problem", metavar="DIR", required=True, help="a GPU Mode problem folder with eval.py and files:")
+    p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="rounds (default %(default)s, at least 2)")
+    p.add_argument("--cases", help="only these case numbers, e.g. 3,7")
+    p.add_argument("--suite", help="the suite; default: the problem's full suite with a GPU, smoke without one")
+    p.add_argument("--seed", type=int64, help="hidden seed for every case")
+    p.add_argument(
+        "--device", default="auto", choices=("auto", "cpu", "cuda"), help="where both run (default %(default)s)"
+    )
+    p.add_argument("--timeout", type=positive_seconds, default=900.0, help="seconds per run (default %(default)s)")
+    p.add_argument("--no-sandbox", action="store_true", help="run without bubblewrap")
+    p.set_defaults(func=cmd_fidelity)
