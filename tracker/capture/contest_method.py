@@ -29,7 +29,7 @@ import yaml
 from tracker import store as store_mod
 from tracker.capture import sandbox
 from tracker.capture.contest_results import NS_PER_US, parse_stream
-from tracker.common.processes import descendants, end_processes
+from tracker.common.processes import child_env, descendants, end_processes
 
 HARNESS = "eval.py"
 SUBMISSION = "@SUBMISSION@"
@@ -261,7 +261,7 @@ def _environment(device: str) -> dict[str, Any]:
         "import json, torch; from tracker.capture.envinfo import capture_environment; "
         f"print(json.dumps(capture_environment(torch.device({device!r}))))"
     )
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(_PACKAGE_ROOT), os.environ.get("PYTHONPATH")])))
+    env = child_env(_PACKAGE_ROOT)
     try:
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
         return json.loads(out.stdout.strip().splitlines()[-1])

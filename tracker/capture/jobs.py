@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker.common.files import write_json_atomic
-from tracker.common.processes import process_alive
+from tracker.common.processes import child_env, process_alive
 from tracker.workloads import cases_for, get_suite, get_workload
 from tracker.workloads.base import MODES
 from tracker.workloads.problem_folder import is_problem_folder
@@ -237,8 +237,7 @@ def start_job(
     if gpus is not None:
         argv.append(f"--gpus={gpus}")  # the scale-out queue on a local Dask cluster
     argv += ["--", _display_path(path)]  # the kernel path last, after "--": never read as an option
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+    env = child_env(REPO_ROOT, PYTHONUNBUFFERED="1")
     job.spec = {
         "job_id": job_id,
         "kernel": _display_path(path),

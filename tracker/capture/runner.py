@@ -48,7 +48,7 @@ from tracker.capture.record import (  # noqa: F401 - RunRequest and the defaults
     exit_text,
 )
 from tracker.capture.scan import flags_as_dicts, scan_source
-from tracker.common.processes import descendants, end_processes
+from tracker.common.processes import child_env, descendants, end_processes
 from tracker.store.schema import GPU_STATE_COLUMNS
 
 LOG_TAIL_CHARS = 4000
@@ -345,8 +345,7 @@ def _start_checker(req, device: str, private: Path, workdir: Path, worker_end: i
         "runner_pid": os.getpid(),
         "cleanup": [str(workdir), str(private)],  # if the runner is killed, the checker removes its folders
     }
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PACKAGE_ROOT), env.get("PYTHONPATH")) if p)
+    env = child_env(_PACKAGE_ROOT, PYTHONUNBUFFERED="1")
     with open(private / "checker.log", "wb") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "tracker.capture.checker"],

@@ -168,7 +168,7 @@ def rep_reporter(emit: Callable[..., None], case_idx: int, rules) -> Callable[[i
 
 
 def run_benchmark_case(kernel, case, pos, device, clock, rules, workload, remote, on_rep=None) -> dict[str, Any]:
-    from tracker.capture.timing import clone_data, inputs_changed, run_loop, stats
+    from tracker.capture.timing import clone_data, inputs_changed, run_loop
 
     inputs = workload.benchmark_inputs(case, device)
     copies = [clone_data(x) for x in inputs]
@@ -202,17 +202,6 @@ def run_benchmark_case(kernel, case, pos, device, clock, rules, workload, remote
             result["fresh_us"] = seconds / len(fresh) * 1e6
         except BaseException as exc:
             return {"passed": False, "message": _kernel_error(exc)}
-    if timed.samples:
-        st = stats(timed.samples)
-        result.update(
-            runs=st.runs,
-            mean_us=st.mean,
-            std_us=st.std,
-            err_us=st.err,
-            median_us=st.median,
-            best_us=st.best,
-            worst_us=st.worst,
-        )
     return result
 
 

@@ -5,6 +5,13 @@ from __future__ import annotations
 import os
 
 
+def child_env(root: str | os.PathLike, **extra: str) -> dict[str, str]:
+    """This process's environment for a child Python that imports our package from `root` before anything else."""
+    env = dict(os.environ, **extra)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH")) if p)
+    return env
+
+
 def process_alive(pid: int | None) -> bool:
     """True while `pid` runs on this host (a zombie, finished but not yet reaped, counts as gone)."""
     if not pid:
