@@ -150,6 +150,7 @@ def main() -> int:
             received_s=received,
             check_s=checked - received,
             bytes=sent,
+            inputs=len(inputs) if inputs is not None else None,  # the count the case's time is divided by
         )  # before the worker hears it: the runner has the verdict by the time the worker reports the case
         handoff.send(sock, {"passed": result.passed, "message": result.message})
         del outputs

@@ -586,10 +586,12 @@ def judge(events: list[dict[str, Any]], verdicts: list[dict[str, Any]], req, gpu
             continue
         done.add(idx)
         case = cases[idx] if req.seed is None else workload.hidden_seed(cases[idx], req.seed)
-        inputs = 1 if req.mode == "test" else case.input_count()
+        mine = by_case.get(idx, [])
+        # The checker made the inputs too: its count, else the case's own (a problem folder's is known once made).
+        made = next((v["inputs"] for v in mine if type(v.get("inputs")) is int and v["inputs"] > 0), None)
+        inputs = 1 if req.mode == "test" else made or case.input_count()
         # What the case is, is ours to say: never the worker's description.
         event.update(spec=case.spec, case={**case.to_dict(), "inputs": inputs})
-        mine = by_case.get(idx, [])
         samples = event.get("samples") or []
         if not isinstance(samples, list) or not all(isinstance(x, int | float) for x in samples):
             samples = []
@@ -618,7 +620,7 @@ def judge(events: list[dict[str, Any]], verdicts: list[dict[str, Any]], req, gpu
         event["flops"], event["bytes"] = workload.work(cases[idx])
         if samples and req.mode != "test":
             event.update(_stats(samples))
-            event["wall_us"] = plausibility.wall_per_call(mine, cases[idx].input_count())
+            event["wall_us"] = plausibility.wall_per_call(mine, inputs)
             event.update(gpustate.case_state(gpu_readings, gpustate.timed_window(mine)))
 
 

@@ -191,7 +191,9 @@ def run_benchmark_case(kernel, case, pos, device, clock, rules, workload, remote
         )
     except BaseException as exc:  # KeyboardInterrupt and SystemExit too: a failure of this kernel, not a crash
         return {"passed": False, "message": _kernel_error(exc)}
-    result: dict[str, Any] = {"passed": timed.passed, "message": timed.message, "samples": timed.samples}
+    result: dict[str, Any] = {
+        "passed": timed.passed, "message": timed.message, "samples": timed.samples, "inputs": len(inputs),
+    }  # fmt: skip
     if timed.passed:
         try:  # one more call on fresh copies (new objects, same values): a cache keyed by the input object misses
             fresh = [clone_data(x) for x in copies]
@@ -343,7 +345,7 @@ def main() -> int:
         else:
             on_rep = rep_reporter(events.emit, idx, rules)
             result = run_benchmark_case(kernel, case, pos, device, clock, rules, workload, remote, on_rep)
-        inputs = 1 if mode == "test" else case.input_count()
+        inputs = 1 if mode == "test" else result.pop("inputs", case.input_count())
         flops, nbytes = workload.work(case)
         if mode == "test" and pos == 0:
             events.emit("compiled")
