@@ -80,3 +80,13 @@ def test_a_forged_description_is_refused(spec, why):
     message, got = handoff.recv(b)
     with pytest.raises(handoff.BadOutput, match=why):
         receiver.unpack(message["outputs"], got, 1 << 30)
+
+
+def test_the_wall_bound_allows_for_the_hand_off_and_says_nothing_rather_than_zero():
+    from tracker.capture.plausibility import HANDOFF_BYTES_PER_S, wall_per_call
+
+    big = int(HANDOFF_BYTES_PER_S)  # one second of allowance per repetition
+    reps = [{"rep": i, "received_s": 0.5 * i, "check_s": 0.1, "bytes": big} for i in range(4)]
+    assert wall_per_call(reps, 1) is None  # 0.5 s apart, 1.1 s allowed: no bound, not a bound of 0
+    reps = [{"rep": i, "received_s": 2.0 * i, "check_s": 0.1, "bytes": big} for i in range(4)]
+    assert abs(wall_per_call(reps, 2) - 0.45e6) < 1  # (2.0 - 0.1 - 1.0) s per repetition, two inputs each
