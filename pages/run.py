@@ -197,7 +197,8 @@ with tabs[2]:
         if not bundle["ncu_kernels"].empty:
             st.dataframe(views.ncu_table(bundle["ncu_kernels"]), hide_index=True)
         for row in bundle["ncu_cases"].itertuples():
-            kept = f"report {common.code(str(traces_dir(common.store(), run_id) / row.report))}" if row.report else ""
+            has = isinstance(row.report, str) and row.report  # NULL reads as NaN here
+            kept = f"report {common.code(str(traces_dir(common.store(), run_id) / row.report))}" if has else ""
             why = f" · {common.md(row.error)}" if isinstance(row.error, str) and row.error else ""
             st.caption(f"case {row.case_idx}: {kept or 'no report'}{why}")
 
