@@ -83,9 +83,11 @@ def unavailable(device: str) -> str | None:
 
 
 def ncu_argv(ncu: str, report_base: Path) -> list[str]:
+    """ncu's command line: only the profiler range ncu_calls opens, at most MAX_KERNELS kernels, and the device's
+    clocks left as they are (by default ncu locks them to base, which the next run would not see)."""
     sections = [arg for name in SECTIONS for arg in ("--section", name)]
-    return [ncu, "--profile-from-start", "off", *sections, "-c", str(MAX_KERNELS), "-f", "-o", str(report_base),
-            sys.executable, "-m", "tracker.capture.ncu_calls"]  # fmt: skip
+    return [ncu, "--profile-from-start", "off", "--clock-control", "none", *sections, "-c", str(MAX_KERNELS), "-f",
+            "-o", str(report_base), sys.executable, "-m", "tracker.capture.ncu_calls"]  # fmt: skip
 
 
 def lock_binds() -> list[Path]:

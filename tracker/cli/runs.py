@@ -7,6 +7,7 @@ import datetime as dt
 import json
 
 from tracker.capture.devicelock import queue
+from tracker.capture.ncu_pass import MAX_KERNELS
 from tracker.capture.scan import describe
 from tracker.cli.common import (
     UsageError,
@@ -121,8 +122,8 @@ def ncu_text(doc: dict) -> str:
     """The Nsight Compute profile as plain lines, one per kernel, for people and agents (show, the MCP tool)."""
     if not doc["profiled"]:
         return "Nsight Compute: not profiled (run with --ncu where ncu is installed)"
-    lines = [f"Nsight Compute: {len(doc['cases'])} case(s), one call each; stalls in warp cycles per issued "
-             "instruction"]  # fmt: skip
+    lines = [f"Nsight Compute: {len(doc['cases'])} case(s), one call each (its first {MAX_KERNELS} kernels); stalls "
+             "in warp cycles per issued instruction"]  # fmt: skip
     for c in doc["cases"]:
         head = f"case {c['case_idx']}: {c['kernels'] or 0} kernel(s)"
         head += f", report {c['report_path']}" if c["report_path"] else ""
