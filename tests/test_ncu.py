@@ -36,6 +36,7 @@ SECTIONS_METRICS = {
     "smsp__average_warps_issue_stalled_wait_per_issue_active.ratio": 1.5,
     "smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio": 0.5,
     "smsp__average_warps_issue_stalled_sleeping_per_issue_active.ratio": 0.0,
+    "smsp__average_warps_issue_stalled_selected_per_issue_active.ratio": 9.0,  # the issue itself: no stall
     "smsp__pcsamp_warps_issue_stalled_selected": 500.0,  # another family: not mixed with the one above
 }
 
@@ -60,7 +61,8 @@ def test_kernel_rows_build_the_table_from_plain_report_data():
     assert (first["occupancy_pct"], first["sm_pct"], first["memory_pct"]) == (41.5, 63.25, 22.0)
     assert (first["registers"], first["static_smem_bytes"], first["dynamic_smem_bytes"]) == (72, 16384, 0)
     assert isinstance(first["registers"], int) and (first["block_size"], first["grid_size"]) == (256, 1320)
-    # The top three of the first family present, the most cycles first; _not_issued, zero and other families out.
+    # The top three of the first family present, the most cycles first; _not_issued, selected, zero and other
+    # families out.
     assert json.loads(first["stalls"]) == {"long_scoreboard": 7.5, "barrier": 3.25, "wait": 1.5}
     assert list(json.loads(first["stalls"])) == ["long_scoreboard", "barrier", "wait"]
     # What a report lacks stays empty; the sampled family counts when it is the only one.
@@ -234,6 +236,9 @@ def test_the_profile_goes_through_the_store_export_import_and_show(tmp_path, cap
         "smem 16384+0 B/block, block 256, grid 1320; stalls: long_scoreboard 7.5, barrier 3.2, wait 1.5"
     )
     assert line in text.splitlines()
+    moved.unlink()  # a report that did not come along (too large to move, say) is named, not pointed to
+    assert main(["show", "ncurun00001", "--store", str(dst)]) == 0
+    assert "case 0: 1 kernel(s), report ncu-case0.ncu-rep not beside this store" in capsys.readouterr().out
 
 
 def test_import_refuses_a_report_name_that_is_a_path(tmp_path):

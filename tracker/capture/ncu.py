@@ -16,6 +16,8 @@ import re
 import sys
 from typing import Any
 
+from tracker.common.jsonfields import NOT_STALLS
+
 # The sections ncu collects (`--section NAME`), and the metrics of theirs we keep.
 SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "WarpStateStats")
 DURATION = "gpu__time_duration.sum"  # ns
@@ -32,7 +34,8 @@ METRICS = {
 INTEGER_COLUMNS = ("registers", "static_smem_bytes", "dynamic_smem_bytes", "block_size", "grid_size")
 # Stall reasons, by the first of these metric families the report holds: WarpStateStats' warp cycles per issued
 # instruction stalled on each reason (what ncu's Warp State table shows; the names changed between versions),
-# else the sampled warps per reason. The `_not_issued` variants (stalls without an issue that cycle) are left out.
+# else the sampled warps per reason. The `_not_issued` variants (stalls without an issue that cycle) and the states
+# that are no stall (NOT_STALLS) are left out.
 STALL_FAMILIES = (
     re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$"),
     re.compile(r"^smsp__average_warp_latency_issue_stalled_(\w+?)(\.ratio|\.pct|\.sum)?$"),
@@ -45,7 +48,7 @@ def _stall(name: str) -> tuple[int, str] | None:
     """(family, reason) of a stall metric's name, or None."""
     for family, pattern in enumerate(STALL_FAMILIES):
         match = pattern.match(name)
-        if match and not match.group(1).endswith("_not_issued"):
+        if match and not match.group(1).endswith("_not_issued") and match.group(1) not in NOT_STALLS:
             return family, match.group(1)
     return None
 

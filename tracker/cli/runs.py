@@ -106,8 +106,9 @@ def ncu_doc(store: str, run_id: str) -> dict:
     the store) or why there is none; per kernel its metrics, stalls as {reason: warp cycles per issued instruction}."""
     found = queries.ncu_profile(store, run_id)
     cases = [{k: clean(v) for k, v in r.items()} for r in found["cases"].to_dict("records")]
-    for c in cases:
-        c["report_path"] = str(traces_dir(store, run_id) / c["report"]) if c.get("report") else None
+    for c in cases:  # a path only where the file is here (an import may come without a report too large to move)
+        kept = traces_dir(store, run_id) / c["report"] if c.get("report") else None
+        c["report_path"] = str(kept) if kept is not None and kept.is_file() else None
     kernels = [{k: clean(v) for k, v in r.items()} for r in found["kernels"].to_dict("records")]
     for k in kernels:
         k["stalls"] = parse_stalls(k.get("stalls"))
@@ -126,7 +127,10 @@ def ncu_text(doc: dict) -> str:
              "in warp cycles per issued instruction"]  # fmt: skip
     for c in doc["cases"]:
         head = f"case {c['case_idx']}: {c['kernels'] or 0} kernel(s)"
-        head += f", report {c['report_path']}" if c["report_path"] else ""
+        if c.get("report"):
+            head += (
+                f", report {c['report_path']}" if c["report_path"] else f", report {c['report']} not beside this store"
+            )
         lines.append(head + (f"; error: {c['error']}" if c.get("error") else ""))
         for k in (k for k in doc["kernels"] if k["case_idx"] == c["case_idx"]):
             us = "-" if k["duration_us"] is None else f"{k['duration_us']:.2f} us"

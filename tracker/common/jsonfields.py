@@ -65,9 +65,14 @@ def parse_flags(text: Any) -> tuple[list[dict[str, Any]], bool]:
     return value, True
 
 
+# Warp states ncu lists among the stall reasons that are no stall: `selected` is the issue cycle itself, 1.0 per
+# issued instruction by definition (seen so on every kernel of the H200 run in samples/h200-2026-12-01-ncu).
+NOT_STALLS = frozenset({"selected"})
+
+
 def parse_stalls(text: Any) -> dict[str, float]:
     """ncu_kernels.stalls as {reason: warp cycles per issued instruction}, the most first; {} for NULL or a
-    malformed value."""
+    malformed value. NOT_STALLS are left out (runs recorded before they were left out stored them)."""
     if not isinstance(text, str):
         return {}
     try:
@@ -76,7 +81,11 @@ def parse_stalls(text: Any) -> dict[str, float]:
         return {}
     if not isinstance(value, dict):
         return {}
-    pairs = [(str(k), float(v)) for k, v in value.items() if isinstance(v, int | float) and not isinstance(v, bool)]
+    pairs = [
+        (str(k), float(v))
+        for k, v in value.items()
+        if isinstance(v, int | float) and not isinstance(v, bool) and k not in NOT_STALLS
+    ]
     return dict(sorted(pairs, key=lambda p: -p[1]))
 
 
