@@ -73,8 +73,8 @@ NON_NEGATIVE = {
     ("runs", "pair_round"),
     *(("case_results", c) for c in GPU_STATE_COLUMNS if c != "throttle"),  # clocks, watts, degrees, a count
     ("ncu_cases", "kernels"),
-    *(("ncu_kernels", c) for c in TABLE_COLUMNS["ncu_kernels"][4:13]),  # duration .. grid size: times, %, counts, bytes
-    ("ncu_kernels", "kernel_idx"),
+    *(("ncu_kernels", c) for c in ("kernel_idx", "duration_us", "occupancy_pct", "sm_pct", "memory_pct", "registers",
+                                   "static_smem_bytes", "dynamic_smem_bytes", "block_size", "grid_size")),
 }  # fmt: skip
 NCU_REPORT_RE = re.compile(r"^ncu-case[0-9]{1,6}\.ncu-rep$")  # a file name in <store>.traces/RUN/, never a path
 # Residuals judge a kernel's output; a garbage output makes them NaN or infinite, and that is the record.
