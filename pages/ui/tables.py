@@ -13,7 +13,7 @@ import pandas as pd
 
 from tracker.analysis.series import is_num
 from tracker.analysis.stats import RunComparison
-from tracker.common.jsonfields import parse_flags
+from tracker.common.jsonfields import parse_flags, stalls_text
 
 # ------------------------------------------------------------------------------------------------ numbers
 
@@ -199,6 +199,28 @@ def profile_tables(profile_cases: pd.DataFrame, profile_kernels: pd.DataFrame, t
         columns={"case_idx": "#", "launches": "launches", "host_us": "host (µs)", "device_us": "device (µs)"}
     )
     return {"kernels": kernels, "cases": per_case}
+
+
+def ncu_table(ncu_kernels: pd.DataFrame) -> pd.DataFrame:
+    """Nsight Compute's kernels, one row each in launch order per case, with the top stall reasons as text."""
+    df = ncu_kernels
+    smem = df["static_smem_bytes"].fillna(0).astype("int64") + df["dynamic_smem_bytes"].fillna(0).astype("int64")
+    return pd.DataFrame(
+        {
+            "case": df["case_idx"],
+            "#": df["kernel_idx"],
+            "kernel": df["kernel"],
+            "duration (µs)": df["duration_us"],
+            "occupancy %": df["occupancy_pct"],
+            "SM %": df["sm_pct"],
+            "memory %": df["memory_pct"],
+            "regs/thread": df["registers"],
+            "smem/block (B)": smem,
+            "block": df["block_size"],
+            "grid": df["grid_size"],
+            "top stalls (cycles per issue)": [stalls_text(s) for s in df["stalls"]],
+        }
+    )
 
 
 def environment_rows(run: Mapping[str, Any]) -> pd.DataFrame:

@@ -37,6 +37,7 @@ class RunRequest:
     parent: str | None = None
     note: str | None = None
     profile: bool = False
+    ncu: bool = False  # also profile one call per case with Nsight Compute, after the timed run (ncu_pass)
     store: str = store_mod.DEFAULT_STORE
     trigger: str = "cli"
     device: str = "auto"
@@ -88,9 +89,9 @@ class RunRequest:
                 raise ValueError(f"{name} must be positive and finite (seconds), not {value}")
         if self.method not in store_mod.RUN_METHODS:
             raise ValueError(f"--method must be one of {', '.join(store_mod.RUN_METHODS)}")
-        if self.method == "contest" and (self.problem is None or self.profile):
+        if self.method == "contest" and (self.problem is None or self.profile or self.ncu):
             raise ValueError(
-                "--method contest needs --problem DIR (its eval.py and task.yml `files:`) and no --profile"
+                "--method contest needs --problem DIR (its eval.py and task.yml `files:`) and no --profile or --ncu"
             )
         problem = device_problem(self.device, self.gpu_present)
         if problem:
