@@ -99,6 +99,7 @@ class RemoteCheck:
         self._sock = socket.socket(fileno=fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, random.randrange(300, 900)))
         os.close(fd)
         self.device = device
+        self._sender = handoff.Sender(device)
 
     def __call__(self, pos: int, rep: int, outputs: list) -> Any:
         from tracker.workloads.base import CheckResult
@@ -106,14 +107,10 @@ class RemoteCheck:
         message: dict[str, Any] = {"pos": pos, "rep": rep}
         fd = None
         try:
-            message["outputs"], fd = handoff.pack(outputs, self.device)
+            message["outputs"], fd = self._sender.pack(outputs)
         except handoff.BadOutput as exc:
             message["error"] = str(exc)
-        try:
-            handoff.send(self._sock, message, fd)
-        finally:
-            if fd is not None:
-                os.close(fd)
+        handoff.send(self._sock, message, fd)  # the Sender keeps its memfd for the next repetition
         reply, _ = handoff.recv(self._sock)
         if reply is None:
             raise RuntimeError("the checker process went away")
