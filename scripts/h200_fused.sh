@@ -7,7 +7,10 @@
 #
 # LIST lines (# comments):
 #   VARIANT NAME FAMILY_FILE KNOB=VALUE ... | hypothesis   writes .kscratch/variants/NAME.py (scripts/knob_variant.py)
-#   DEV NEED CASES PATH ...        scripts/qr_devbench.py --reps 3 on those cases (screen; not recorded)
+#   DEV NEED CASES PATH ...        scripts/qr_devbench.py --reps 3 on those cases (screen; not recorded); the first
+#                                  PATH is the baseline, the others are ranked by their weighted geomean (each
+#                                  screened case counts as many times as its shape has qr_v2 benchmarks)
+#   BEST K NEED FAMILY PARENT [tracker args]   a tracker run (as below) of the K-th best screened variant
 #   BENCH / GATES PATH             the WY-update microbenchmark / the gate script on every case type and seeds
 #   NEED PATH FAMILY PARENT [tracker args]   a tracker run (skipped when fewer than NEED seconds are left);
 #       PARENT is a variant name or run id; a benchmark run gets the verdict promoted when its geomean is below
@@ -58,29 +61,14 @@ else:
     kind = "promoted" if g < p["geomean_us"] else "rejected"
     reason = (f"geomean {g:.0f} us vs parent {parent} {p['geomean_us']:.0f} us (run {p['run_id']}); "
               f"per case mean us {per}")
-subprocess.run(["python3", "-m", "tracker", "verdict", doc["run_id"], kind, "--reason", reason, "--store", store],
-               capture_output=True)
-print("verdict", doc["run_id"], kind, reason)
+v = subprocess.run(["python3", "-m", "tracker", "verdict", doc["run_id"], kind, "--reason", reason, "--store", store],
+                   capture_output=True, text=True)
+print("verdict", doc["run_id"], kind, reason, v.stderr.strip() if v.returncode else "")
 PY
 }
-while IFS= read -r line; do
-  set -- ${line%%|*}
-  [ $# -gt 0 ] && [ "${1:0:1}" != "#" ] || continue
-  case $1 in
-  VARIANT)
-    hyp=${line#*|}; [ "$hyp" = "$line" ] && hyp="(none given)"
-    python3 scripts/knob_variant.py "$3" .kscratch/variants "$2" "$(echo $hyp)" "${@:4}" ;;
-  DEV)
-    [ $(left) -gt $2 ] || { echo "skipped DEV $4 (left $(left) s)"; continue; }
-    timeout $(( $(left) - 20 )) python3 scripts/qr_devbench.py --suite bench --reps 3 --budget 1 --cases $3 "${@:4}" \
-      < /dev/null 2>&1 | tee -a $R/dev.log | grep -vE "^\s*$" | tail -80 ;;
-  BENCH)
-    timeout $(( $(left) - 20 )) python3 scripts/wy_update_bench.py --out $R/bench.json < /dev/null 2>&1 | tee $R/bench.log | tail -50 ;;
-  GATES)
-    timeout $(( $(left) - 20 )) python3 scripts/qr_gates_seeds.py $2 < /dev/null 2>&1 | tee -a $R/gates.log | grep -E "FAIL|seed 0 dense|^Trace|Error"; echo "gates rc=${PIPESTATUS[0]}" ;;
-  *)
-    need=$1 path=$2 family=$3 parent=$4; shift 4; extra="$*"
-    if [ $(left) -lt $need ]; then echo "skipped $path $extra (left $(left) s < $need)"; continue; fi
+run_job() {  # NEED PATH FAMILY PARENT [tracker args]
+    local need=$1 path=$2 family=$3 parent=$4; shift 4; local extra="$*"
+    if [ $(left) -lt $need ]; then echo "skipped $path $extra (left $(left) s < $need)"; return; fi
     name=$(basename $path .py); tag=$name$(echo $extra | tr -dc 'a-z0-9')
     python3 -m tracker run $path --store $S --family $family --parent $parent --note "$(note $path)" $extra \
       --quiet --json --timeout $(( $(left) - 15 )) < /dev/null > $R/run-$tag.json 2> $R/run-$tag.err
@@ -96,10 +84,45 @@ print(d.get("run_id"), d.get("variant"), d.get("mode"), d.get("status"), round(d
       [round(c.get("mean_us") or 0) for c in d.get("cases") or []], (d.get("error") or "")[:200])
 PY
     tail -1 $R/summary.txt
-    verdict $R/run-$tag.json $parent ;;
+    verdict $R/run-$tag.json $parent
+}
+while IFS= read -r line; do
+  set -- ${line%%|*}
+  [ $# -gt 0 ] && [ "${1:0:1}" != "#" ] || continue
+  case $1 in
+  VARIANT)
+    hyp=${line#*|}; [ "$hyp" = "$line" ] && hyp="(none given)"
+    python3 scripts/knob_variant.py "$3" .kscratch/variants "$2" "$(echo $hyp)" "${@:4}" ;;
+  DEV)
+    [ $(left) -gt $2 ] || { echo "skipped DEV $4 (left $(left) s)"; continue; }
+    timeout $(( $(left) - 20 )) python3 scripts/qr_devbench.py --suite bench --reps 3 --budget 1 --cases $3 "${@:4}" \
+      --json $R/dev.json < /dev/null 2>&1 | tee -a $R/dev.log | grep -vE "^\s*$" | tail -80
+    python3 - $R/dev.json > $R/ranked.txt <<'PY'
+import json, math, sys
+weight = {"20x32": 1, "40x176": 1, "40x352": 1, "640x512": 4, "60x1024": 3, "8x2048": 1, "2x4096": 1}
+res = json.load(open(sys.argv[1]))
+base = next(iter(res))
+score = {}
+for spec, rows in res.items():
+    if rows and all(r["ok"] for r in rows):
+        w = sum(weight[r["shape"]] for r in rows)
+        score[spec] = math.exp(sum(weight[r["shape"]] * math.log(r["mean_us"]) for r in rows) / w)
+for spec in sorted((k for k in score if k != base), key=score.get):
+    print(spec, round(score[spec]), round(score.get(base, 0)))
+PY
+    cat $R/ranked.txt ;;
+  BEST)
+    path=$(sed -n "${2}p" $R/ranked.txt 2>/dev/null | cut -d' ' -f1)
+    [ -n "$path" ] || { echo "no screened variant of rank $2"; continue; }
+    shift 2; run_job "$1" "$path" "${@:2}" ;;
+  BENCH)
+    timeout $(( $(left) - 20 )) python3 scripts/wy_update_bench.py --out $R/bench.json < /dev/null 2>&1 | tee $R/bench.log | tail -50 ;;
+  GATES)
+    timeout $(( $(left) - 20 )) python3 scripts/qr_gates_seeds.py $2 < /dev/null 2>&1 | tee -a $R/gates.log | grep -E "FAIL|seed 0 dense|^Trace|Error"; echo "gates rc=${PIPESTATUS[0]}" ;;
+  *) run_job "$@" ;;
   esac
 done < ${3:?list}
 python3 -m tracker list --store $S --limit 12 2>&1 | tail -14
-python3 -m tracker export --store $S --out /tmp/export $(grep -v None /tmp/run_ids 2>/dev/null) > /dev/null 2>&1
+[ -s /tmp/run_ids ] && python3 -m tracker export --store $S --out /tmp/export $(grep -v None /tmp/run_ids) > /dev/null 2>&1
 tar czf $OUT/export.tgz -C /tmp export
 tar czf $OUT/logs.tgz -C /tmp r
