@@ -48,7 +48,9 @@ runs = json.loads(subprocess.run(["python3", "-m", "tracker", "list", "--store",
 prev = [r for r in runs if (r["variant"] == parent or r["run_id"] == parent) and r["status"] == "passed"
         and r.get("geomean_us") and r["run_id"] != doc["run_id"]]
 g = doc.get("geomean_us")
-if g is None:
+if g is None and doc.get("status") in ("timeout", "cancelled"):
+    kind, reason = "inconclusive", f"{doc['status']} before every case was timed"
+elif g is None:
     kind, reason = "rejected", f"did not pass: {(doc.get('error') or doc.get('status'))[:200]}"
 elif not prev:
     kind, reason = "inconclusive", f"geomean {g:.0f} us; no passed benchmark run of parent {parent} in the store"
