@@ -417,13 +417,17 @@ def _fused_bn(n: int) -> int:
     return max(16, min(_FUSED_BN, triton.next_power_of_2(n)))
 
 
+def _fused_pays(b: int, n: int) -> bool:
+    return n > 0 and b * triton.cdiv(n, _fused_bn(n)) >= _FUSED_MIN_PROGRAMS
+
+
 def _use_fused(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor) -> bool:
     b, m, n = a2.shape
     k = v.shape[2]
     return (
         _FUSED and _HAVE_TRITON and (a2.is_cuda or _GEMM_ON_CPU) and m > 0 and n > 0 and 0 < k <= 128
         and a2.stride(2) == 1 and v.stride(2) == 1 and t.stride(2) == 1
-        and b * triton.cdiv(n, _fused_bn(n)) >= _FUSED_MIN_PROGRAMS
+        and _fused_pays(b, n)
     )  # fmt: skip
 
 
@@ -585,22 +589,26 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int) -> torch.Tensor:
     b, m, n = a.shape
     tau = torch.zeros((b, n), dtype=a.dtype, device=a.device)
     gpu = a.is_cuda or _GEMM_ON_CPU
+    vtbuf = None
     if _REUSE:  # entries above the diagonal are never written nonzero, so one zero-fill serves every panel
         vbuf = torch.zeros((b, m, nbo), dtype=a.dtype, device=a.device)
         tbuf = torch.zeros((b, nbo, nbo), dtype=a.dtype, device=a.device)
-        vtbuf = torch.zeros((b, nbo, m), dtype=a.dtype, device=a.device) if _LEAF_VT and gpu else None
     for k0 in range(0, n, nbo):
         wo = min(nbo, n - k0)
         mo = m - k0
         plan = _coop_plan(a, mo)
+        nb = _COOP_NB if plan is not None else _leaf_width(mo, b)
+        # V^T only where a fused update will read it (the widest one: the trailing matrix, else the intra-panel one)
+        want_vt = _LEAF_VT and gpu and plan is None and _fused_pays(b, max(n - k0 - wo, wo - nb))
         if _REUSE:
             vo, tleaf = vbuf[:, :mo, :wo], tbuf[:, :wo, :wo]
-            vt = vtbuf[:, :wo, :mo] if vtbuf is not None and plan is None else None
+            if want_vt and vtbuf is None:
+                vtbuf = torch.zeros((b, nbo, m), dtype=a.dtype, device=a.device)
+            vt = vtbuf[:, :wo, :mo] if want_vt else None
         else:
             vo = torch.zeros((b, mo, wo), dtype=a.dtype, device=a.device)
             tleaf = torch.zeros((b, wo, wo), dtype=a.dtype, device=a.device)
-            vt = torch.zeros((b, wo, mo), dtype=a.dtype, device=a.device) if _LEAF_VT and gpu and plan is None else None
-        nb = _COOP_NB if plan is not None else _leaf_width(mo, b)
+            vt = torch.zeros((b, wo, mo), dtype=a.dtype, device=a.device) if want_vt else None
         for c0 in range(0, wo, nb):
             w = min(nb, wo - c0)
             args = (
