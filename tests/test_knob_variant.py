@@ -35,3 +35,26 @@ def test_unknown_knob_is_refused(tmp_path):
     )  # fmt: skip
     assert r.returncode != 0 and "_NO_SUCH is not one module constant" in r.stderr
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("lst", sorted((ROOT / "scripts").glob("fused-*.txt")), ids=lambda p: p.name)
+def test_fused_list_variants_and_paths(lst, tmp_path):
+    """scripts/h200_fused.sh lists: every VARIANT line writes its file, every run line names a file that exists
+    in kernels/ or is written by a VARIANT line of the same list."""
+    written = set()
+    for line in lst.read_text().splitlines():
+        words = line.partition("|")[0].split()
+        if not words or words[0].startswith("#"):
+            continue
+        if words[0] == "VARIANT":
+            name, family_file, *knobs = words[1:]
+            hyp = line.partition("|")[2].strip()
+            assert hyp, f"{name}: no hypothesis"
+            subprocess.run([sys.executable, "scripts/knob_variant.py", family_file, str(tmp_path), name, hyp, *knobs],
+                           cwd=ROOT, check=True, capture_output=True)  # fmt: skip
+            written.add(f".kscratch/variants/{name}.py")
+            ast.parse((tmp_path / f"{name}.py").read_text())
+        elif words[0] in ("DEV", "BENCH"):
+            continue
+        else:
+            assert words[1] in written or (ROOT / words[1]).is_file(), words[1]  # GATES PATH or NEED PATH ...
