@@ -408,7 +408,7 @@ def _t_build(vo: torch.Tensor, t: torch.Tensor, nb: int) -> torch.Tensor:
     bk = max(16, triton.next_power_of_2(k))
     _t_build_kernel[(b,)](
         vo, t, m, k, vo.stride(0), vo.stride(1), t.stride(0), t.stride(1),
-        BM=64 if bk <= 64 else 32, BK=bk, NB=nb, PREC=_TB_PREC, num_warps=4 if bk <= 64 else 8,
+        BM=64, BK=bk, NB=nb, PREC=_TB_PREC, num_warps=4,
     )  # fmt: skip
     return t
 
@@ -630,7 +630,9 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int) -> torch.Tensor:
         if k0 + wo < n:
             if wo <= nb:
                 t = tleaf
-            elif _T_BUILD and gpu and _HAVE_TRITON and not (b <= _TRITON_GEMM_MAX_BATCH and mo >= 1024):
+            elif _T_BUILD and gpu and wo <= 64 and not (b <= _TRITON_GEMM_MAX_BATCH and mo >= 1024):
+                # wo <= 64: ptxas (sm_90a) gives 254 registers, no spills at 64; a 128-wide panel's tf32x3 dots
+                # ask for 256 KB of shared memory, over the H200's 227 KB
                 t = _t_build(vo, tleaf, nb)
             else:
                 t = _t_merge_(vo, tleaf, nb) if _T_MERGE else _t_factor(vo, tau[:, k0 : k0 + wo])
