@@ -46,9 +46,9 @@ if _HAVE_TRITON:
 
     @triton.jit
     def _tile_qr_kernel(
-        src, dst, tau_ptr, v_ptr, t_ptr, m, w, kmax,
-        s_sb, s_sr, d_sb, d_sr, tau_sb, v_sb, v_sr, t_sb, t_sr,
-        BM: tl.constexpr, BW: tl.constexpr, WRITE_VT: tl.constexpr,
+        src, dst, tau_ptr, v_ptr, t_ptr, vt_ptr, m, w, kmax,
+        s_sb, s_sr, d_sb, d_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, vt_sb, vt_sk,
+        BM: tl.constexpr, BW: tl.constexpr, WRITE_VT: tl.constexpr, WRITE_VTT: tl.constexpr,
     ):  # fmt: skip
         pid = tl.program_id(0).to(tl.int64)
         rows = tl.arange(0, BM)
@@ -85,6 +85,8 @@ if _HAVE_TRITON:
         if WRITE_VT:
             vv = tl.where(rows[:, None] > cols[None, :], p, tl.where(rows[:, None] == cols[None, :], 1.0, 0.0))
             tl.store(v_ptr + pid * v_sb + rows[:, None] * v_sr + cols[None, :], vv, mask=msk)
+            if WRITE_VTT:  # V^T (w, m) too, for the K-major phase 1 of the fused update (no torch transpose)
+                tl.store(vt_ptr + pid * vt_sb + cols[None, :] * vt_sk + rows[:, None], vv, mask=msk)
             tmask = (cols[:, None] < w) & (cols[None, :] < w)
             tl.store(t_ptr + pid * t_sb + cols[:, None] * t_sr + cols[None, :], tmat, mask=tmask)
 
@@ -182,20 +184,23 @@ def _small_qr(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     tau = torch.empty((b, n), dtype=a.dtype, device=a.device)
     bm, bw = triton.next_power_of_2(m), triton.next_power_of_2(n)
     _tile_qr_kernel[(b,)](
-        a, h, tau, h, h, m, n, n, a.stride(0), a.stride(1), h.stride(0), h.stride(1), tau.stride(0),
-        0, 0, 0, 0, BM=bm, BW=bw, WRITE_VT=False, num_warps=_warps(bm * bw),
+        a, h, tau, h, h, h, m, n, n, a.stride(0), a.stride(1), h.stride(0), h.stride(1), tau.stride(0),
+        0, 0, 0, 0, 0, 0, BM=bm, BW=bw, WRITE_VT=False, WRITE_VTT=False, num_warps=_warps(bm * bw),
     )  # fmt: skip
     return h, tau
 
 
-def _leaf(p, tau, v, t):
-    """Factor leaf panel view p (b, m, w) in place; write tau (b, w), V view (b, m, w), T view (b, w, w)."""
+def _leaf(p, tau, v, t, vt=None):
+    """Factor leaf panel view p (b, m, w) in place; write tau (b, w), V view (b, m, w), T view (b, w, w) and,
+    if given, V^T view vt (b, w, m) with unit stride along m."""
     b, m, w = p.shape
     bm, bw = triton.next_power_of_2(m), triton.next_power_of_2(w)
+    vts = (0, 0) if vt is None else (vt.stride(0), vt.stride(1))
     _tile_qr_kernel[(b,)](
-        p, p, tau, v, t, m, w, min(m, w), p.stride(0), p.stride(1), p.stride(0), p.stride(1),
-        tau.stride(0), v.stride(0), v.stride(1), t.stride(0), t.stride(1),
-        BM=bm, BW=bw, WRITE_VT=True, num_warps=_warps(bm * bw, _EPT_MANY if b >= _MANY else _EPT),
+        p, p, tau, v, t, v if vt is None else vt, m, w, min(m, w), p.stride(0), p.stride(1), p.stride(0),
+        p.stride(1), tau.stride(0), v.stride(0), v.stride(1), t.stride(0), t.stride(1), *vts,
+        BM=bm, BW=bw, WRITE_VT=True, WRITE_VTT=vt is not None,
+        num_warps=_warps(bm * bw, _EPT_MANY if b >= _MANY else _EPT),
     )  # fmt: skip
 
 
@@ -360,8 +365,60 @@ if _HAVE_TRITON:
             tl.store(ap, a, mask=am)
 
 
+_LEAF_VT = False  # leaf kernels write V^T; every fused update reads it (no torch transpose copy per panel)
+_T_BUILD = False  # batch-rich panels: outer T by one kernel (Gram + blockwise merge) instead of ~4 launches per leaf
+_REUSE = False  # V, V^T and T buffers zeroed once per factorization, not once per outer panel
+_TB_PREC = "tf32x3"
+
+if _HAVE_TRITON:
+
+    @triton.jit
+    def _t_build_kernel(
+        v_ptr, t_ptr, M, K, v_sb, v_sm, t_sb, t_sk,
+        BM: tl.constexpr, BK: tl.constexpr, NB: tl.constexpr, PREC: tl.constexpr,
+    ):  # fmt: skip
+        """Outer T (K x K) of matrix program_id(0) from V (M x K) and the leaf T's on T's diagonal blocks (width
+        NB): G = V^T V over all rows, then per block c0: T[:c0, c0:c0+NB] = -T[:c0, :c0] G[:c0, blk] T[blk, blk]
+        (LAPACK dlarft, blockwise), in registers; writes the whole K x K tile (zeros below the blocks)."""
+        pid_b = tl.program_id(0).to(tl.int64)
+        r = tl.arange(0, BK)
+        kmask = r < K
+        vbase = v_ptr + pid_b * v_sb
+        g = tl.zeros([BK, BK], dtype=tl.float32)
+        for m0 in range(0, M, BM):
+            offs_m = m0 + tl.arange(0, BM)
+            v = tl.load(vbase + offs_m[:, None] * v_sm + r[None, :], mask=(offs_m < M)[:, None] & kmask[None, :],
+                        other=0.0)  # fmt: skip
+            g = tl.dot(tl.trans(v), v, g, input_precision=PREC)
+        tbase = t_ptr + pid_b * t_sb + r[:, None] * t_sk + r[None, :]
+        inb = (r[:, None] // NB == r[None, :] // NB) & (r[:, None] <= r[None, :]) & kmask[:, None] & kmask[None, :]
+        t = tl.load(tbase, mask=inb, other=0.0)
+        for c0 in tl.static_range(NB, BK, NB):
+            blkc = (r >= c0) & (r < c0 + NB)
+            top = tl.where((r[:, None] < c0) & (r[None, :] < c0), t, 0.0)
+            x = tl.where((r[:, None] < c0) & blkc[None, :], g, 0.0)
+            d = tl.where(blkc[:, None] & blkc[None, :], t, 0.0)
+            z = tl.dot(tl.dot(top, x, input_precision=PREC), d, input_precision=PREC)
+            t = tl.where((r[:, None] < c0) & blkc[None, :], -z, t)
+        tl.store(tbase, t, mask=kmask[:, None] & kmask[None, :])
+
+
+def _t_build(vo: torch.Tensor, t: torch.Tensor, nb: int) -> torch.Tensor:
+    b, m, k = vo.shape
+    bk = max(16, triton.next_power_of_2(k))
+    _t_build_kernel[(b,)](
+        vo, t, m, k, vo.stride(0), vo.stride(1), t.stride(0), t.stride(1),
+        BM=64, BK=bk, NB=nb, PREC=_TB_PREC, num_warps=4,
+    )  # fmt: skip
+    return t
+
+
 def _fused_bn(n: int) -> int:
     return max(16, min(_FUSED_BN, triton.next_power_of_2(n)))
+
+
+def _fused_pays(b: int, n: int) -> bool:
+    return n > 0 and b * triton.cdiv(n, _fused_bn(n)) >= _FUSED_MIN_PROGRAMS
 
 
 def _use_fused(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor) -> bool:
@@ -370,7 +427,7 @@ def _use_fused(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor) -> bool:
     return (
         _FUSED and _HAVE_TRITON and (a2.is_cuda or _GEMM_ON_CPU) and m > 0 and n > 0 and 0 < k <= 128
         and a2.stride(2) == 1 and v.stride(2) == 1 and t.stride(2) == 1
-        and b * triton.cdiv(n, _fused_bn(n)) >= _FUSED_MIN_PROGRAMS
+        and _fused_pays(b, n)
     )  # fmt: skip
 
 
@@ -531,13 +588,27 @@ def _t_merge_(vo: torch.Tensor, tl_: torch.Tensor, nb: int) -> torch.Tensor:
 def _panel_wy_qr_(a: torch.Tensor, nbo: int) -> torch.Tensor:
     b, m, n = a.shape
     tau = torch.zeros((b, n), dtype=a.dtype, device=a.device)
+    gpu = a.is_cuda or _GEMM_ON_CPU
+    vtbuf = None
+    if _REUSE:  # entries above the diagonal are never written nonzero, so one zero-fill serves every panel
+        vbuf = torch.zeros((b, m, nbo), dtype=a.dtype, device=a.device)
+        tbuf = torch.zeros((b, nbo, nbo), dtype=a.dtype, device=a.device)
     for k0 in range(0, n, nbo):
         wo = min(nbo, n - k0)
         mo = m - k0
-        vo = torch.zeros((b, mo, wo), dtype=a.dtype, device=a.device)
-        tleaf = torch.zeros((b, wo, wo), dtype=a.dtype, device=a.device)
         plan = _coop_plan(a, mo)
         nb = _COOP_NB if plan is not None else _leaf_width(mo, b)
+        # V^T only where a fused update will read it (the widest one: the trailing matrix, else the intra-panel one)
+        want_vt = _LEAF_VT and gpu and plan is None and _fused_pays(b, max(n - k0 - wo, wo - nb))
+        if _REUSE:
+            vo, tleaf = vbuf[:, :mo, :wo], tbuf[:, :wo, :wo]
+            if want_vt and vtbuf is None:
+                vtbuf = torch.zeros((b, nbo, m), dtype=a.dtype, device=a.device)
+            vt = vtbuf[:, :wo, :mo] if want_vt else None
+        else:
+            vo = torch.zeros((b, mo, wo), dtype=a.dtype, device=a.device)
+            tleaf = torch.zeros((b, wo, wo), dtype=a.dtype, device=a.device)
+            vt = torch.zeros((b, wo, mo), dtype=a.dtype, device=a.device) if want_vt else None
         for c0 in range(0, wo, nb):
             w = min(nb, wo - c0)
             args = (
@@ -548,17 +619,26 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int) -> torch.Tensor:
             if plan_c is not None:
                 _coop_leaf(*args, *plan_c)
             else:
-                _leaf(*args)
+                _leaf(*args, None if vt is None else vt[:, c0 : c0 + w, c0:])
             if c0 + w < wo:
-                _apply_qt_(
-                    a[:, k0 + c0 :, k0 + c0 + w : k0 + wo], vo[:, c0:, c0 : c0 + w],
-                    tleaf[:, c0 : c0 + w, c0 : c0 + w],
-                )  # fmt: skip
+                a2 = a[:, k0 + c0 :, k0 + c0 + w : k0 + wo]
+                vb, tb = vo[:, c0:, c0 : c0 + w], tleaf[:, c0 : c0 + w, c0 : c0 + w]
+                if vt is not None and _use_fused(a2, vb, tb):
+                    _apply_qt_vt_(a2, vb, vt[:, c0 : c0 + w, c0:], tb)
+                else:
+                    _apply_qt_(a2, vb, tb)
         if k0 + wo < n:
-            t = tleaf if wo <= nb else (_t_merge_(vo, tleaf, nb) if _T_MERGE else _t_factor(vo, tau[:, k0 : k0 + wo]))
+            if wo <= nb:
+                t = tleaf
+            elif _T_BUILD and gpu and wo <= 64 and not (b <= _TRITON_GEMM_MAX_BATCH and mo >= 1024):
+                # wo <= 64: ptxas (sm_90a) gives 254 registers, no spills at 64; a 128-wide panel's tf32x3 dots
+                # ask for 256 KB of shared memory, over the H200's 227 KB
+                t = _t_build(vo, tleaf, nb)
+            else:
+                t = _t_merge_(vo, tleaf, nb) if _T_MERGE else _t_factor(vo, tau[:, k0 : k0 + wo])
             a2 = a[:, k0:, k0 + wo :]
             if _FUSED_VT and _use_fused(a2, vo, t):
-                _apply_qt_vt_(a2, vo, vo.transpose(1, 2).contiguous(), t)
+                _apply_qt_vt_(a2, vo, vt if vt is not None else vo.transpose(1, 2).contiguous(), t)
             else:
                 _apply_qt_(a2, vo, t)
     return tau

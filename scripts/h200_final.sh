@@ -24,10 +24,12 @@ for i in 1 2 3 4 5 6 7 8; do [ $(left) -gt 60 ] && tr $ref --cases 0,1 --family 
 export PLANT_SHAPE=40x176 PLANT_FRACTION=0.05
 for i in 1 2 3 4 5 6 7 8; do [ $(left) -gt 60 ] && tr validation/planted_regression.py --cases 0,1 --family stats-validation --note "planted +5% on 40x176, run $i" --timeout 60; done
 bundle
-# 4. the rest of the family, while time lasts
-for k in triton_panel_wy triton_small blocked_wy_torch; do
-  [ $(left) -gt 70 ] && tr kernels/$k.py --mode test --family qr-family --timeout 60
-  [ $(left) -gt 70 ] && tr kernels/$k.py --family qr-family --timeout 90
+# 4. the rest of the family, while time lasts: the eager route as a knob variant of graphed (triton_small, the
+# whole-tile route alone, is gone from kernels/: graphed runs it for n <= 128; its runs are in samples/)
+eager=$(python3 scripts/knob_variant.py kernels/graphed.py .kscratch/variants triton_panel_wy "the route without the graph" _GRAPH_MAX_ELEMS=0)
+for k in $eager kernels/blocked_wy_torch.py; do
+  [ $(left) -gt 70 ] && tr $k --mode test --family qr-family --timeout 60
+  [ $(left) -gt 70 ] && tr $k --family qr-family --timeout 90
 done
 bundle
 python3 -m tracker list --store $S

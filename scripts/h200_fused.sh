@@ -1,15 +1,26 @@
 #!/usr/bin/env bash
-# Issue 23 on one H200, in one call: the WY-update microbenchmark, the gates of a variant on every case type
-# under hidden seeds, and full tracker benchmark runs of a list of variants while the deadline allows.
+# Issue 23 on one H200, in one call: knob variants written from their family file, a quick screen of them in
+# the development harness, and full tracker runs (family, parent, hypothesis note, and a verdict against the
+# parent's run with its reason) while the deadline allows; the call's runs are exported into $OUT.
 #
 #   bash scripts/h200_fused.sh COMMIT SECONDS LIST
 #
-# LIST: lines `NEED PATH FAMILY PARENT [extra tracker args]` (NEED: seconds a job needs, else skipped); lines
-# `BENCH` / `GATES PATH` run the microbenchmark / the gate script. Results under $OUT: bench.json, logs.tgz,
-# the export of this call's runs (export.tgz).
+# LIST lines (# comments):
+#   VARIANT NAME FAMILY_FILE KNOB=VALUE ... | hypothesis   writes .kscratch/variants/NAME.py (scripts/knob_variant.py)
+#   DEV NEED CASES PATH ...        scripts/qr_devbench.py --reps 3 on those cases (screen; not recorded); the first
+#                                  PATH is the baseline, the others are ranked by their weighted geomean (each
+#                                  screened case counts as many times as its shape has qr_v2 benchmarks)
+#   BEST K NEED FAMILY PARENT [tracker args]   a tracker run (as below) of the K-th best screened variant
+#   BENCH / GATES PATH             the WY-update microbenchmark / the gate script on every case type and seeds
+#   NEED PATH FAMILY PARENT [tracker args]   a tracker run (skipped when fewer than NEED seconds are left);
+#       PARENT is a variant name or run id; a benchmark run gets the verdict promoted when its geomean is below
+#       the parent's newest passed benchmark run in the store, else rejected, with both figures as the reason.
+# Results under $OUT: export.tgz (the Parquet export of this call's runs), logs.tgz.
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 KERNELBEAM_GIT_COMMIT=${1:?commit} KERNELBEAM_GIT_BRANCH=kernels
+[ -x .tools/bwrap ] && export KERNELBEAM_BWRAP=$PWD/.tools/bwrap
+export KERNELBEAM_LOCK_DIR=/tmp/locks
 DEADLINE=$(( $(date +%s) + ${2:?seconds} ))
 S=/tmp/fused.duckdb
 R=/tmp/r
@@ -25,21 +36,45 @@ print(" ".join(str(doc).split()))
 PY
 }
 left() { echo $(( DEADLINE - $(date +%s) )); }
-while read -r need path family parent extra; do
-  [ -n "$need" ] && [ "${need:0:1}" != "#" ] || continue
-  if [ "$need" = BENCH ]; then
-    timeout $(( $(left) - 20 )) python3 scripts/wy_update_bench.py --out $OUT/bench.json < /dev/null 2>&1 | tee $R/bench.log | tail -50
-    continue
-  fi
-  if [ "$need" = GATES ]; then
-    timeout $(( $(left) - 20 )) python3 scripts/qr_gates_seeds.py $path < /dev/null 2>&1 | tee -a $R/gates.log | grep -E "FAIL|seed 0 dense|^Trace|Error" ; echo "gates rc=${PIPESTATUS[0]}"
-    continue
-  fi
-  if [ $(left) -lt $need ]; then echo "skipped $path (left $(left) s < $need)"; continue; fi
-  name=$(basename $path .py)
-  python3 -m tracker run $path --store $S --family $family --parent $parent --note "$(note $path)" $extra \
-    --quiet --json --timeout $(( $(left) - 15 )) < /dev/null > $R/run-$name$(echo $extra | tr -dc 'a-z0-9').json 2> $R/run-$name.err
-  python3 - $R/run-$name$(echo $extra | tr -dc 'a-z0-9').json >> $R/summary.txt <<'PY'
+verdict() {  # RUN_JSON PARENT: promoted/rejected against the parent's newest passed benchmark run
+  python3 - "$1" "$2" "$S" <<'PY'
+import json, subprocess, sys
+doc, parent, store = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
+doc = doc[0] if isinstance(doc, list) else doc
+if doc.get("mode") != "benchmark" or doc.get("cases") is None or len(doc["cases"]) != 12:
+    sys.exit()
+runs = json.loads(subprocess.run(["python3", "-m", "tracker", "list", "--store", store, "--json", "--limit", "500"],
+                                 capture_output=True, text=True).stdout or "[]")
+prev = [r for r in runs if (r["variant"] == parent or r["run_id"] == parent) and r["status"] == "passed"
+        and r.get("geomean_us") and r["run_id"] != doc["run_id"]]
+g = doc.get("geomean_us")
+if g is None and doc.get("status") in ("timeout", "cancelled"):
+    kind, reason = "inconclusive", f"{doc['status']} before every case was timed"
+elif g is None:
+    kind, reason = "rejected", f"did not pass: {(doc.get('error') or doc.get('status'))[:200]}"
+elif not prev:
+    kind, reason = "inconclusive", f"geomean {g:.0f} us; no passed benchmark run of parent {parent} in the store"
+else:
+    p = prev[0]
+    show = json.loads(subprocess.run(["python3", "-m", "tracker", "show", p["run_id"], "--store", store, "--json"],
+                                     capture_output=True, text=True).stdout)
+    pm = {c["case_idx"]: c["mean_us"] for c in show["cases"]}
+    per = ", ".join(f"{c['case_idx']}: {pm.get(c['case_idx'], 0):.0f}->{c['mean_us']:.0f}" for c in doc["cases"])
+    kind = "promoted" if g < p["geomean_us"] else "rejected"
+    reason = (f"geomean {g:.0f} us vs parent {parent} {p['geomean_us']:.0f} us (run {p['run_id']}); "
+              f"per case mean us {per}")
+v = subprocess.run(["python3", "-m", "tracker", "verdict", doc["run_id"], kind, "--reason", reason, "--store", store],
+                   capture_output=True, text=True)
+print("verdict", doc["run_id"], kind, reason, v.stderr.strip() if v.returncode else "")
+PY
+}
+run_job() {  # NEED PATH FAMILY PARENT [tracker args]
+    local need=$1 path=$2 family=$3 parent=$4; shift 4; local extra="$*"
+    if [ $(left) -lt $need ]; then echo "skipped $path $extra (left $(left) s < $need)"; return; fi
+    name=$(basename $path .py); tag=$name$(echo $extra | tr -dc 'a-z0-9')
+    python3 -m tracker run $path --store $S --family $family --parent $parent --note "$(note $path)" $extra \
+      --quiet --json --timeout $(( $(left) - 15 )) < /dev/null > $R/run-$tag.json 2> $R/run-$tag.err
+    python3 - $R/run-$tag.json >> $R/summary.txt <<'PY'
 import json, sys
 try:
     d = json.load(open(sys.argv[1]))
@@ -50,9 +85,46 @@ open("/tmp/run_ids", "a").write(f"{d.get('run_id')}\n")
 print(d.get("run_id"), d.get("variant"), d.get("mode"), d.get("status"), round(d.get("geomean_us") or 0),
       [round(c.get("mean_us") or 0) for c in d.get("cases") or []], (d.get("error") or "")[:200])
 PY
-  tail -1 $R/summary.txt
+    tail -1 $R/summary.txt
+    verdict $R/run-$tag.json $parent
+}
+while IFS= read -r line; do
+  set -- ${line%%|*}
+  [ $# -gt 0 ] && [ "${1:0:1}" != "#" ] || continue
+  case $1 in
+  VARIANT)
+    hyp=${line#*|}; [ "$hyp" = "$line" ] && hyp="(none given)"
+    python3 scripts/knob_variant.py "$3" .kscratch/variants "$2" "$(echo $hyp)" "${@:4}" ;;
+  DEV)
+    [ $(left) -gt $2 ] || { echo "skipped DEV $4 (left $(left) s)"; continue; }
+    timeout $(( $(left) - 20 )) python3 scripts/qr_devbench.py --suite bench --reps 3 --budget 1 --cases $3 "${@:4}" \
+      --json $R/dev.json < /dev/null 2>&1 | tee -a $R/dev.log | grep -vE "^\s*$" | tail -80
+    python3 - $R/dev.json > $R/ranked.txt <<'PY'
+import json, math, sys
+weight = {"20x32": 1, "40x176": 1, "40x352": 1, "640x512": 4, "60x1024": 3, "8x2048": 1, "2x4096": 1}
+res = json.load(open(sys.argv[1]))
+base = next(iter(res))
+score = {}
+for spec, rows in res.items():
+    if rows and all(r["ok"] for r in rows):
+        w = sum(weight[r["shape"]] for r in rows)
+        score[spec] = math.exp(sum(weight[r["shape"]] * math.log(r["mean_us"]) for r in rows) / w)
+for spec in sorted((k for k in score if k != base), key=score.get):
+    print(spec, round(score[spec]), round(score.get(base, 0)))
+PY
+    cat $R/ranked.txt ;;
+  BEST)
+    path=$(sed -n "${2}p" $R/ranked.txt 2>/dev/null | cut -d' ' -f1)
+    [ -n "$path" ] || { echo "no screened variant of rank $2"; continue; }
+    shift 2; run_job "$1" "$path" "${@:2}" ;;
+  BENCH)
+    timeout $(( $(left) - 20 )) python3 scripts/wy_update_bench.py --out $R/bench.json < /dev/null 2>&1 | tee $R/bench.log | tail -50 ;;
+  GATES)
+    timeout $(( $(left) - 20 )) python3 scripts/qr_gates_seeds.py $2 < /dev/null 2>&1 | tee -a $R/gates.log | grep -E "FAIL|seed 0 dense|^Trace|Error"; echo "gates rc=${PIPESTATUS[0]}" ;;
+  *) run_job "$@" ;;
+  esac
 done < ${3:?list}
 python3 -m tracker list --store $S --limit 12 2>&1 | tail -14
-python3 -m tracker export --store $S --out /tmp/export $(cat /tmp/run_ids 2>/dev/null | grep -v None) > /dev/null 2>&1
+[ -s /tmp/run_ids ] && python3 -m tracker export --store $S --out /tmp/export $(grep -v None /tmp/run_ids) > /dev/null 2>&1
 tar czf $OUT/export.tgz -C /tmp export
 tar czf $OUT/logs.tgz -C /tmp r

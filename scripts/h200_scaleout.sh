@@ -15,7 +15,9 @@ SUITE=${SUITE:-qr_v2}; GPUS=${GPUS:-all}; EXTRA=${EXTRA:-}
 OUT=${OUT:-/tmp/scaleout-out}
 mkdir -p "$OUT"
 S=$OUT/scaleout.duckdb
-K=(kernels/graphed.py kernels/triton_panel_wy.py kernels/geqrf_reference.py kernels/householder_torch.py)
+# triton_panel_wy: graphed's route without the graph, written from the family file (scripts/knob_variant.py)
+EAGER=$(python3 scripts/knob_variant.py kernels/graphed.py .kscratch/variants triton_panel_wy "the route without the graph" _GRAPH_MAX_ELEMS=0)
+K=(kernels/graphed.py "$EAGER" kernels/geqrf_reference.py kernels/householder_torch.py)
 nvidia-smi -L 2>/dev/null
 python3 -c "import dask, distributed; print('dask', dask.__version__, 'distributed', distributed.__version__)" || exit 1
 

@@ -6,7 +6,8 @@
 #
 #   bash scripts/h200_search.sh COMMIT [SECONDS] [LIST]
 #
-# LIST (default scripts/search-variants.txt): lines `NAME FAMILY PARENT` of kernels/NAME.py, parents first.
+# LIST (default scripts/search-variants.txt): lines `NAME FAMILY PARENT FAMILY_FILE [KNOB=VALUE ...] [| hypothesis]`,
+# parents first; knob variants are written from their family file into .kscratch/variants by scripts/knob_variant.py.
 #
 # The store starts from the shipped samples, so parents can be named by variant. Results: $OUT/search.tgz
 # (the store, its export of this call's runs, the logs). Verdicts are recorded afterwards, by a person.
@@ -27,9 +28,9 @@ print(" ".join(str(doc).split()))
 PY
 }
 T0=$(date +%s)
-bench() {  # NEED FILE FAMILY PARENT SINCE: one full benchmark run, its docstring (idea, parent, hypothesis) as the note
-  printf '%s python3 scripts/wait_for_run.py %s %s %s 90; python3 -m tracker run kernels/%s.py --store %s --family %s --parent %s --note %q --quiet --json --timeout 200 > %s/%s.json\n' \
-    "$1" $S "$4" "$5" "$2" $S "$3" "$4" "$(note kernels/$2.py)" $R "$2"
+bench() {  # NEED NAME FAMILY PARENT SINCE PATH: one full benchmark run, its docstring (idea, parent, hypothesis) as the note
+  printf '%s python3 scripts/wait_for_run.py %s %s %s 90; python3 -m tracker run %s --store %s --family %s --parent %s --note %q --quiet --json --timeout 200 > %s/%s.json\n' \
+    "$1" $S "$4" "$5" "$6" $S "$3" "$4" "$(note $6)" $R "$2"
 }
 # Parents before children (a free GPU takes the next line): a child whose parent is earlier in the list waits
 # until this call's run of it has started, then names the parent by variant, which gives that run; a parent
@@ -37,13 +38,14 @@ bench() {  # NEED FILE FAMILY PARENT SINCE: one full benchmark run, its docstrin
 LIST=${3:-scripts/search-variants.txt}
 seen=" "
 {
-  grep -v '^#' "$LIST" | while read -r name family parent; do
-    [ -n "$name" ] || continue
+  python3 scripts/knob_variant.py --list "$LIST" .kscratch/variants | while read -r name family parent path; do
     since=0; [[ "$seen" == *" $parent "* ]] && since=$T0
-    bench 100 "$name" "$family" "$parent" "$since"
+    bench 100 "$name" "$family" "$parent" "$since" "$path"
     seen="$seen$name "
   done
 } > $R/jobs-a
+python3 scripts/knob_variant.py --list "$LIST" .kscratch/variants > $R/paths.txt
+path_of() { awk -v n="$1" '$1 == n {print $4}' $R/paths.txt; }
 bash scripts/gpu_pool.sh $R/jobs-a $R/logs $DEADLINE
 # The best three passed full runs of this call, by geomean.
 python3 - $R > $R/best.txt <<'PY'
@@ -57,14 +59,14 @@ PY
 cat $R/best.txt
 {
   for k in $(cat $R/best.txt); do for i in 2 3; do
-    printf '45 python3 -m tracker run kernels/%s.py --store %s --family repeat --parent %s --note "repeat %s of the best three" --quiet --json --timeout 200 > %s/%s-rep%s.json\n' $k $S $k $i $R $k $i
+    printf '45 python3 -m tracker run %s --store %s --family repeat --parent %s --note "repeat %s of the best three" --quiet --json --timeout 200 > %s/%s-rep%s.json\n' "$(path_of $k)" $S $k $i $R $k $i
   done; done
   best=$(head -1 $R/best.txt)
   for seed in default 4242 90125; do
     extra=$([ $seed = default ] || echo "--seed $seed")
-    printf '30 python3 -m tracker run kernels/%s.py --store %s --mode test %s --family tests --note "the 22 tests, seed %s" --quiet --json --timeout 200 > %s/test-%s.json\n' $best $S "$extra" $seed $R $seed
+    printf '30 python3 -m tracker run %s --store %s --mode test %s --family tests --note "the 22 tests, seed %s" --quiet --json --timeout 200 > %s/test-%s.json\n' "$(path_of $best)" $S "$extra" $seed $R $seed
   done
-  printf '45 python3 -m tracker run kernels/%s.py --store %s --cases 5,6 --profile --family profile --note "profile of the two slowest cases" --quiet --json --timeout 200 > %s/profile.json\n' $best $S $R
+  printf '45 python3 -m tracker run %s --store %s --cases 5,6 --profile --family profile --note "profile of the two slowest cases" --quiet --json --timeout 200 > %s/profile.json\n' "$(path_of $best)" $S $R
 } > $R/jobs-b
 bash scripts/gpu_pool.sh $R/jobs-b $R/logs $DEADLINE
 python3 -m tracker list --store $S --limit 40 > $R/list.txt 2>&1

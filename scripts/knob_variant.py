@@ -1,9 +1,12 @@
 """Write a knob variant of a kernel family file: module constants replaced, the docstring saying which (issue 23).
 
     python scripts/knob_variant.py kernels/FAMILY.py OUT_DIR NAME "hypothesis" _KNOB=VALUE [...]
+    python scripts/knob_variant.py --list LIST OUT_DIR     # every line of a search list; prints NAME FAMILY PARENT PATH
 
-The variant is a self-contained contest file (OUT_DIR/NAME.py, for a scratch folder); its docstring names the
-family file as its parent and the settings, so the store's copy of the source says what was changed.
+The variant is a self-contained contest file (OUT_DIR/NAME.py, for a scratch folder such as .kscratch/); its
+docstring names the family file as its parent and the settings, so the store's copy of the source says what was
+changed. A search list has lines `NAME FAMILY PARENT FAMILY_FILE [KNOB=VALUE ...] [| hypothesis]` (# comments);
+a line without knobs whose NAME is the family file's own runs that file unchanged.
 """
 
 import re
@@ -11,8 +14,7 @@ import sys
 from pathlib import Path
 
 
-def main():
-    family, out_dir, name, hypothesis, *knobs = sys.argv[1:]
+def write_variant(family: str, out_dir: str, name: str, hypothesis: str, knobs: list[str]) -> Path:
     src = Path(family).read_text()
     fam = Path(family).stem
     settings = []
@@ -21,7 +23,7 @@ def main():
         pat = re.compile(rf"^{re.escape(key)} = .*$", re.M)
         if len(pat.findall(src)) != 1:
             sys.exit(f"knob_variant: {key} is not one module constant of {family}")
-        src = pat.sub(f"{key} = {val}  # knob (family {fam})", src)
+        src = pat.sub(lambda _m, key=key, val=val: f"{key} = {val}  # knob (family {fam})", src)
         settings.append(f"{key}={val}")
     head = '"""'
     i = src.index(head) + 3
@@ -31,7 +33,33 @@ def main():
     out = Path(out_dir) / f"{name}.py"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(src)
-    print(out)
+    return out
+
+
+def materialize(list_file: str, out_dir: str) -> list[tuple[str, str, str, str]]:
+    """(name, family, parent, path) per line of a search list, knob variants written into out_dir."""
+    rows = []
+    for line in Path(list_file).read_text().splitlines():
+        line, _, hypothesis = line.partition("|")
+        words = line.split()
+        if not words or words[0].startswith("#"):
+            continue
+        name, fam, parent, family_file, *knobs = words
+        if not knobs and Path(family_file).stem == name:
+            path = family_file
+        else:
+            path = str(write_variant(family_file, out_dir, name, hypothesis.strip() or "(none given)", knobs))
+        rows.append((name, fam, parent, path))
+    return rows
+
+
+def main():
+    if sys.argv[1:2] == ["--list"]:
+        for row in materialize(sys.argv[2], sys.argv[3]):
+            print(*row)
+        return
+    family, out_dir, name, hypothesis, *knobs = sys.argv[1:]
+    print(write_variant(family, out_dir, name, hypothesis, knobs))
 
 
 if __name__ == "__main__":

@@ -78,3 +78,32 @@ def test_variant_forced_routes(path):
     finally:
         for name, val in changed.items():
             setattr(mod, name, val)
+
+
+def test_fused_wy_launch_knobs_keep_the_gates():
+    """fused_wy's GPU-only routes, interpreted: the leaf's V^T store and the reused buffers give bit-identical
+    output to the default route; the T builder (its own Gram and blockwise merge) passes the gates."""
+    load_variant(os.path.join(ROOT, "kernels", "fused_wy.py"))
+    mod = sys.modules["submission"]
+    # fused kernels on CPU on every update, 8-wide leaves (several T merges per 64-wide panel)
+    route = {"_GEMM_ON_CPU": True, "_FUSED_MIN_PROGRAMS": 1, "_SMALL_MAX": 0, "_LEAF_ELEMS": 2048}
+    knobs = ("_LEAF_VT", "_REUSE", "_T_BUILD")
+    saved = {k: getattr(mod, k) for k in (*route, *knobs)}
+    try:
+        for k, v in route.items():
+            setattr(mod, k, v)
+        for batch, n, cond, case in [(3, 130, 2, "mixed"), (2, 72, 0, "rankdef")]:
+            a = generate(Case(batch, n, cond, 99 + n, case))
+            outs = []
+            for on in ((), ("_LEAF_VT", "_REUSE"), knobs):
+                for k in knobs:
+                    setattr(mod, k, k in on)
+                a0 = a.clone()
+                out = mod.custom_kernel(a)
+                assert torch.equal(a, a0), "input mutated"
+                assert check_qr(a0, out).passed, f"{batch}x{n} {case} with {on}"
+                outs.append(out)
+            assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+    finally:
+        for k, v in saved.items():
+            setattr(mod, k, v)

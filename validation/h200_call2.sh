@@ -46,10 +46,12 @@ if [ $(left) -gt 150 ]; then
 fi
 bundle
 export CUDA_VISIBLE_DEVICES=0
-for k in coop_hybrid coop_leaf; do
+# coop_hybrid is the qr-coop family file with its first setting; coop_leaf (run c24e667eedf7) is gone from kernels/.
+kp=$(python3 scripts/knob_variant.py kernels/coop_hybrid_ept64.py .kscratch/variants coop_hybrid "the family's first setting" _EPT=32)
+for k in coop_hybrid; do
   [ $(left) -gt 100 ] || break
-  tr kernels/$k.py --mode test --family qr-coop --note "$k: the 22 tests" --timeout 120 > $R/k_${k}_test.json
-  tr kernels/$k.py --family qr-coop --note "$k: multi-program panel for few tall matrices" --timeout 150 > $R/k_${k}_bench.json
+  tr $kp --mode test --family qr-coop --note "$k: the 22 tests" --timeout 120 > $R/k_${k}_test.json
+  tr $kp --family qr-coop --note "$k: multi-program panel for few tall matrices" --timeout 150 > $R/k_${k}_bench.json
 done
 python3 -m tracker export --store $S --out $R/export > /dev/null 2>&1
 bundle
