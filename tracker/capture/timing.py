@@ -153,8 +153,15 @@ def run_loop(
     on_rep: Callable[[int, float], None] | None = None,
     check: Callable[[list, list], CheckResult] | None = None,
     flag_mutation: bool = True,
+    shadow_check: Callable[[list, list], Any] | None = None,
 ) -> TimingResult:
     """Repeat the timed loop over the same input objects until the stop rule says so.
+
+    Two things the contest's harness does are copied because launch-bound cases read faster without them: the
+    previous repetition's outputs stay alive through the next repetition's calls and are released inside its
+    timed window (the harness rebinds `outputs = [custom_kernel(d) ...]` before recording the end event), and
+    `shadow_check` (the workload's own check, run in this process; its verdict is not used) leaves the
+    allocator, the interpreter and the GPU as the harness's in-process recheck leaves them.
 
     Every repetition is rechecked (outputs with the workload's `check`, and untouched inputs where the workload
     forbids changing them) outside the timed window. Where the workload lets a kernel write into its input (GPU
@@ -166,15 +173,29 @@ def run_loop(
     budget = rules.case_budget_s if budget_s is None else budget_s
     loop_start = _clock()
     last_check = None
+    held: list | None = None
+
+    def calls() -> list:
+        nonlocal held
+        out = [kernel(x) for x in inputs]
+        held = None  # the previous repetition's outputs go here, inside the window, as in the harness
+        return out
+
     for i in range(rules.max_reps):
-        seconds, outputs = clock.time_loop(lambda: [kernel(x) for x in inputs])
+        seconds, outputs = clock.time_loop(calls)
         if recheck:
             mutation = inputs_changed(inputs, copies) if flag_mutation else ""
             if mutation:
                 return TimingResult(False, mutation, samples)
+            if shadow_check is not None:
+                try:
+                    shadow_check(copies, outputs)
+                except Exception:  # malformed outputs: the real check below says so
+                    pass
             last_check = check(copies, outputs)
             if not last_check.passed:
                 return TimingResult(False, f"repetition {i}: {last_check.message}", samples, last_check, i, outputs)
+        held = outputs
         del outputs
         if not flag_mutation:
             restore_data(inputs, copies)
@@ -186,4 +207,5 @@ def run_loop(
             st = stats(samples)
             if st.err / st.mean < TARGET_REL_ERR or st.mean * 1e-6 * st.runs > budget or elapsed > MAX_LOOP_S:
                 break
+    del held
     return TimingResult(True, "", samples, last_check)

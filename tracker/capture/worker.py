@@ -188,6 +188,7 @@ def run_benchmark_case(kernel, case, pos, device, clock, rules, workload, remote
             check=remote.for_case(pos),
             flag_mutation=workload.flags_mutation,
             on_rep=on_rep,
+            shadow_check=workload.check_outputs,
         )
     except BaseException as exc:  # KeyboardInterrupt and SystemExit too: a failure of this kernel, not a crash
         return {"passed": False, "message": _kernel_error(exc)}
