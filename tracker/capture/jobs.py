@@ -27,10 +27,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tracker.capture.record import DEFAULT_TIMEOUT_S, RunRequest
 from tracker.common.files import write_json_atomic
 from tracker.common.processes import child_env, process_alive
-from tracker.workloads import cases_for, get_suite, get_workload
-from tracker.workloads.base import MODES
+from tracker.workloads import get_workload
 from tracker.workloads.problem_folder import is_problem_folder
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -192,19 +192,12 @@ def start_job(
     if problem:
         problem_path = resolve_problem(problem, problems_dir if problems_dir is not None else default_problems_dir())
     workload = get_workload(problem_path)
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
-    n_cases = len(cases_for(get_suite(workload, suite), mode))
-    for i in cases or []:
-        if not 0 <= i < n_cases:
-            raise ValueError(f"case {i} is out of range: suite {suite} has {n_cases} {mode} cases")
-    if device not in ("auto", "cpu", "cuda"):
-        raise ValueError("device must be auto, cpu or cuda")
-    if timeout is not None and timeout <= 0:
-        raise ValueError("the timeout must be positive")
-    for label, value in (("family", family), ("parent", parent), ("note", note)):
-        if value is not None and "\x00" in str(value):
-            raise ValueError(f"the {label} contains a NUL character")
+    # The options are checked as `run` checks them (RunRequest.validate), before the job starts.
+    RunRequest(
+        path=str(path), suite=suite, mode=mode, cases=cases, seed=seed, family=family, parent=parent, note=note,
+        timeout=DEFAULT_TIMEOUT_S if timeout is None else timeout, profile=profile, store=str(store), device=device,
+        problem=str(problem_path) if problem_path else None,
+    ).validate()  # fmt: skip
     if gpus is not None and not re.fullmatch(r"all|[1-9]\d*|\d+(,\d+)*,?", gpus):
         raise ValueError(f"GPUs must be all, a count N or ids like 0,2; got {gpus!r}")
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from tracker import store as store_mod
 from tracker.workloads import cases_for, get_suite, get_workload
-from tracker.workloads.base import combine_seed
+from tracker.workloads.base import MODES, combine_seed
 
 DEFAULT_TIMEOUT_S = 900.0
 DEFAULT_COMPILE_TIMEOUT_S = 900.0  # import and first calls: Triton JIT, load_inline builds
@@ -60,6 +60,11 @@ class RunRequest:
 
     def validate(self) -> None:
         """Raise ValueError with a clear message for any bad argument, before anything is started."""
+        if self.mode not in MODES:
+            raise ValueError(f"unknown mode {self.mode!r}; choose from {', '.join(MODES)}")
+        for label, value in (("family", self.family), ("parent", self.parent), ("note", self.note)):
+            if value is not None and "\x00" in str(value):
+                raise ValueError(f"the {label} contains a NUL character")
         path = Path(self.path)
         if not path.is_file():
             raise ValueError(f"no kernel file at {self.path}")
