@@ -64,7 +64,7 @@ def enter_page(name: str) -> None:
 
 
 def store() -> str:
-    return st.session_state.get(STORE_KEY) or "experiments.duckdb"
+    return st.session_state.get(STORE_KEY) or DEFAULT_STORE
 
 
 def own_store() -> Path:

@@ -290,6 +290,18 @@ def test_an_internal_error_is_one_line_with_a_hint_and_exit_1(capsys, demo_store
         main(["list", "--store", str(path)])
 
 
+@pytest.mark.parametrize("error", [ValueError("bad value"), KeyError("key")])
+def test_a_value_or_key_error_of_ours_is_an_internal_error_not_bad_input(capsys, demo_store, monkeypatch, error):
+    path, _ = demo_store
+
+    def broken(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(queries, "list_runs", broken)  # a bug in a read: not the user's input
+    rc, out, err = call(capsys, "list", "--store", str(path))
+    assert rc == 1 and err.startswith(f"error: internal error: {type(error).__name__}"), err
+
+
 def test_a_good_store_still_reads_after_the_checks(capsys, demo_store):
     path, ids = demo_store
     rc, out, err = call(capsys, "list", "--store", str(path))

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from tracker.common.vocabulary import DEFAULT_WORKLOAD
+
 __all__ = [
     "CaseComparison",
     "CaseData",
@@ -224,9 +226,10 @@ def compare_runs(
     gpu_b_n = gpu_b.strip() if gpu_b else None
     same_gpu = gpu_a_n == gpu_b_n
     gpu_reason = f"different GPU models: {gpu_a_n or 'unknown'} vs {gpu_b_n or 'unknown'}"
-    if (problem_a or "qr_v2") != (problem_b or "qr_v2"):
+    problem_a, problem_b = problem_a or DEFAULT_WORKLOAD, problem_b or DEFAULT_WORKLOAD
+    if problem_a != problem_b:
         same_gpu = False  # not comparable, for a stronger reason than the GPU
-        gpu_reason = f"different problems: {problem_a or 'qr_v2'} vs {problem_b or 'qr_v2'}"
+        gpu_reason = f"different problems: {problem_a} vs {problem_b}"
     changed = problem_hash_a and problem_hash_b and problem_hash_a != problem_hash_b
 
     rows: list[CaseComparison] = []

@@ -18,6 +18,8 @@ from tracker import store as store_mod
 from tracker.capture.gitinfo import head_commit, source_hash
 from tracker.capture.naming import variant_name
 from tracker.capture.register import recorded_path
+from tracker.common.errors import InputError
+from tracker.common.vocabulary import DEFAULT_WORKLOAD
 from tracker.workloads.qr_v2.suites import cases_for, get_suite
 
 _LINE = re.compile(r"^\s*([\w.-]+)\s*:\s*(.*?)\s*$")
@@ -59,7 +61,13 @@ def _case_row(kind: str, idx: int, spec: dict[str, Any], suite_cases) -> dict[st
 
 
 def build_import(
-    text: str, variant_path: str, *, gpu: str, mode: str = "leaderboard", suite: str = "qr_v2", note: str | None = None
+    text: str,
+    variant_path: str,
+    *,
+    gpu: str,
+    mode: str = "leaderboard",
+    suite: str = DEFAULT_WORKLOAD,
+    note: str | None = None,
 ) -> store_mod.RunRecord:
     """A complete run record from a result stream; raises ValueError for a stream without results."""
     kv = parse_stream(text)
@@ -75,7 +83,7 @@ def build_import(
         for i in range(count):
             spec = kv.get(f"benchmark.{i}.spec")
             if spec is None:
-                raise ValueError(f"benchmark.{i}.spec is missing")
+                raise InputError(f"benchmark.{i}.spec is missing")
             row = _case_row("benchmark", i, parse_spec(spec), suite_cases)
             mean = kv.get(f"benchmark.{i}.mean")
             row["passed"] = mean is not None
@@ -94,7 +102,7 @@ def build_import(
             row["message"] = kv.get(f"test.{i}.error", "")
             cases.append(row)
     if not cases:
-        raise ValueError("the result stream has no benchmark or test results")
+        raise InputError("the result stream has no benchmark or test results")
     check = kv.get("check", "").lower()
     failed = [c["spec"] for c in cases if not c["passed"]]
     status = "passed" if not failed and check in ("pass", "") else "failed"

@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from tracker.common.errors import InputError
 from tracker.workloads.base import CheckResult, combine_seed, files_sha256
 
 REQUIRED_FILES = ("task.yml", "reference.py")
@@ -77,7 +78,7 @@ def is_problem_folder(path: str | Path) -> bool:
 def _cases(spec: dict[str, Any], key: str, where: Path) -> tuple[ArgsCase, ...]:
     rows = spec.get(key) or []
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-        raise ValueError(f"{where}: `{key}` must be a list of argument mappings, e.g. - {{size: 1024, seed: 42}}")
+        raise InputError(f"{where}: `{key}` must be a list of argument mappings, e.g. - {{size: 1024, seed: 42}}")
     return tuple(ArgsCase.from_args(r) for r in rows)
 
 
@@ -101,21 +102,21 @@ class ProblemFolder:
     def __init__(self, folder: str | Path):
         self.folder = Path(folder).resolve()
         if not self.folder.is_dir():
-            raise ValueError(f"no problem folder at {folder}")
+            raise InputError(f"no problem folder at {folder}")
         missing = [f for f in REQUIRED_FILES if not (self.folder / f).is_file()]
         if missing:
-            raise ValueError(f"{folder} is not a problem folder: it lacks {', '.join(missing)}")
+            raise InputError(f"{folder} is not a problem folder: it lacks {', '.join(missing)}")
         yml = self.folder / "task.yml"
         try:
             spec = yaml.safe_load(yml.read_text()) or {}
         except yaml.YAMLError as exc:
-            raise ValueError(f"{yml} is not valid YAML: {exc}") from None
+            raise InputError(f"{yml} is not valid YAML: {exc}") from None
         if not isinstance(spec, dict):
-            raise ValueError(f"{yml} must be a mapping with `tests:` and `benchmarks:`")
+            raise InputError(f"{yml} must be a mapping with `tests:` and `benchmarks:`")
         self.name = str(spec.get("name") or self.folder.name)
         tests, benchmarks = _cases(spec, "tests", yml), _cases(spec, "benchmarks", yml)
         if not tests and not benchmarks:
-            raise ValueError(f"{yml} lists no tests and no benchmarks")
+            raise InputError(f"{yml} lists no tests and no benchmarks")
         first = (tests or benchmarks)[:1]
         self._suites = {
             self.name: ProblemSuite(self.name, tests, benchmarks, f"{self.name}: task.yml tests and benchmarks"),
@@ -165,7 +166,7 @@ class ProblemFolder:
         """The case's own input, then (with more inputs per repetition) seeds seed+42, seed+84, ..."""
         n = case.input_count()
         if case.seed is None and n > 1:
-            raise ValueError(f"case {case.spec} asks for {n} inputs but has no seed to vary")
+            raise InputError(f"case {case.spec} asks for {n} inputs but has no seed to vary")
         return [self.generate(case, None if i == 0 else case.seed + 42 * i, device) for i in range(n)]
 
     def check(self, data: Any, output: Any) -> CheckResult:
