@@ -5,7 +5,7 @@ detached process (its own session), so it outlives the page that started it, and
 all its state is on disk, in `<store>.jobs/<job_id>/`:
 
     job.json       what was asked for: kernel, suite, mode, options, the command, pid, start time
-    progress.json  written by the tracker as cases finish (tracker.progress.ProgressFile)
+    progress.json  written by the tracker as cases finish (tracker.capture.progress.ProgressFile)
     log            the tracker's stderr (a line per finished case, errors)
     result.json    the tracker's stdout: the run summary (`--json`)
     exit           the exit status, written when the process ends (if the dashboard is still up)
