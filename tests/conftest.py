@@ -47,6 +47,16 @@ def _read_streamlit_config_from_the_checkout() -> None:
 _read_streamlit_config_from_the_checkout()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def own_lock_and_state_folders_for_the_session(tmp_path_factory):
+    """The same for module and session fixtures, which run before any test's own folders are set."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("KERNELBEAM_LOCK_DIR", str(tmp_path_factory.mktemp("session-locks")))
+    patch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("session-state")))
+    yield
+    patch.undo()
+
+
 @pytest.fixture(autouse=True)
 def own_lock_and_state_folders(tmp_path_factory, monkeypatch):
     """Every test its own device-lock folder and state folder (fallback side files), never this machine's: a
@@ -70,6 +80,15 @@ def host_processes(*argv: str) -> list[int]:
                 found.append(int(entry.name))
         except (OSError, IndexError):
             continue
+    return found
+
+
+def wait_process(*argv: str, seconds: float = 90.0) -> list[int]:
+    """Wait until a process runs `argv` (a kernel's marker child: the kernel is inside that call); its pids."""
+    deadline = time.monotonic() + seconds
+    while not (found := host_processes(*argv)):
+        assert time.monotonic() < deadline, f"no process {' '.join(argv)} within {seconds} s"
+        time.sleep(0.1)
     return found
 
 
