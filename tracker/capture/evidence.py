@@ -32,7 +32,7 @@ def pack(arrays: dict[str, np.ndarray], meta: dict[str, Any] | None = None) -> b
     return buf.getvalue()
 
 
-class EvidenceTooLarge(ValueError):
+class EvidenceTooLarge(InputError):
     """An evidence .npz that would decompress past the limits (a zip bomb, or not evidence of ours)."""
 
 

@@ -499,7 +499,7 @@ def pending_run_ids(path: str | os.PathLike) -> set[str]:
 SIDE_MAGIC = "kernelbeam-side-v1"
 
 
-class SideFileError(ValueError):
+class SideFileError(InputError):
     """A side file that the tracker did not write (no or a wrong signature) or cannot read."""
 
 

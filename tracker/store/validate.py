@@ -17,6 +17,7 @@ from typing import Any
 
 import duckdb
 
+from tracker.common.errors import InputError
 from tracker.common.jsonfields import json_problem
 from tracker.common.vocabulary import FINISHED_STATUSES
 from tracker.store.schema import (
@@ -78,7 +79,7 @@ NON_FINITE_OK = {("case_results", c) for c in ("factor_res", "tril_res", "recon_
 INT32 = (-(2**31), 2**31 - 1)
 
 
-class InvalidImport(ValueError):
+class InvalidImport(InputError):
     """An import folder holds a row that does not fit the schema; nothing was changed."""
 
 
