@@ -122,6 +122,23 @@ def page(server):
     yield from _browse()
 
 
+@pytest.fixture(scope="module")
+def shared_server(demo_store_master, tmp_path_factory):
+    """One server for the tests that need no fresh one and bear each other's runs (a fresh server per test costs
+    its start-up): the Benchmark run, then the leaderboard, lineage and since pages."""
+    master, ids = demo_store_master
+    folder = tmp_path_factory.mktemp("shared-server")
+    path = folder / "store.duckdb"
+    shutil.copy(master, path)
+    for base in _serve(path, folder):
+        yield base, path, ids
+
+
+@pytest.fixture
+def shared_page(shared_server):
+    yield from _browse()
+
+
 def _browse():
     assert CHROMIUM is not None, NO_CHROMIUM  # under CI a missing browser fails the test
     SHOTS.mkdir(parents=True, exist_ok=True)
@@ -281,8 +298,9 @@ def _select(pg, label: str, option: str) -> None:
     _choose(pg, pg.get_by_test_id("stSelectbox").filter(has_text=label), option)
 
 
-def test_start_a_cpu_smoke_run_from_the_browser(server, page):
-    base, path, ids = server
+def test_start_a_cpu_smoke_run_from_the_browser(shared_server, shared_page):
+    base, path, ids = shared_server
+    page = shared_page
     goto(page, f"{base}/benchmark")
     _select(page, "Kernel file", "geqrf_reference.py")
     page.get_by_test_id("stExpander").get_by_text("Options", exact=True).click()
@@ -326,8 +344,9 @@ def test_start_a_cpu_smoke_run_from_the_browser(server, page):
     shot(page, "experiments-after-ui-run")
 
 
-def test_leaderboard_lineage_and_since_pages(server, page):
-    base, path, ids = server
+def test_leaderboard_lineage_and_since_pages(shared_server, shared_page):
+    base, path, ids = shared_server
+    page = shared_page
     goto(page, f"{base}/experiments?q=wy")  # the default page by its own name: no "Page not found"
     no_exception(page)
     assert page.get_by_role("heading", name="Experiments").is_visible()
