@@ -14,12 +14,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import configuration
 
 from tracker import store as store_mod
 from tracker.capture.gitinfo import source_hash
 from tracker.workloads.qr_v2.suites import QR_V2, SMOKE
 
 ROOT = Path(__file__).resolve().parent.parent
+# Hypothesis keeps its caches (unicode data, constants) in ./.hypothesis by default: in the temp folder instead,
+# so a test run writes nothing into the checkout.
+configuration.set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "kernelbeam-hypothesis")
 # Settings the test kernels in tests/variants read: the sandbox passes a kernel only the variables named here.
 os.environ.setdefault("KERNELBEAM_WORKER_ENV", "KB_IMPORT_SLEEP,KB_CALL_SLEEP,KB_TEST_PIDS,KB_ENTERED,KB_GO")
 # The tests' own side-file key, lock and state folders, never this user's or this machine's (one per test session,
