@@ -44,7 +44,7 @@ def _script_args() -> argparse.Namespace:
 
 
 ARGS = _script_args()
-if ARGS.kernels_dir:  # the folder the Benchmark page may run kernels from (tracker.jobs reads it)
+if ARGS.kernels_dir:  # the folder the Benchmark page may run kernels from (tracker.capture.jobs reads it)
     os.environ["KERNELBEAM_KERNELS_DIR"] = str(Path(ARGS.kernels_dir).resolve())
 
 

@@ -1,4 +1,4 @@
-"""Shared page helpers: the chosen store, cached reads through tracker.queries, and clear messages.
+"""Shared page helpers: the chosen store, cached reads through tracker.store.queries, and clear messages.
 
 Reads are cached with st.cache_data keyed on the store path and its version (modification times and sizes of
 the file and its WAL), so a write by a tracker run shows on the next render. No connection is ever cached or
@@ -64,7 +64,7 @@ def enter_page(name: str) -> None:
 
 
 def store() -> str:
-    return st.session_state.get(STORE_KEY) or "experiments.duckdb"
+    return st.session_state.get(STORE_KEY) or DEFAULT_STORE
 
 
 def own_store() -> Path:

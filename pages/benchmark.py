@@ -7,10 +7,11 @@ import streamlit as st
 from pages import _common as common
 from tracker.capture import jobs
 from tracker.capture.envinfo import gpu_available
+from tracker.common.vocabulary import DEFAULT_WORKLOAD
 from tracker.workloads import cases_for, get_suite, get_workload
 from tracker.workloads.base import MODES
 
-BUILT_IN = "qr_v2 (built in)"
+BUILT_IN = f"{DEFAULT_WORKLOAD} (built in)"
 
 common.page_setup()
 st.title("Run a benchmark")

@@ -11,6 +11,7 @@ from pages.ui import charts, diffs
 from pages.ui import tables as views
 from tracker.analysis import gpustate, series
 from tracker.capture.gitinfo import diff_commits
+from tracker.common.vocabulary import DEFAULT_WORKLOAD
 
 common.page_setup()
 st.title("Compare")
@@ -109,7 +110,7 @@ if _states:  # clocks or throttling, not the code, may explain these cases
     st.warning("The GPU ran the two sides in different states: " + "; ".join(
         f"**{md(n['case'])}**: {md(n['note'])}" for n in _states[:12]
     ))  # fmt: skip
-problem_a, problem_b = run_a.get("problem") or "qr_v2", run_b.get("problem") or "qr_v2"
+problem_a, problem_b = run_a.get("problem") or DEFAULT_WORKLOAD, run_b.get("problem") or DEFAULT_WORKLOAD
 if problem_a != problem_b:
     st.warning(
         f"Different problems: A was judged by **{md(problem_a)}**, B by **{md(problem_b)}**. Their timings are not "

@@ -9,6 +9,7 @@ import streamlit as st
 from pages import _common as common
 from pages.ui import charts
 from pages.ui import tables as views
+from tracker.common.vocabulary import DEFAULT_WORKLOAD
 from tracker.store.queries import VARIANT_SORTS
 
 ANY = "any"
@@ -80,7 +81,7 @@ else:
 if not points.empty:
     ctx = points["suite"] + " · " + points["gpu"].fillna("?")
     if points["problem"].nunique() > 1:  # name the problem only when the selection holds more than one
-        ctx = points["problem"].fillna("qr_v2") + " · " + ctx
+        ctx = points["problem"].fillna(DEFAULT_WORKLOAD) + " · " + ctx
     counts = points.assign(ctx=ctx).groupby("ctx", sort=False)["context_runs"].first()  # runs, not points drawn
     counts = counts.sort_values(ascending=False, kind="stable")
     if len(counts) > 1:  # geomeans of different problems, suites or GPUs do not share an axis

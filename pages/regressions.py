@@ -141,7 +141,7 @@ else:
         },
         key="reg_table",
     )
-    st.caption("A change is a step in a robust piecewise-constant fit of each case's means (tracker.stats); "
+    st.caption("A change is a step in a robust piecewise-constant fit of each case's means (tracker.analysis.stats); "
                "“compare” opens the last good run against the run that introduced it. Timeouts and failures are "
                "inconclusive, never regressions.")  # fmt: skip
 

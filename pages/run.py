@@ -10,6 +10,7 @@ from pages.ui import tables as views
 from tracker.analysis import margins
 from tracker.analysis import series as analysis
 from tracker.common.jsonfields import parse_flags
+from tracker.common.vocabulary import DEFAULT_WORKLOAD
 from tracker.store import VERDICTS, StoreLockedError, add_verdict, traces_dir
 
 common.page_setup()
@@ -73,7 +74,7 @@ md = common.md  # every stored value below goes into Markdown through it: shown 
 st.subheader(f"{status_icon} {md(run['variant'])} · {md(run['status'])}")
 st.caption(
     f"{md(run.get('path') or '?')} · run {common.code(run['run_id'])} · "
-    f"problem **{md(run.get('problem') or 'qr_v2')}** · "
+    f"problem **{md(run.get('problem') or DEFAULT_WORKLOAD)}** · "
     f"suite **{md(run['suite'])}** · "
     f"mode **{md(run['mode'])}** · {md(run.get('gpu') or '?')} · "
     f"started {run['started_at']:%Y-%m-%d %H:%M:%S} · trigger {md(run.get('trigger') or '?')}"

@@ -54,7 +54,7 @@ def _table(key: str, title: str, empty: str) -> None:
 
 
 _table("new_bests", "New bests", "No new best on any case.")
-_table("regressions", "Regressions", "No case got slower than the previous run of the same file.")
+_table("regressions", "Regressions", "No new run starts a slower level of a case (change points, as on Regressions).")
 _table("failures", "Failures", "No failed, crashed or timed-out run.")
 _table("verdicts", "Verdicts", "No verdict recorded.")
 _table("runs", "Runs", "No run.")

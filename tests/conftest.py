@@ -14,12 +14,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import configuration
 
 from tracker import store as store_mod
 from tracker.capture.gitinfo import source_hash
 from tracker.workloads.qr_v2.suites import QR_V2, SMOKE
 
 ROOT = Path(__file__).resolve().parent.parent
+# Hypothesis keeps its caches (unicode data, constants) in ./.hypothesis by default: in the temp folder instead,
+# so a test run writes nothing into the checkout.
+configuration.set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "kernelbeam-hypothesis")
 # Settings the test kernels in tests/variants read: the sandbox passes a kernel only the variables named here.
 os.environ.setdefault("KERNELBEAM_WORKER_ENV", "KB_IMPORT_SLEEP,KB_CALL_SLEEP,KB_TEST_PIDS,KB_ENTERED,KB_GO")
 # The tests' own side-file key, lock and state folders, never this user's or this machine's (one per test session,
@@ -47,6 +51,16 @@ def _read_streamlit_config_from_the_checkout() -> None:
 _read_streamlit_config_from_the_checkout()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def own_lock_and_state_folders_for_the_session(tmp_path_factory):
+    """The same for module and session fixtures, which run before any test's own folders are set."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("KERNELBEAM_LOCK_DIR", str(tmp_path_factory.mktemp("session-locks")))
+    patch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("session-state")))
+    yield
+    patch.undo()
+
+
 @pytest.fixture(autouse=True)
 def own_lock_and_state_folders(tmp_path_factory, monkeypatch):
     """Every test its own device-lock folder and state folder (fallback side files), never this machine's: a
@@ -70,6 +84,15 @@ def host_processes(*argv: str) -> list[int]:
                 found.append(int(entry.name))
         except (OSError, IndexError):
             continue
+    return found
+
+
+def wait_process(*argv: str, seconds: float = 90.0) -> list[int]:
+    """Wait until a process runs `argv` (a kernel's marker child: the kernel is inside that call); its pids."""
+    deadline = time.monotonic() + seconds
+    while not (found := host_processes(*argv)):
+        assert time.monotonic() < deadline, f"no process {' '.join(argv)} within {seconds} s"
+        time.sleep(0.1)
     return found
 
 

@@ -290,6 +290,18 @@ def test_an_internal_error_is_one_line_with_a_hint_and_exit_1(capsys, demo_store
         main(["list", "--store", str(path)])
 
 
+@pytest.mark.parametrize("error", [ValueError("bad value"), KeyError("key")])
+def test_a_value_or_key_error_of_ours_is_an_internal_error_not_bad_input(capsys, demo_store, monkeypatch, error):
+    path, _ = demo_store
+
+    def broken(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(queries, "list_runs", broken)  # a bug in a read: not the user's input
+    rc, out, err = call(capsys, "list", "--store", str(path))
+    assert rc == 1 and err.startswith(f"error: internal error: {type(error).__name__}"), err
+
+
 def test_a_good_store_still_reads_after_the_checks(capsys, demo_store):
     path, ids = demo_store
     rc, out, err = call(capsys, "list", "--store", str(path))
@@ -340,6 +352,8 @@ def test_small_bad_inputs_end_in_one_error_line_and_exit_2(tmp_path):
     os.mkfifo(fifo)
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "helper.py").write_text("def helper():\n    return 1\n")  # no custom_kernel
+    bad_log = tmp_path / "empty" / "bad.log"  # a result stream with a word for a time
+    bad_log.write_text("benchmark-count: 1\nbenchmark.0.spec: batch: 2; n: 8; seed: 1\nbenchmark.0.mean: fast\n")
     store = tmp_path / "s.duckdb"
     cases = [
         (["list", "--store", str(fifo)], ("is a FIFO, not a regular file",)),
@@ -349,6 +363,10 @@ def test_small_bad_inputs_end_in_one_error_line_and_exit_2(tmp_path):
         (["since", "99999999999999h", "--store", str(store)], ("out of range",)),
         (["run", REFERENCE, "--suite", "smoke", "--device", "cuda", "--store", str(store)], ("--device cuda",)),
         (["run", str(ROOT / "kernels"), "--device", "cuda", "--store", str(store)], ("--device cuda",)),
+        (
+            ["import-results", str(bad_log), "--variant", REFERENCE, "--gpu", "G", "--store", str(store)],
+            ("benchmark.0.mean is not a number",),
+        ),
     ]
     env = dict(os.environ, KERNELBEAM_NO_GPU="1")  # no GPU here, whatever this machine has
     for (_, words), proc in zip(cases, _cli_all([a for a, _ in cases], env), strict=True):

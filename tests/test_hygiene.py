@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import wait_no_process
+from tests.conftest import wait_no_process, wait_process
 from tracker.capture.progress import ProgressState
 from tracker.capture.runner import RunRequest, run_variant
 from tracker.common.processes import descendants
@@ -87,7 +87,7 @@ def _worker_tree(tracker_pid: int) -> list[int]:
 def test_kill_9_of_the_tracker_ends_the_worker_which_keeps_what_it_finished(tmp_path, private_tmp):
     proc, store, progress = _start_tracker(tmp_path, "hangs_second.py", "--mode", "test", "--cases", "0,1")
     _wait_progress(progress, 1)
-    time.sleep(1.0)  # the second call is hanging now, with its child `sleep 300`
+    wait_process("sleep", "300.25")  # the second call is hanging now, with its child
     tree = _worker_tree(proc.pid)
     assert len(tree) >= 2, tree
     proc.kill()
@@ -111,7 +111,7 @@ def test_kill_9_of_the_tracker_ends_the_worker_which_keeps_what_it_finished(tmp_
 def test_sigterm_of_the_tracker_stops_the_worker_and_records_the_run(tmp_path, private_tmp):
     proc, store, progress = _start_tracker(tmp_path, "hangs_second.py", "--mode", "test", "--cases", "0,1")
     _wait_progress(progress, 1)
-    time.sleep(1.0)
+    wait_process("sleep", "300.25")  # inside the hanging second call
     tree = _worker_tree(proc.pid)
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=60)

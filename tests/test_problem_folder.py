@@ -13,6 +13,7 @@ import duckdb
 import pytest
 
 from tests.conftest import open_page
+from tracker.common.errors import InputError
 from tracker.workloads import get_workload
 from tracker.workloads.problem_folder import ArgsCase, ProblemFolder, _verdict
 
@@ -180,7 +181,6 @@ def runs(tmp_path_factory):
     out["vadd_test"] = run_json(store, kernels / "vadd_ok.py", vecadd, "--mode", "test", "--suite", "vecadd")
     out["vadd_bench"] = run_json(store, kernels / "vadd_ok.py", vecadd, "--suite", "vecadd")
     out["vadd_wrong"] = run_json(store, kernels / "vadd_wrong.py", vecadd, "--suite", "vecadd")
-    out["sm_test"] = run_json(store, kernels / "sm_ok.py", softmax, "--mode", "test", "--suite", "row_softmax")
     out["sm_wrong"] = run_json(store, kernels / "sm_wrong.py", softmax, "--mode", "test", "--seed", "777")
     out["sm_bench"] = run_json(store, kernels / "sm_ok.py", softmax, "--suite", "row_softmax")
     out["sm_in_place"] = run_json(store, kernels / "sm_in_place.py", softmax, "--suite", "row_softmax")
@@ -233,7 +233,7 @@ def test_runs_record_the_problem_name_hash_and_case_arguments(runs):
     store = runs["store"]
     got = dict(rows(store, "SELECT run_id, problem FROM runs"))
     assert got[runs["vadd_test"]["run_id"]] == "vecadd"  # the folder's name
-    assert got[runs["sm_test"]["run_id"]] == "row_softmax"  # task.yml's name:
+    assert got[runs["sm_bench"]["run_id"]] == "row_softmax"  # task.yml's name:
     hashes = dict(rows(store, "SELECT problem, any_value(problem_sha256) FROM runs GROUP BY problem"))
     assert hashes["vecadd"] == ProblemFolder(runs["vecadd"]).sha256
     assert len({*hashes.values(), get_workload().sha256}) == 3
@@ -397,5 +397,5 @@ def test_a_repetition_times_a_batch_of_inputs_sized_as_the_contest_sizes_it(runs
     fixed = write_folder(tmp_path / "fixed", {**VECADD, "task.yml": VECADD["task.yml"] + "benchmark_inputs: 3\n"})
     assert len(ProblemFolder(fixed).benchmark_inputs(ProblemFolder(fixed).suites["fixed"].benchmarks[0])) == 3
     bad = write_folder(tmp_path / "bad", {**VECADD, "task.yml": VECADD["task.yml"] + "benchmark_inputs: 0\n"})
-    with pytest.raises(ValueError, match="benchmark_inputs"):
+    with pytest.raises(InputError, match="benchmark_inputs"):
         ProblemFolder(bad)

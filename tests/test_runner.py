@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -100,6 +101,19 @@ def test_a_variant_returning_garbage_fails_with_the_reason(tmp_path, variant, wo
     outcome, _ = run(tmp_path, variant)
     assert outcome.status == "failed"
     assert words in outcome.record.cases[0]["message"]
+
+
+def test_the_compile_budget_ends_at_the_first_call_so_a_hang_in_warm_up_is_a_timeout(tmp_path):
+    """hangs_second.py passes its first call and hangs in the second, inside the benchmark warm-up: the run's
+    timeout, not the compile budget, ends it."""
+    start = time.monotonic()
+    outcome, run_row = run(tmp_path, "hangs_second.py", mode="benchmark", timeout=20, compile_timeout=600)
+    elapsed = time.monotonic() - start
+    assert outcome.status == "timeout", run_row["error"]
+    assert "exceeded its timeout of 20 s" in run_row["error"]
+    assert run_row["compile_s"] is not None and run_row["compile_s"] < 15
+    assert elapsed < 45, elapsed  # 20 s after the first call, plus the start and the teardown
+    assert wait_no_process("sleep", "300.25") == []
 
 
 def test_a_hanging_variant_times_out_keeps_finished_cases_and_the_next_run_works(tmp_path):

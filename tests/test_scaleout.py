@@ -17,7 +17,7 @@ pytest.importorskip("distributed")
 
 from datetime import UTC
 
-from tests.conftest import wait_no_process
+from tests.conftest import wait_no_process, wait_process
 from tracker.capture import scaleout  # noqa: E402
 from tracker.capture.cores import core_shares, gpu_local_cores, parse_cpulist, split_cores  # noqa: E402
 from tracker.capture.runner import RunRequest, run_variant  # noqa: E402
@@ -216,10 +216,7 @@ def test_a_dashboard_job_with_gpus_runs_the_queue_and_its_cancel_stops_it(tmp_pa
         store, "hangs_second.py", suite="smoke", kernels_dir=VARIANTS, cases=[0], device="cpu", gpus="1"
     )
     assert "--gpus=1" in job.spec["argv"]
-    deadline = time.monotonic() + 90
-    while jobs.status(job)["gpu"] is None and time.monotonic() < deadline:  # its worker imported torch
-        time.sleep(0.3)
-    time.sleep(2)  # now inside the hanging kernel's warm-up
+    wait_process("sleep", "300.25")  # now inside the hanging kernel's warm-up
     assert jobs.cancel(store, job.job_id)
     final = jobs.wait(job, timeout=90)
     assert final["state"] == "finished" and final["status"] == "cancelled", final

@@ -1,4 +1,4 @@
-"""Unit tests for tracker.stats on synthetic, seeded samples."""
+"""Unit tests for tracker.analysis.stats on synthetic, seeded samples."""
 
 from __future__ import annotations
 

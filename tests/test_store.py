@@ -265,7 +265,7 @@ def test_verdicts_are_validated(store):
     assert counts(store)["verdicts"] == 1
     with pytest.raises(ValueError, match="verdict must be one of"):
         store_mod.add_verdict(store, "verdict00001", "great")
-    with pytest.raises(KeyError, match="no run 'nope'"):
+    with pytest.raises(ValueError, match="no run 'nope'"):  # bad input (InputError), not a bug
         store_mod.add_verdict(store, "nope", "rejected")
 
 
@@ -415,6 +415,36 @@ def test_export_import_round_trip_through_parquet(tmp_path):
     assert import_runs(c, folder) == 2  # only the runs it lacks
     with pytest.raises(FileNotFoundError, match="no runs.parquet"):
         import_runs(c, tmp_path)
+
+
+def test_every_status_and_every_table_survive_export_and_import(tmp_path):
+    """One finished run of each status the store has (FINISHED_STATUSES), rows in every exported table."""
+    import numpy as np
+
+    from tracker.capture.evidence import pack
+    from tracker.common.vocabulary import FINISHED_STATUSES
+    from tracker.store.transfer import EXPORT_TABLES
+
+    a, b, folder = tmp_path / "a.duckdb", tmp_path / "b.duckdb", tmp_path / "export"
+    ids = []
+    for k, status in enumerate(FINISHED_STATUSES):
+        record = make_run(f"status{k:06d}", status=status, profile=k == 0)
+        if k == 1:
+            blob = pack({"a": np.eye(2, dtype=np.float32)})
+            record.evidence.append(
+                {"case_idx": 0, "repetition": -1, "input_idx": 0, "matrix_idx": 0, "n": 2, "message": "wrong",
+                 "factor_res": 30.0, "tril_res": 0.0, "recon_res": 0.1, "orth_res": 0.2, "arrays": blob,
+                 "arrays_bytes": len(blob)}
+            )  # fmt: skip
+        assert store_mod.finish_run(a, record) is None
+        ids.append(record.run["run_id"])
+    store_mod.add_verdict(a, ids[0], "rejected", "slower")
+    assert export_runs(a, folder) == len(FINISHED_STATUSES)
+    assert {p.name for p in folder.glob("*.parquet")} == {f"{t}.parquet" for t in EXPORT_TABLES}
+    assert import_runs(b, folder) == len(FINISHED_STATUSES)
+    assert all(n > 0 for n in counts(b).values()), counts(b)  # every table carried rows across
+    assert counts(b) == counts(a)
+    assert {queries.get_run(b, r)["status"] for r in ids} == set(FINISHED_STATUSES)
 
 
 def test_seed_from_samples_only_fills_an_empty_store(tmp_path):

@@ -62,3 +62,33 @@ def test_the_shipped_problem_folder_runs_as_the_readme_says(tmp_path):
     header = next(line for line in cli("show", doc["run_id"], "--store", str(store)).stdout.splitlines()
                   if line.startswith("#  case"))  # fmt: skip
     assert header.split() == ["#", "case", "ok", "message"]  # a test run: no timing columns
+
+
+def test_since_lists_the_change_points_that_regressions_finds(demo_store, tmp_path):
+    """Since's regressions are Regressions' change points at the new runs, not a fixed step between two runs: an
+    outlier run (one case 30% slower once) is none, the demo store's lasting 1.5x step is one."""
+    from datetime import timedelta
+
+    from conftest import BASE_US, T0, kernel_source, make_record
+
+    from tracker import store as store_mod
+
+    path, ids = demo_store
+    out = json.loads(cli("since", (T0 + timedelta(hours=4, minutes=30)).isoformat(), "--store", str(path),
+                         "--json").stdout)  # fmt: skip
+    regs = json.loads(cli("regressions", "--path", "kernels/householder_torch.py", "--store", str(path),
+                          "--json").stdout)  # fmt: skip
+    assert [(r["run_id"], r["case"]) for r in out["regressions"]] == [(c["run_id"], c["case"]) for c in regs]
+    assert [(r["run_id"], r["baseline_run"]) for r in out["regressions"]] == [
+        (ids["regressed"], ids["before_regression"])
+    ]
+    assert abs(out["regressions"][0]["factor"] - 1.5) < 0.05
+
+    store = tmp_path / "outlier.duckdb"
+    for k in range(6):
+        means = [m * (1.3 if (k == 3 and i == 0) else 1.0) for i, m in enumerate(BASE_US)]
+        record = make_record(f"out{k:02d}aaaaaaa", variant=f"o{k}", source=kernel_source("o", k), path="k/o.py",
+                             family="o", started=T0 + timedelta(hours=k), means=means, seed=k)  # fmt: skip
+        assert store_mod.finish_run(store, record) is None
+    out = json.loads(cli("since", T0.isoformat(), "--store", str(store), "--json").stdout)
+    assert len(out["runs"]) == 6 and out["regressions"] == []

@@ -1,7 +1,7 @@
 """Number formatting and table shaping for the dashboard pages. Pure functions: no Streamlit, no store access.
 
-Pages read through tracker.queries, pass the frames here, and render what comes back. Statistics input lives in
-tracker.analysis, Plotly figures in tracker.charts, source diffs in tracker.diffs.
+Pages read through tracker.store.queries, pass the frames here, and render what comes back. Statistics input lives
+in tracker.analysis, Plotly figures in pages.ui.charts, source diffs in pages.ui.diffs.
 """
 
 from __future__ import annotations
@@ -53,15 +53,6 @@ def fmt_us(x: Any) -> str:
     if x >= 10:
         return f"{x:.1f}"
     return f"{x:.2f}"
-
-
-def fmt_ratio(x: Any) -> str:
-    return f"{float(x):.3f}" if is_num(x) else "–"
-
-
-def case_label(batch: int, n: int, cond: float, case_name: str) -> str:
-    """The seed-free case name, as tracker.suites.Case.label spells it."""
-    return f"{batch}x{n} c{cond:g} {case_name}"
 
 
 def short(run_id: Any) -> str:

@@ -8,6 +8,8 @@ from typing import Any
 
 import pandas as pd
 
+from tracker.common.errors import InputError
+
 
 def _clean(x: Any) -> Any:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
@@ -29,14 +31,14 @@ def case_gaps(data: dict[str, pd.DataFrame], variant: str | None = None) -> dict
     variants, cells = data["variants"], data["cells"]
     passed = variants[variants["best_geomean_us"].notna()] if not variants.empty else variants
     if passed.empty:
-        raise ValueError("no variant has a passed run in this suite, mode and GPU")
+        raise InputError("no variant has a passed run in this suite, mode and GPU")
     if variant is None:
         row = passed.loc[passed["best_geomean_us"].idxmin()]
     else:
         match = variants[variants["variant"] == variant]
         if match.empty:
             names = ", ".join(sorted(map(str, variants["variant"]))[:20])
-            raise ValueError(f"no variant {variant!r} in this suite, mode and GPU; variants: {names}")
+            raise InputError(f"no variant {variant!r} in this suite, mode and GPU; variants: {names}")
         row = match.iloc[0]
     sha = row["variant_sha256"]
     names = variants.set_index("variant_sha256")["variant"]

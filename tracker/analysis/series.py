@@ -1,4 +1,4 @@
-"""Store data as tracker.stats input, and its results: per-case samples, run comparisons, history change points.
+"""Store data as tracker.analysis.stats input, and its results: per-case samples, comparisons, change points.
 
 Pure functions (no Plotly, no Streamlit, no store access); regression_table shapes the change points for a page.
 """
@@ -52,7 +52,7 @@ def case_labels(records: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def case_data(bundle: Mapping[str, Any]) -> dict[str, CaseData]:
-    """A run's cases as tracker.stats input: samples and pass/fail per case label."""
+    """A run's cases as tracker.analysis.stats input: samples and pass/fail per case label."""
     cases = bundle["cases"]
     per_case = samples_by_case(cases, bundle["samples"])
     records = cases.to_dict("records")

@@ -30,7 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+
+from tracker.common.vocabulary import DEFAULT_WORKLOAD
 
 __all__ = [
     "CaseComparison",
@@ -104,10 +105,17 @@ def _seed(*parts: str) -> int:
     return _SEED ^ zlib.crc32("\0".join(parts).encode())
 
 
+def _scipy_stats():
+    """scipy.stats, imported on first use: it takes about a second, and most commands (run, list) never test."""
+    from scipy import stats
+
+    return stats
+
+
 def _mann_whitney_p(a: np.ndarray, b: np.ndarray) -> float:
     if np.ptp(np.concatenate([a, b])) == 0:
         return 1.0  # all values tied: no evidence of any difference (scipy would divide by zero)
-    return float(stats.mannwhitneyu(a, b, alternative="two-sided").pvalue)
+    return float(_scipy_stats().mannwhitneyu(a, b, alternative="two-sided").pvalue)
 
 
 def _welch(a: np.ndarray, b: np.ndarray, level: float) -> tuple[float, float, float]:
@@ -124,8 +132,9 @@ def _welch(a: np.ndarray, b: np.ndarray, level: float) -> tuple[float, float, fl
     df_den = (va / ma**2) ** 2 / (a.size - 1) + (vb / mb**2) ** 2 / (b.size - 1)
     df = (va / ma**2 + vb / mb**2) ** 2 / df_den if df_den > 0 else float(a.size + b.size - 2)
     t = (math.log(mb) - math.log(ma)) / se_log
-    p = float(2 * stats.t.sf(abs(t), df))
-    half = float(stats.t.ppf(0.5 + level / 2, df)) * se_log
+    t_dist = _scipy_stats().t
+    p = float(2 * t_dist.sf(abs(t), df))
+    half = float(t_dist.ppf(0.5 + level / 2, df)) * se_log
     return p, mb / ma * math.exp(-half), mb / ma * math.exp(half)
 
 
@@ -224,9 +233,10 @@ def compare_runs(
     gpu_b_n = gpu_b.strip() if gpu_b else None
     same_gpu = gpu_a_n == gpu_b_n
     gpu_reason = f"different GPU models: {gpu_a_n or 'unknown'} vs {gpu_b_n or 'unknown'}"
-    if (problem_a or "qr_v2") != (problem_b or "qr_v2"):
+    problem_a, problem_b = problem_a or DEFAULT_WORKLOAD, problem_b or DEFAULT_WORKLOAD
+    if problem_a != problem_b:
         same_gpu = False  # not comparable, for a stronger reason than the GPU
-        gpu_reason = f"different problems: {problem_a or 'qr_v2'} vs {problem_b or 'qr_v2'}"
+        gpu_reason = f"different problems: {problem_a} vs {problem_b}"
     changed = problem_hash_a and problem_hash_b and problem_hash_a != problem_hash_b
 
     rows: list[CaseComparison] = []
@@ -450,8 +460,9 @@ def paired_case(case: str, ratios: Sequence[float], *, min_effect: float = 0.02,
         p, lo, hi = (0.0 if m != 0 else 1.0), ratio, ratio
     else:
         se = sd / math.sqrt(x.size)
-        p = float(2 * stats.t.sf(abs(m) / se, df=x.size - 1))
-        half = float(stats.t.ppf(1 - alpha / 2, df=x.size - 1)) * se
+        t_dist = _scipy_stats().t
+        p = float(2 * t_dist.sf(abs(m) / se, df=x.size - 1))
+        half = float(t_dist.ppf(1 - alpha / 2, df=x.size - 1)) * se
         lo, hi = math.exp(m - half), math.exp(m + half)
     if p >= alpha:
         verdict, reason = "same", f"paired t over {x.size} rounds: p = {p:.3g}"

@@ -13,7 +13,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-REGRESSION_FACTOR = 1.10  # a case at least 10% slower than the previous passed run of the same file
+from tracker.analysis.series import detect_all, history_points, run_before
+from tracker.common.errors import InputError
+
 FAILURES = ("failed", "crashed", "timeout", "cancelled")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -27,11 +29,11 @@ def parse_since(text: str, now: dt.datetime | None = None) -> dt.datetime:
         try:
             return now - dt.timedelta(**{_UNITS[m.group(2).lower()]: float(m.group(1))})
         except OverflowError:  # more than datetime reaches back (year 1)
-            raise ValueError(f"since {text!r} is out of range: it reaches back before the year 1") from None
+            raise InputError(f"since {text!r} is out of range: it reaches back before the year 1") from None
     try:
         when = dt.datetime.fromisoformat(text.strip())
     except (AttributeError, ValueError):
-        raise ValueError(f"since takes a duration like 30m, 2h, 1d or an ISO timestamp, not {text!r}") from None
+        raise InputError(f"since takes a duration like 30m, 2h, 1d or an ISO timestamp, not {text!r}") from None
     return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
 
 
@@ -60,8 +62,9 @@ def since_summary(activity: dict[str, pd.DataFrame]) -> dict[str, list[dict[str,
     """{runs, new_bests, regressions, failures, verdicts} from queries.since_activity.
 
     new_bests: per case (suite, mode, GPU, case) a passed mean below every earlier one, and per context a
-    geomean below every earlier one (case "overall"). regressions: a passed case at least REGRESSION_FACTOR
-    slower than in the previous passed run of the same file; timeouts and skipped runs are never regressions."""
+    geomean below every earlier one (case "overall"). regressions: the change points of kind regression that the
+    Regressions view finds in a kernel file's history (tracker.analysis.series.detect_all) at one of the new runs:
+    `baseline_run` the last good run before it, `mean_us`/`baseline_us` the levels after and before."""
     runs, cases = activity["runs"], activity["cases"]
     out: dict[str, list[dict[str, Any]]] = {
         "runs": _records(runs, ["run_id", "variant", "path", "status", "suite", "mode", "gpu", "geomean_us",
@@ -90,14 +93,15 @@ def since_summary(activity: dict[str, pd.DataFrame]) -> dict[str, list[dict[str,
                 bests.append(_best(row, "overall", row["geomean_us"], before))
     out["new_bests"] = [{k: _clean(v) for k, v in b.items()} for b in bests]
     regressions = []
-    prev = activity["previous"]
-    if not timed.empty and not prev.empty:
-        joined = timed.merge(prev, on=["run_id", "label"])
-        joined = joined[joined["mean_us"] >= REGRESSION_FACTOR * joined["prev_mean_us"]]
-        for row in joined.to_dict("records"):
-            regressions.append({"run_id": row["run_id"], "baseline_run": row["prev_run"], "path": row["path"],
-                                "case": row["label"], "mean_us": row["mean_us"], "baseline_us": row["prev_mean_us"],
-                                "factor": row["mean_us"] / row["prev_mean_us"]})  # fmt: skip
+    new = set(runs["run_id"])
+    for path, hist in activity["histories"]:
+        points = history_points(hist)
+        for label, cps in detect_all(points).items():
+            for cp in cps:
+                if cp.kind == "regression" and cp.run_id in new:
+                    regressions.append({"run_id": cp.run_id, "baseline_run": run_before(points[label], cp),
+                                        "path": path, "case": label, "mean_us": cp.after, "baseline_us": cp.before,
+                                        "factor": cp.factor})  # fmt: skip
     out["regressions"] = [{k: _clean(v) for k, v in r.items()} for r in regressions]
     failed = runs[runs["status"].isin(FAILURES)]
     out["failures"] = _records(failed, ["run_id", "variant", "path", "status", "error"])

@@ -29,6 +29,7 @@ import yaml
 from tracker import store as store_mod
 from tracker.capture import sandbox
 from tracker.capture.contest_results import NS_PER_US, parse_stream
+from tracker.common.errors import InputError
 from tracker.common.processes import child_env, descendants, end_processes
 
 HARNESS = "eval.py"
@@ -49,28 +50,28 @@ def layout(problem: Path, submission: Path, dest: Path) -> dict[str, str]:
     spec = yaml.safe_load((problem / "task.yml").read_text()) or {}
     files = spec.get("files") if isinstance(spec, dict) else None
     if not isinstance(files, list) or not files:
-        raise ValueError(f"{problem / 'task.yml'} has no `files:` list: the contest's runner lays out its run from it")
+        raise InputError(f"{problem / 'task.yml'} has no `files:` list: the contest's runner lays out its run from it")
     hashes: dict[str, str] = {}
     names = []
     for entry in files:
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry.get("source"):
-            raise ValueError(f"{problem / 'task.yml'}: each of `files:` is {{name: ..., source: ...}}, not {entry!r}")
+            raise InputError(f"{problem / 'task.yml'}: each of `files:` is {{name: ..., source: ...}}, not {entry!r}")
         name, source = entry["name"], str(entry["source"])
         rel = Path(name)
         if rel.is_absolute() or ".." in rel.parts or name in (CASES_FILE, ""):
-            raise ValueError(f"{problem / 'task.yml'}: a run folder file may not be named {name!r}")
+            raise InputError(f"{problem / 'task.yml'}: a run folder file may not be named {name!r}")
         src = submission if source == SUBMISSION else (problem / source)
         if not src.is_file():
-            raise ValueError(f"{problem / 'task.yml'}: {name} comes from {source}, which is not a file")
+            raise InputError(f"{problem / 'task.yml'}: {name} comes from {source}, which is not a file")
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, dest / rel)
         names.append(name)
         if source != SUBMISSION:
             hashes[name] = sha256_file(src)
     if HARNESS not in names:
-        raise ValueError(f"{problem / 'task.yml'}: `files:` has no {HARNESS}, the harness this method runs")
+        raise InputError(f"{problem / 'task.yml'}: `files:` has no {HARNESS}, the harness this method runs")
     if SUBMISSION not in {str(e["source"]) for e in files}:
-        raise ValueError(f"{problem / 'task.yml'}: `files:` does not say where the submission goes ({SUBMISSION})")
+        raise InputError(f"{problem / 'task.yml'}: `files:` does not say where the submission goes ({SUBMISSION})")
     return hashes
 
 

@@ -18,6 +18,8 @@ from tracker import store as store_mod
 from tracker.capture.gitinfo import head_commit, source_hash
 from tracker.capture.naming import variant_name
 from tracker.capture.register import recorded_path
+from tracker.common.errors import InputError
+from tracker.common.vocabulary import DEFAULT_WORKLOAD
 from tracker.workloads.qr_v2.suites import cases_for, get_suite
 
 _LINE = re.compile(r"^\s*([\w.-]+)\s*:\s*(.*?)\s*$")
@@ -37,13 +39,27 @@ def parse_stream(text: str) -> dict[str, str]:
 def parse_spec(spec: str) -> dict[str, Any]:
     fields = dict(part.split(":", 1) for part in spec.split(";") if ":" in part)
     fields = {k.strip(): v.strip() for k, v in fields.items()}
-    return {
-        "batch": int(fields["batch"]),
-        "n": int(fields["n"]),
-        "cond": float(fields.get("cond", 1)),
-        "seed": int(fields["seed"]) if "seed" in fields else None,
-        "case": fields.get("case", "dense"),
-    }
+    try:
+        return {
+            "batch": int(fields["batch"]),
+            "n": int(fields["n"]),
+            "cond": float(fields.get("cond", 1)),
+            "seed": int(fields["seed"]) if "seed" in fields else None,
+            "case": fields.get("case", "dense"),
+        }
+    except (KeyError, ValueError) as exc:  # the stream is the user's file: a bad one is bad input
+        raise InputError(f"the case spec {spec!r} is malformed ({type(exc).__name__}: {exc})") from None
+
+
+def _number(kv: dict[str, str], key: str, default: str | None = None) -> float | None:
+    """The stream's value of `key` as a number (None when absent); InputError when it is not one."""
+    value = kv.get(key, default)
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        raise InputError(f"{key} is not a number: {value!r}") from None
 
 
 def _case_row(kind: str, idx: int, spec: dict[str, Any], suite_cases) -> dict[str, Any]:
@@ -59,7 +75,13 @@ def _case_row(kind: str, idx: int, spec: dict[str, Any], suite_cases) -> dict[st
 
 
 def build_import(
-    text: str, variant_path: str, *, gpu: str, mode: str = "leaderboard", suite: str = "qr_v2", note: str | None = None
+    text: str,
+    variant_path: str,
+    *,
+    gpu: str,
+    mode: str = "leaderboard",
+    suite: str = DEFAULT_WORKLOAD,
+    note: str | None = None,
 ) -> store_mod.RunRecord:
     """A complete run record from a result stream; raises ValueError for a stream without results."""
     kv = parse_stream(text)
@@ -71,20 +93,20 @@ def build_import(
     suite_cases = cases_for(get_suite(suite), "benchmark" if timed_mode else "test")
     cases: list[dict[str, Any]] = []
     if timed_mode:
-        count = int(kv.get("benchmark-count", 0) or 0)
+        count = int(_number(kv, "benchmark-count", "0") or 0)
         for i in range(count):
             spec = kv.get(f"benchmark.{i}.spec")
             if spec is None:
-                raise ValueError(f"benchmark.{i}.spec is missing")
+                raise InputError(f"benchmark.{i}.spec is missing")
             row = _case_row("benchmark", i, parse_spec(spec), suite_cases)
             mean = kv.get(f"benchmark.{i}.mean")
             row["passed"] = mean is not None
             row["message"] = "" if mean is not None else kv.get(f"benchmark.{i}.error", "no timing")
             if mean is not None:
-                row["runs"] = int(float(kv.get(f"benchmark.{i}.runs", 0)))
+                row["runs"] = int(_number(kv, f"benchmark.{i}.runs", "0"))
                 for key in ("mean", "std", "err", "best", "worst"):
-                    value = kv.get(f"benchmark.{i}.{key}")
-                    row[f"{key}_us"] = float(value) / NS_PER_US if value is not None else None
+                    value = _number(kv, f"benchmark.{i}.{key}")
+                    row[f"{key}_us"] = value / NS_PER_US if value is not None else None
             cases.append(row)
     tests = sorted({int(k.split(".")[1]) for k in kv if re.match(r"test\.\d+\.", k)})
     if not timed_mode:
@@ -94,7 +116,7 @@ def build_import(
             row["message"] = kv.get(f"test.{i}.error", "")
             cases.append(row)
     if not cases:
-        raise ValueError("the result stream has no benchmark or test results")
+        raise InputError("the result stream has no benchmark or test results")
     check = kv.get("check", "").lower()
     failed = [c["spec"] for c in cases if not c["passed"]]
     status = "passed" if not failed and check in ("pass", "") else "failed"

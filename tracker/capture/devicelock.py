@@ -11,7 +11,6 @@ Also here: what else was using the device and the host when a run started and en
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import json
 import os
@@ -20,7 +19,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -111,16 +110,6 @@ class DeviceLock:
             self._holder_file.unlink(missing_ok=True)
         os.close(self._fd)  # closing drops the flock
         self._fd = None
-
-
-@contextlib.contextmanager
-def hold(key: str, run_id: str, **kw: Any) -> Iterator[DeviceLock]:
-    lock = DeviceLock(key, run_id)
-    lock.acquire(**kw)
-    try:
-        yield lock
-    finally:
-        lock.release()
 
 
 def queue() -> list[dict[str, Any]]:

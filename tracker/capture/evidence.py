@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from tracker.common.errors import InputError
+
 FIRST_PASS = -1  # repetition of the untimed first pass (and of test mode's single call)
 MAX_ELEMENTS = 3 * 4096 * 4096  # a, h and tau of one n = 4096 matrix fit; larger ones keep no arrays
 MAX_RUN_BYTES = 256 << 20  # arrays kept per run; later failed cases keep their metadata only
@@ -30,7 +32,7 @@ def pack(arrays: dict[str, np.ndarray], meta: dict[str, Any] | None = None) -> b
     return buf.getvalue()
 
 
-class EvidenceTooLarge(ValueError):
+class EvidenceTooLarge(InputError):
     """An evidence .npz that would decompress past the limits (a zip bomb, or not evidence of ours)."""
 
 
@@ -50,15 +52,15 @@ def _read_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, budget: int)
         elif version == (2, 0):
             shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
         else:
-            raise ValueError(f"evidence member {member.filename!r} has .npy version {version}")
+            raise InputError(f"evidence member {member.filename!r} has .npy version {version}")
         if dtype.hasobject:
-            raise ValueError(f"evidence member {member.filename!r} holds Python objects")
+            raise InputError(f"evidence member {member.filename!r} holds Python objects")
         nbytes = math.prod(shape) * dtype.itemsize
         if nbytes > budget:
             raise EvidenceTooLarge(f"evidence member {member.filename!r} would unpack to {nbytes:,} bytes")
         data = f.read(nbytes)
     if len(data) != nbytes:
-        raise ValueError(f"evidence member {member.filename!r} is truncated")
+        raise InputError(f"evidence member {member.filename!r} is truncated")
     return np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C")
 
 
@@ -69,7 +71,7 @@ def unpack(blob: bytes) -> dict[str, Any]:
     try:
         archive = zipfile.ZipFile(io.BytesIO(blob))
     except zipfile.BadZipFile as exc:
-        raise ValueError(f"evidence is not a .npz archive: {exc}") from None
+        raise InputError(f"evidence is not a .npz archive: {exc}") from None
     out: dict[str, Any] = {}
     with archive:
         members = archive.infolist()
@@ -83,7 +85,7 @@ def unpack(blob: bytes) -> dict[str, Any]:
             try:
                 array = _read_member(archive, member, budget)
             except (zipfile.BadZipFile, EOFError, OSError) as exc:
-                raise ValueError(f"evidence member {member.filename!r} is unreadable: {exc}") from None
+                raise InputError(f"evidence member {member.filename!r} is unreadable: {exc}") from None
             budget -= array.nbytes
             out[member.filename.removesuffix(".npy")] = array
     if "meta" in out:

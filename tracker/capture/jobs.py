@@ -5,7 +5,7 @@ detached process (its own session), so it outlives the page that started it, and
 all its state is on disk, in `<store>.jobs/<job_id>/`:
 
     job.json       what was asked for: kernel, suite, mode, options, the command, pid, start time
-    progress.json  written by the tracker as cases finish (tracker.progress.ProgressFile)
+    progress.json  written by the tracker as cases finish (tracker.capture.progress.ProgressFile)
     log            the tracker's stderr (a line per finished case, errors)
     result.json    the tracker's stdout: the run summary (`--json`)
     exit           the exit status, written when the process ends (if the dashboard is still up)
@@ -27,14 +27,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tracker.capture.record import DEFAULT_TIMEOUT_S, RunRequest
+from tracker.capture.register import defines_kernel
+from tracker.common.errors import InputError
 from tracker.common.files import write_json_atomic
 from tracker.common.processes import child_env, process_alive
-from tracker.workloads import cases_for, get_suite, get_workload
-from tracker.workloads.base import MODES
+from tracker.workloads import get_workload
 from tracker.workloads.problem_folder import is_problem_folder
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-_DEFINES_KERNEL = re.compile(r"^(def custom_kernel\b|custom_kernel\s*=|from \S+ import .*\bcustom_kernel\b)", re.M)
 LOG_TAIL_BYTES = 6000
 
 
@@ -72,9 +73,9 @@ def resolve_problem(name: str, problems_dir: str | os.PathLike) -> Path:
     root = Path(problems_dir).resolve()
     resolved = (root / str(name).strip()).resolve()
     if not str(name).strip() or resolved.parent != root:
-        raise ValueError(f"{name!r} is not a folder directly under the problems folder {root}")
+        raise InputError(f"{name!r} is not a folder directly under the problems folder {root}")
     if not is_problem_folder(resolved):
-        raise ValueError(f"{resolved} is not a problem folder (it needs task.yml and reference.py)")
+        raise InputError(f"{resolved} is not a problem folder (it needs task.yml and reference.py)")
     return resolved
 
 
@@ -87,11 +88,8 @@ def list_kernels(kernels_dir: str | os.PathLike) -> list[str]:
     for path in sorted(root.rglob("*.py"), key=lambda p: (len(p.relative_to(root).parts), str(p))):
         if any(part.startswith((".", "__")) for part in path.relative_to(root).parts):
             continue
-        try:
-            if path.resolve().is_relative_to(root) and _DEFINES_KERNEL.search(path.read_text(errors="replace")):
-                out.append(str(path.relative_to(root)))
-        except OSError:
-            continue
+        if path.resolve().is_relative_to(root) and defines_kernel(path):
+            out.append(str(path.relative_to(root)))
     return out
 
 
@@ -101,19 +99,19 @@ def resolve_kernel(path: str | os.PathLike, kernels_dir: str | os.PathLike) -> P
     root = Path(kernels_dir).resolve()
     text = str(path).strip()
     if not text:
-        raise ValueError("choose a kernel file")
+        raise InputError("choose a kernel file")
     if "\x00" in text:
-        raise ValueError("the kernel path contains a NUL character")
+        raise InputError("the kernel path contains a NUL character")
     candidate = Path(text).expanduser()
     if not candidate.is_absolute():
         candidate = root / candidate
     resolved = candidate.resolve()
     if not resolved.is_relative_to(root):
-        raise ValueError(f"{text} is outside the kernels folder {root}; only kernels under it can be run")
+        raise InputError(f"{text} is outside the kernels folder {root}; only kernels under it can be run")
     if resolved.suffix != ".py":
-        raise ValueError(f"{text} is not a Python file")
+        raise InputError(f"{text} is not a Python file")
     if not resolved.is_file():
-        raise ValueError(f"no kernel file at {text}")
+        raise InputError(f"no kernel file at {text}")
     return resolved
 
 
@@ -193,21 +191,14 @@ def start_job(
     if problem:
         problem_path = resolve_problem(problem, problems_dir if problems_dir is not None else default_problems_dir())
     workload = get_workload(problem_path)
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
-    n_cases = len(cases_for(get_suite(workload, suite), mode))
-    for i in cases or []:
-        if not 0 <= i < n_cases:
-            raise ValueError(f"case {i} is out of range: suite {suite} has {n_cases} {mode} cases")
-    if device not in ("auto", "cpu", "cuda"):
-        raise ValueError("device must be auto, cpu or cuda")
-    if timeout is not None and timeout <= 0:
-        raise ValueError("the timeout must be positive")
-    for label, value in (("family", family), ("parent", parent), ("note", note)):
-        if value is not None and "\x00" in str(value):
-            raise ValueError(f"the {label} contains a NUL character")
+    # The options are checked as `run` checks them (RunRequest.validate), before the job starts.
+    RunRequest(
+        path=str(path), suite=suite, mode=mode, cases=cases, seed=seed, family=family, parent=parent, note=note,
+        timeout=DEFAULT_TIMEOUT_S if timeout is None else timeout, profile=profile, store=str(store), device=device,
+        problem=str(problem_path) if problem_path else None,
+    ).validate()  # fmt: skip
     if gpus is not None and not re.fullmatch(r"all|[1-9]\d*|\d+(,\d+)*,?", gpus):
-        raise ValueError(f"GPUs must be all, a count N or ids like 0,2; got {gpus!r}")
+        raise InputError(f"GPUs must be all, a count N or ids like 0,2; got {gpus!r}")
 
     job_id = _new_job_id()
     folder = jobs_dir(store) / job_id

@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from tracker import store as store_mod
+from tracker.common.errors import InputError
+from tracker.common.vocabulary import DEFAULT_WORKLOAD
 from tracker.workloads import cases_for, get_suite, get_workload
-from tracker.workloads.base import BENCHMARK_SEED_STEP, MAX_INPUTS_PER_REP, combine_seed
+from tracker.workloads.base import BENCHMARK_SEED_STEP, MAX_INPUTS_PER_REP, MODES, combine_seed
 
 DEFAULT_TIMEOUT_S = 900.0
 DEFAULT_COMPILE_TIMEOUT_S = 900.0  # import and first calls: Triton JIT, load_inline builds
@@ -27,7 +29,7 @@ _COMPILE_ERROR = re.compile(
 @dataclass
 class RunRequest:
     path: str
-    suite: str = "qr_v2"
+    suite: str = DEFAULT_WORKLOAD  # its full suite has its name
     mode: str = "benchmark"
     cases: list[int] | None = None
     seed: int | None = None
@@ -61,41 +63,46 @@ class RunRequest:
 
     def validate(self) -> None:
         """Raise ValueError with a clear message for any bad argument, before anything is started."""
+        if self.mode not in MODES:
+            raise InputError(f"unknown mode {self.mode!r}; choose from {', '.join(MODES)}")
+        for label, value in (("family", self.family), ("parent", self.parent), ("note", self.note)):
+            if value is not None and "\x00" in str(value):
+                raise InputError(f"the {label} contains a NUL character")
         path = Path(self.path)
         if not path.is_file():
-            raise ValueError(f"no kernel file at {self.path}")
+            raise InputError(f"no kernel file at {self.path}")
         if path.suffix != ".py":
-            raise ValueError(f"{self.path} is not a Python file")
+            raise InputError(f"{self.path} is not a Python file")
         cases = self.suite_cases()
         for i in self.cases or []:
             if not 0 <= i < len(cases):
-                raise ValueError(f"case {i} is out of range: suite {self.suite} has {len(cases)} {self.mode} cases")
+                raise InputError(f"case {i} is out of range: suite {self.suite} has {len(cases)} {self.mode} cases")
         if self.seed is not None:
             # Input generators seed torch with the transformed case seed (plus a small offset per input), which
             # must fit a signed 64-bit integer; the contest's transform grows with the square of the seed.
             for case in cases:
                 top = combine_seed(case.seed or 0, self.seed) + BENCHMARK_SEED_STEP * (MAX_INPUTS_PER_REP + 1)
                 if not -(2**63) <= top < 2**63:
-                    raise ValueError(
+                    raise InputError(
                         f"--seed {self.seed} is out of range: the contest's seed transform takes case seeds past "
                         "64 bits (use a seed below about 4 billion in magnitude)"
                     )
         if self.cases is not None and len(set(self.cases)) != len(self.cases):
-            raise ValueError(f"--cases names a case more than once: {self.cases}")
+            raise InputError(f"--cases names a case more than once: {self.cases}")
         if not Path(self.store).resolve().parent.is_dir():
-            raise ValueError(f"cannot create store {self.store}: its folder does not exist")
+            raise InputError(f"cannot create store {self.store}: its folder does not exist")
         for name, value in (("--timeout", self.timeout), ("--compile-timeout", self.compile_timeout)):
             if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-                raise ValueError(f"{name} must be positive and finite (seconds), not {value}")
+                raise InputError(f"{name} must be positive and finite (seconds), not {value}")
         if self.method not in store_mod.RUN_METHODS:
-            raise ValueError(f"--method must be one of {', '.join(store_mod.RUN_METHODS)}")
+            raise InputError(f"--method must be one of {', '.join(store_mod.RUN_METHODS)}")
         if self.method == "contest" and (self.problem is None or self.profile or self.ncu):
-            raise ValueError(
+            raise InputError(
                 "--method contest needs --problem DIR (its eval.py and task.yml `files:`) and no --profile or --ncu"
             )
         problem = device_problem(self.device, self.gpu_present)
         if problem:
-            raise ValueError(problem)
+            raise InputError(problem)
 
 
 def device_problem(device: str, gpu_present: bool | None = None) -> str | None:

@@ -19,10 +19,14 @@ from typing import Any
 from tracker import store as store_mod
 from tracker.capture.gitinfo import GitError, git, repo_root, source_hash
 from tracker.capture.naming import unique_names
+from tracker.common.errors import InputError
 from tracker.store import queries
 
 PARENT_LINE = re.compile(r"^[\s#*-]*Parent:\s*([\w./-]+)", re.MULTILINE | re.IGNORECASE)
-_KERNEL_DEF = re.compile(r"^\s*def\s+custom_kernel\s*\(", re.MULTILINE)
+# What makes a file a kernel, for `run FOLDER`, `add` and the dashboard's list: it defines or imports custom_kernel.
+_KERNEL_DEF = re.compile(
+    r"^\s*(def\s+custom_kernel\b|custom_kernel\s*=|from\s+\S+\s+import\s.*\bcustom_kernel\b)", re.MULTILINE
+)
 
 
 def parent_line(source: str) -> str | None:
@@ -32,6 +36,7 @@ def parent_line(source: str) -> str | None:
 
 
 def defines_kernel(path: Path) -> bool:
+    """Whether the file defines (or imports) custom_kernel."""
     try:
         return bool(_KERNEL_DEF.search(path.read_text(errors="replace")))
     except OSError:
@@ -50,11 +55,11 @@ def find_variant_files(paths: Iterable[str], pattern: str | None = None) -> list
         elif p.is_file():
             found.append(p)
         else:
-            raise ValueError(f"no kernel file at {text}")
+            raise InputError(f"no kernel file at {text}")
     if pattern:
         matched = sorted(Path(f) for f in _glob(pattern) if Path(f).is_file())
         if not matched:
-            raise ValueError(f"--glob {pattern!r} matches no file")
+            raise InputError(f"--glob {pattern!r} matches no file")
         found += matched
     return list(dict.fromkeys(found))
 
@@ -90,7 +95,7 @@ def recorded_path(file: Path) -> tuple[str, str | None]:
 def _history(root: str, rel: str, commits: str | None) -> list[tuple[str, datetime, str]]:
     """(commit, authored at, message) of the commits that changed `rel`, newest first."""
     if commits is not None and (not commits.strip() or commits.startswith("-")):
-        raise ValueError(f"--commits {commits!r}: not a revision range")
+        raise InputError(f"--commits {commits!r}: not a revision range")
     out = git(root, "log", "-z", "--format=%H%n%aI%n%B", "--end-of-options", commits or "HEAD", "--", rel)
     history = []
     for entry in filter(None, out.split("\0")):
@@ -111,7 +116,7 @@ def file_snapshots(file: Path, commits: str | None = None) -> list[Snapshot]:
         history = _history(root, rel, commits)
     except GitError as exc:  # an empty repository, or an unknown revision
         if commits:
-            raise ValueError(f"--commits {commits!r}: {exc}") from None
+            raise InputError(f"--commits {commits!r}: {exc}") from None
         history = []
     for sha, when, message in reversed(history):
         try:  # cat-file: the stored bytes, no filter or textconv
@@ -137,7 +142,7 @@ def register(
     was already there."""
     files = find_variant_files(paths, pattern)
     if not files:
-        raise ValueError("no kernel file to register")
+        raise InputError("no kernel file to register")
     known = queries.variant_index(store) if Path(store).exists() else []
     per_file = [file_snapshots(f, commits) for f in files]
     taken = {}
@@ -152,7 +157,7 @@ def register(
     seen = {v["sha256"] for v in known}
     forced = _resolve(parent, by_name, seen) if parent else None
     if parent and forced is None:
-        raise ValueError(f"--parent {parent!r} names no registered variant")
+        raise InputError(f"--parent {parent!r} names no registered variant")
     now = store_mod.now()
     snaps = sorted((s for group in per_file for s in group), key=lambda s: (s.committed_at or now).timestamp())
     previous: dict[str, str] = {}

@@ -49,13 +49,13 @@ from tracker.capture.record import (  # noqa: F401 - RunRequest and the defaults
 )
 from tracker.capture.scan import flags_as_dicts, scan_source
 from tracker.common.processes import child_env, descendants, end_processes
+from tracker.common.vocabulary import CASE_STATS
 from tracker.store.schema import GPU_STATE_COLUMNS
 
 LOG_TAIL_CHARS = 4000
 ORPHAN_ERROR = "the tracker process went away"
 MAX_TRACE_BYTES = 256 << 20
 MAX_HELPER_CHARS = 1 << 20
-STAT_KEYS = ("runs", "mean_us", "std_us", "err_us", "median_us", "best_us", "worst_us")
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -635,7 +635,7 @@ def judge(events: list[dict[str, Any]], verdicts: list[dict[str, Any]], req, gpu
         needed = {FIRST_PASS} if req.mode == "test" else {FIRST_PASS, *range(len(samples))}
         judged = {v["rep"] for v in mine}
         bad = next((v for v in mine if not v["passed"]), None)
-        for k in [*RESIDUAL_KEYS, "evidence", *STAT_KEYS, "wall_us", "columns", *GPU_STATE_COLUMNS]:
+        for k in [*RESIDUAL_KEYS, "evidence", *CASE_STATS, "wall_us", "columns", *GPU_STATE_COLUMNS]:
             event.pop(k, None)  # never the worker's word for these
         event["columns"] = workload.case_columns(case)  # the workload's description (label, shape), set after the pop
         event["samples"] = samples

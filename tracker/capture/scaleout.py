@@ -29,6 +29,7 @@ from tracker import store as store_mod
 from tracker.capture.cores import core_shares
 from tracker.capture.gitinfo import source_hash
 from tracker.capture.runner import RunOutcome, RunRequest, capture_variant, new_record
+from tracker.common.errors import InputError
 from tracker.store import queries
 
 CANCEL_POLL_S = 0.5  # how often a running task asks the scheduler whether the queue was cancelled
@@ -75,21 +76,21 @@ def parse_gpus(text: str, available: list[str] | None = None) -> GpuChoice:
     text = text.strip()
     if text == "all":
         if not available:
-            raise ValueError("--gpus all: no GPU is visible here (use --gpus N for N CPU workers)")
+            raise InputError("--gpus all: no GPU is visible here (use --gpus N for N CPU workers)")
         return GpuChoice(gpus=tuple(available))
     if "," in text:
         ids = [g.strip() for g in text.split(",") if g.strip()]
         unknown = [g for g in ids if g not in available]
         if unknown or not ids or len(set(ids)) != len(ids):
-            raise ValueError(f"--gpus {text}: GPU(s) {unknown or ids} not among the visible ones {available}")
+            raise InputError(f"--gpus {text}: GPU(s) {unknown or ids} not among the visible ones {available}")
         return GpuChoice(gpus=tuple(ids))
     if not text.isdigit() or int(text) < 1:
-        raise ValueError(f"--gpus must be all, a count N >= 1 or a list like 0,2; got {text!r}")
+        raise InputError(f"--gpus must be all, a count N >= 1 or a list like 0,2; got {text!r}")
     n = int(text)
     if not available:
         return GpuChoice(cpu_workers=n)
     if n > len(available):
-        raise ValueError(f"--gpus {n}: only {len(available)} GPU(s) visible")
+        raise InputError(f"--gpus {n}: only {len(available)} GPU(s) visible")
     return GpuChoice(gpus=tuple(available[:n]))
 
 
@@ -289,7 +290,7 @@ def _run_on(address, requests, records, on_event, on_result, should_cancel) -> l
         client.wait_for_workers(1, timeout=60)
         slots = _gpu_slots(client)
         if slots < 1:
-            raise ValueError(f"no worker of the Dask scheduler at {address} offers a GPU resource (--resources GPU=1)")
+            raise InputError(f"no worker of the Dask scheduler at {address} offers a GPU resource (--resources GPU=1)")
         messages = Queue(f"kernelbeam-{queue_id}-messages", client=client)
         cancel = Event(f"kernelbeam-{queue_id}-cancel", client=client)
         pending = as_completed()

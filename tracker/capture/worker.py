@@ -216,6 +216,30 @@ def warm_up(kernel, case, device, clock, rules, workload) -> None:
         traceback.print_exc()
 
 
+def _once(action: Callable[[], None]) -> Callable[[], None]:
+    """`action`, run on the first call only."""
+    done = [False]
+
+    def call() -> None:
+        if not done[0]:
+            done[0] = True
+            action()
+
+    return call
+
+
+def _on_first_return(kernel: Callable, then: Callable[[], None]) -> Callable:
+    """The kernel, calling `then` when a call of it first returns (used for the first case only: the timed
+    repetitions call the kernel itself, without this wrapper)."""
+
+    def call(data: Any) -> Any:
+        out = kernel(data)
+        then()
+        return out
+
+    return call
+
+
 def _read_job() -> dict[str, Any]:
     """The job from stdin, which is then pointed at /dev/null so nothing of it stays readable."""
     data = sys.stdin.buffer.read()
@@ -330,26 +354,28 @@ def main() -> int:
         cases = [workload.hidden_seed(c, int(job["seed"])) for c in cases]
     rules = MODE_RULES.get(mode)
     clock = Clock(device) if rules is not None else None  # test mode times nothing: no flush buffer
+    # The compile budget ends when the first call returns (Triton JIT, load_inline builds); the run's timeout
+    # covers everything after it, the rest of the warm-up included.
+    compiled = _once(lambda: events.emit("compiled"))
+    first = _on_first_return(kernel, compiled)
     if rules is not None and cases:
         for i, case in enumerate(cases):
             if i == 0 or rules.warm_every_case:
-                warm_up(kernel, case, device, clock, rules, workload)
-            if i == 0:  # first calls (Triton JIT, load_inline) are over: the run's timeout starts now
-                events.emit("compiled")
+                warm_up(first if i == 0 else kernel, case, device, clock, rules, workload)
+            compiled()  # a first call that raised ends the budget too
     elif not cases:
-        events.emit("compiled")
+        compiled()
 
     for pos, (idx, case) in enumerate(zip(indices, cases, strict=True)):
         events.emit("case_start", case_idx=idx, position=pos, total=len(cases), spec=case.spec)
         if mode == "test":
-            result = run_test_case(kernel, case, pos, device, workload, remote)
+            result = run_test_case(first if pos == 0 else kernel, case, pos, device, workload, remote)
         else:
             on_rep = rep_reporter(events.emit, idx, rules)
             result = run_benchmark_case(kernel, case, pos, device, clock, rules, workload, remote, on_rep)
         inputs = 1 if mode == "test" else result.pop("inputs", case.input_count())
         flops, nbytes = workload.work(case)
-        if mode == "test" and pos == 0:
-            events.emit("compiled")
+        compiled()
         events.emit(
             "case_done",
             case_idx=idx,

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from tracker.cli.common import clean, print_columns, print_table, time_column
+from tracker.common.errors import InputError
 from tracker.store import queries
 
 
@@ -15,7 +16,7 @@ def cmd_add(args: argparse.Namespace) -> int:
     from tracker.capture.register import register
 
     if not args.paths and not args.glob:
-        raise ValueError("give kernel files or folders, or --glob PATTERN")
+        raise InputError("give kernel files or folders, or --glob PATTERN")
     rows = register(
         args.paths, args.store, pattern=args.glob, commits=args.commits, family=args.family, parent=args.parent
     )

@@ -9,21 +9,23 @@ import os
 import sys
 from typing import Any, NoReturn
 
+from tracker.common.errors import InputError
 from tracker.store import DEFAULT_STORE, StoreError, check_store, queries
 
 
-class UsageError(Exception):
+class UsageError(InputError):
     pass
 
 
 DEBUG_ENV = "KERNELBEAM_DEBUG"
 # What counts as bad input (exit 2, one `error: ...` line); the MCP tools return the same text as tool errors.
-BAD_INPUT = (UsageError, ValueError, KeyError, FileNotFoundError, NotADirectoryError, StoreError)
+# Any other exception, a plain ValueError or KeyError included, is a bug of ours: an internal error, exit 1.
+BAD_INPUT = (InputError, FileNotFoundError, NotADirectoryError, StoreError)
 
 
 def error_message(exc: BaseException) -> str:
-    """The text after `error: ` for bad input (a KeyError's own str() would add quotes)."""
-    return str(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc)
+    """The text after `error: ` for bad input."""
+    return str(exc)
 
 
 def internal_error_message(exc: BaseException) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 
 from tracker.capture.evidence import RESIDUAL_KEYS, unpack
 from tracker.cli.common import UsageError, clean, resolve
+from tracker.common.errors import InputError
 from tracker.store import queries
 
 KERNEL_WRONG = "the kernel's output is wrong"
@@ -35,7 +36,7 @@ def recheck_case(row: dict[str, Any], blob: bytes | None) -> dict[str, Any]:
     try:
         arrays = unpack(blob) if blob else {}
     except ValueError as exc:  # an imported blob that is no evidence of ours, or a zip bomb: refused unread
-        raise ValueError(f"case {entry['case_idx']}: {exc}") from None
+        raise InputError(f"case {entry['case_idx']}: {exc}") from None
     if not {"a", "h", "tau"} <= arrays.keys():
         return {**entry, "reference": None, "conclusion": NOT_RECHECKED, "agrees": True}
     import torch  # after the evidence is read: a refused blob costs no torch import

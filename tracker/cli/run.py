@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -19,54 +22,45 @@ def _single(args: argparse.Namespace) -> bool:
 
 
 def run_requests(args: argparse.Namespace) -> list:
-    """The validated requests of `run` (one file, or the files of a queue), parents resolved; the store writable."""
+    """The validated requests of `run`, built here for every route (one file, many files, --glob, --pending, the
+    queue, the dashboard's jobs, the MCP server): parents resolved, the store writable, the "no GPU" notice said
+    once. A UsageError for bad input."""
+    from tracker.capture.envinfo import gpu_available
     from tracker.capture.runner import RunRequest
     from tracker.workloads import get_workload
 
+    if not (args.path or args.glob or args.pending):
+        raise UsageError("run needs a kernel file or folder (or --glob PATTERN, or --pending)")
+    if args.pending and (args.gpus or args.cluster):
+        raise UsageError("--pending runs one after the other; run it without --gpus/--cluster")
     try:
         workload = get_workload(args.problem)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    single = _single(args)
-    suite = args.suite
-    if suite is None:
-        from tracker.capture.envinfo import gpu_available
-
-        suite = workload.default_suite(args.device != "cpu" and gpu_available())
-        if suite == "smoke":
-            full = workload.default_suite(True)
-            print(f"no GPU: running the CPU smoke suite (--suite {full} to insist)", file=sys.stderr)
-    if single:
+    gpu_present = None  # probed only where it decides something: the default suite, --pending's GPU, --device cuda
+    if args.cluster and args.device == "cuda":
+        gpu_present = True  # the cluster's GPUs, not ours
+    elif args.device != "cpu" and (args.suite is None or args.pending or args.device == "cuda"):
+        gpu_present = gpu_available()
+    suite = args.suite or workload.default_suite(bool(gpu_present))
+    if _single(args):
         targets = [{"path": args.path[0], "name": _unique_name(args.path[0], args.store)}]
-    else:  # a queue of files (folders and --glob expanded as `run` of many does)
-        from tracker.capture.envinfo import gpu_available
-        from tracker.cli.run_many import _targets
-
-        if args.pending:
-            raise UsageError("--pending runs one after the other; run it without --gpus/--cluster")
-        targets = _targets(args, suite, args.device != "cpu" and gpu_available())
+    else:
+        targets = _targets(args, suite, bool(gpu_present))
+    common = dict(
+        suite=suite, mode=args.mode, cases=parse_cases(args.cases), seed=args.seed, timeout=args.timeout,
+        compile_timeout=args.compile_timeout, note=args.note, profile=args.profile, ncu=args.ncu, store=args.store,
+        trigger=args.trigger, device=args.device, problem=args.problem, sandbox=not args.no_sandbox,
+        method=args.method, gpu_present=gpu_present if args.device == "cuda" else None,
+    )  # fmt: skip
     reqs = [
         RunRequest(
-            path=t["path"],
-            suite=suite,
-            mode=args.mode,
-            cases=parse_cases(args.cases),
-            seed=args.seed,
-            timeout=args.timeout,
-            compile_timeout=args.compile_timeout,
-            family=args.family,
-            parent=args.parent,
-            note=args.note,
-            profile=args.profile,
-            ncu=args.ncu,
-            store=args.store,
-            trigger=args.trigger,
-            device=args.device,
-            problem=args.problem,
+            path=t.get("path") or _snapshot_copy(t),
+            family=args.family or t.get("family"),
             name=t["name"],
-            sandbox=not args.no_sandbox,
-            method=args.method,
-            gpu_present=True if args.cluster and args.device == "cuda" else None,  # the cluster's GPUs, not ours
+            recorded_path=t.get("recorded_path"),
+            commit=t.get("commit"),
+            **common,
         )
         for t in targets
     ]
@@ -77,24 +71,82 @@ def run_requests(args: argparse.Namespace) -> list:
         raise UsageError(str(exc)) from None
     check_store(args.store, write=True)
     if args.parent:
+        parent = _resolve_parent(args.store, args.parent)
         for r in reqs:
-            r.parent = _resolve_parent(args.store, args.parent)
-    if args.suite is None and suite == "smoke":  # said only once the input is known to be good
-        print("no GPU: running the CPU smoke suite (--suite qr_v2 to insist)", file=sys.stderr)
+            r.parent = parent
+    full = workload.default_suite(True)
+    if args.suite is None and suite != full:  # said once, when the input is known to be good
+        print(f"no GPU: running the CPU smoke suite (--suite {full} to insist)", file=sys.stderr)
     return reqs
+
+
+_SNAPSHOTS: list[Path] = []
+
+
+def _snapshot_copy(target: dict[str, Any]) -> str:
+    """A registered snapshot (--pending) as a file to run: a temp copy with its recorded file name, removed when
+    this process ends (the request may run much later, in a queue)."""
+    if not _SNAPSHOTS:
+        _SNAPSHOTS.append(Path(tempfile.mkdtemp(prefix="kernelbeam-src-")))
+        atexit.register(shutil.rmtree, _SNAPSHOTS[0], True)
+    folder = Path(tempfile.mkdtemp(dir=_SNAPSHOTS[0]))
+    path = folder / Path(target["recorded_path"] or "submission.py").name
+    path.write_text(target["source"])
+    return str(path)
+
+
+def _gpu_name() -> str | None:
+    """The GPU model runs here are recorded under (torch's name, read in a subprocess), or None without one."""
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.cuda.get_device_name(0))"], capture_output=True, text=True
+    )
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def _targets(args: argparse.Namespace, suite: str, gpu: bool) -> list[dict[str, Any]]:
+    """What to run: {path, name} for files, plus {source, recorded_path, commit, name, family} for --pending."""
+    from tracker.capture.naming import unique_names
+    from tracker.capture.register import find_variant_files, recorded_path
+
+    targets: list[dict[str, Any]] = []
+    if args.path or args.glob:
+        files = find_variant_files(args.path, args.glob)
+        exists = Path(args.store).exists()
+        taken = {v["name"]: v["path"] for v in queries.variant_index(args.store)} if exists else {}
+        rels = {str(f): recorded_path(f)[0] for f in files}
+        names = unique_names(rels.values(), taken)
+        targets += [{"path": str(f), "name": names[rels[str(f)]]} for f in files]
+    if args.pending:
+        if not Path(args.store).exists():
+            raise UsageError(f"--pending: no store at {args.store}")
+        gpu_name = (_gpu_name() if gpu else None) or "CPU"
+        df = queries.pending_variants(args.store, suite=suite, mode=args.mode, gpu=gpu_name, family=args.family)
+        for row in df.to_dict("records"):
+            targets.append(
+                {"source": row["source"], "recorded_path": row["path"], "commit": row["commit"], "name": row["name"],
+                 "family": row["family"]}
+            )  # fmt: skip
+    if not targets and (args.path or args.glob):  # a folder without kernels: a mistake, not an empty queue
+        named = ", ".join([*args.path, *([f"--glob {args.glob!r}"] if args.glob else [])])
+        raise UsageError(
+            f"no kernel files in {named} (a folder needs submission.py files or .py files defining custom_kernel)"
+        )
+    if not targets:  # --pending with nothing left to run in this context
+        print("nothing to run", file=sys.stderr)
+    return targets
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from tracker.capture.progress import ProgressFile, TerminalBar
     from tracker.capture.runner import run_variant
 
-    if not (args.path or args.glob or args.pending):
-        raise UsageError("run needs a kernel file or folder (or --glob PATTERN, or --pending)")
+    reqs = run_requests(args)
     if not _single(args) and not (args.gpus or args.cluster):
         from tracker.cli.run_many import run_many
 
-        return run_many(args)
-    reqs = run_requests(args)
+        return run_many(args, reqs)
     req = reqs[0]
     dead_ends = dead_end_warnings(args, [r.path for r in reqs])
     bar = TerminalBar() if not args.quiet else None

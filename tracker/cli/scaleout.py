@@ -39,7 +39,6 @@ def queue_status(statuses: list[str]) -> str:
 
 def run_queue_cli(args: argparse.Namespace, requests: list, bar, pfile, cancel_file: Path | None) -> int:
     from tracker.cli.summary import print_run, run_summary
-    from tracker.workloads.qr_v2.suites import cases_for, get_suite
 
     try:
         from tracker.capture import scaleout
@@ -51,7 +50,7 @@ def run_queue_cli(args: argparse.Namespace, requests: list, bar, pfile, cancel_f
             scaleout.parse_gpus(args.gpus)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-    total = sum(len(r.cases or cases_for(get_suite(r.suite), r.mode)) for r in requests)
+    total = sum(len(r.cases or r.suite_cases()) for r in requests)
     progress = QueueProgress([bar, pfile], total)
 
     def on_result(outcome) -> None:

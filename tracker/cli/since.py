@@ -51,7 +51,8 @@ def cmd_since(args: argparse.Namespace) -> int:
     ):
         if summary[key]:
             print(f"\n{key}:")
-            rows = [[f"{r[c]:.3f}" if c.endswith("ratio") else _cell(r[c]) for c in cols] for r in summary[key]]
+            rows = [[f"{r[c]:.3f}" if c.endswith("ratio") or c == "factor" else _cell(r[c]) for c in cols]
+                    for r in summary[key]]  # fmt: skip
             print_table(rows, cols)
     return 0
 

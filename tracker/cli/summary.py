@@ -7,6 +7,7 @@ from typing import Any
 
 from tracker.cli.common import fmt_us, print_cases
 from tracker.common.jsonfields import parse_flags
+from tracker.common.vocabulary import CASE_STATS
 
 
 def run_summary(outcome) -> dict[str, Any]:
@@ -34,13 +35,7 @@ def run_summary(outcome) -> dict[str, Any]:
                 "spec": c["spec"],
                 "passed": c["passed"],
                 "message": c.get("message") or "",
-                "mean_us": c.get("mean_us"),
-                "err_us": c.get("err_us"),
-                "median_us": c.get("median_us"),
-                "std_us": c.get("std_us"),
-                "best_us": c.get("best_us"),
-                "worst_us": c.get("worst_us"),
-                "runs": c.get("runs"),
+                **{k: c.get(k) for k in CASE_STATS},
             }
             for c in outcome.record.cases
         ],

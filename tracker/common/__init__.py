@@ -1,1 +1,2 @@
-"""Helpers every layer may use: process checks and atomic files. Imports nothing else of the tracker."""
+"""Helpers every layer may use: process checks, atomic files, the shared vocabulary and the bad-input error.
+Imports nothing else of the tracker."""

@@ -4,8 +4,8 @@
 `transfer` Parquet export and import. The names most callers need are re-exported here.
 """
 
+from tracker.common.vocabulary import DEFAULT_STORE
 from tracker.store.db import (
-    DEFAULT_STORE,
     FlushResult,
     NotAStoreError,
     PendingRun,

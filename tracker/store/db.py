@@ -29,12 +29,13 @@ from typing import Any
 
 import duckdb
 
+from tracker.common.errors import InputError
+from tracker.common.files import write_text_atomic
 from tracker.common.processes import process_alive
+from tracker.common.vocabulary import DEFAULT_WORKLOAD
 from tracker.store.schema import MIGRATIONS, RUN_TABLES, SCHEMA_VERSION, TABLE_COLUMNS, VERDICTS
 from tracker.store.validate import check_record
 
-DEFAULT_STORE = "experiments.duckdb"
-DEFAULT_PROBLEM = "qr_v2"  # runs.problem of records that name none (the column default of migration v6)
 LOCK_RETRY_SECONDS = float(os.environ.get("KERNELBEAM_LOCK_RETRY_SECONDS", "20"))
 
 
@@ -399,7 +400,7 @@ def start_run(path: str | os.PathLike, record: RunRecord) -> None:
     with connect(path) as con:
         con.execute("BEGIN TRANSACTION")
         _upsert_variant(con, record.variant)
-        problem = record.run.get("problem") or DEFAULT_PROBLEM
+        problem = record.run.get("problem") or DEFAULT_WORKLOAD
         _insert(con, "runs", [{**record.run, "status": "running", "problem": problem}])
         con.execute("COMMIT")
 
@@ -453,7 +454,7 @@ def write_run(con: duckdb.DuckDBPyConnection, record: RunRecord) -> None:
             if table in present:  # a store written before a table was added (migrations add it on open)
                 con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
         # A record that names no problem is of the default one, as the schema's column default says.
-        _insert(con, "runs", [{**record.run, "problem": record.run.get("problem") or DEFAULT_PROBLEM}])
+        _insert(con, "runs", [{**record.run, "problem": record.run.get("problem") or DEFAULT_WORKLOAD}])
         _insert(con, "case_results", [{**c, "run_id": run_id} for c in record.cases])
         _insert_samples(con, run_id, record.samples)
         _insert(
@@ -507,7 +508,7 @@ def pending_run_ids(path: str | os.PathLike) -> set[str]:
 SIDE_MAGIC = "kernelbeam-side-v1"
 
 
-class SideFileError(ValueError):
+class SideFileError(InputError):
     """A side file that the tracker did not write (no or a wrong signature) or cannot read."""
 
 
@@ -576,21 +577,6 @@ class PendingRun:
     path: Path
     reason: str
     fallback: bool = False  # True: not in the store's side folder but in a fallback folder (see fallback_dirs)
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write beside the file, flush to disk, then rename: a reader sees the old file or the whole new one."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def save_side_file(path: str | os.PathLike, record: RunRecord, reason: str) -> PendingRun:
@@ -699,11 +685,11 @@ def add_verdict(
     path: str | os.PathLike, run_id: str, verdict: str, reason: str = "", assumption: str | None = None
 ) -> None:
     if verdict not in VERDICTS:
-        raise ValueError(f"verdict must be one of {', '.join(VERDICTS)}, not {verdict!r}")
+        raise InputError(f"verdict must be one of {', '.join(VERDICTS)}, not {verdict!r}")
     with connect(path) as con:
         row = con.execute("SELECT variant_sha256 FROM runs WHERE run_id = ?", [run_id]).fetchone()
         if row is None:
-            raise KeyError(f"no run {run_id!r} in {path}")
+            raise InputError(f"no run {run_id!r} in {path}")
         _insert(
             con,
             "verdicts",

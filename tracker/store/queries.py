@@ -935,12 +935,12 @@ def lineage_nodes(
 
 def since_activity(store: str | os.PathLike, since: dt.datetime) -> dict[str, pd.DataFrame]:
     """What happened from `since` on: runs (newest first), their cases (with the best mean of the case before, in
-    the same suite, mode and GPU), the best geomean before per context, the previous passed run of the same file,
-    and verdicts (newest first)."""
+    the same suite, mode and GPU), the best geomean before per context, verdicts (newest first), and `histories`:
+    per (kernel file, problem, suite, GPU) of a new timed run, that file's case_history, as Regressions reads it."""
     with connect(store, read_only=True) as con:
         con.execute(
             "CREATE TEMP TABLE new_runs AS SELECT run_id, variant_sha256, variant, path, family, status, suite, "
-            "mode, gpu, geomean_us, started_at, error FROM runs WHERE started_at >= CAST(? AS TIMESTAMPTZ)",
+            "mode, gpu, problem, geomean_us, started_at, error FROM runs WHERE started_at >= CAST(? AS TIMESTAMPTZ)",
             [since],
         )
         runs = con.execute("SELECT * FROM new_runs ORDER BY started_at DESC, run_id").df()  # newest first, as `list`
@@ -972,27 +972,22 @@ def since_activity(store: str | os.PathLike, since: dt.datetime) -> dict[str, pd
             "GROUP BY ALL",
             [since],
         ).df()
-        # The previous passed run of the same file in the same context: the baseline a new run is judged on.
-        prev = con.execute(
-            f"""
-            SELECT n.run_id, p.run_id AS prev_run, {case_label_sql("c")} AS label,
-                c.mean_us AS prev_mean_us
-            FROM new_runs n
-            JOIN LATERAL (
-                SELECT run_id FROM runs r WHERE r.path = n.path AND r.suite = n.suite AND r.mode = n.mode
-                    AND r.gpu IS NOT DISTINCT FROM n.gpu AND r.status = 'passed' AND r.started_at < n.started_at
-                ORDER BY r.started_at DESC LIMIT 1
-            ) p ON true
-            JOIN case_results c ON c.run_id = p.run_id
-            WHERE c.passed AND c.mean_us IS NOT NULL
-            """  # noqa: E501
-        ).df()
+        modes = ", ".join("?" * len(TIMED_MODES))
+        contexts = con.execute(
+            f"SELECT DISTINCT path, problem, suite, gpu FROM new_runs WHERE path IS NOT NULL AND mode IN ({modes}) "
+            "AND status = 'passed' ORDER BY ALL",
+            list(TIMED_MODES),
+        ).fetchall()
         verdicts = con.execute(
             "SELECT v.run_id, r.variant, v.verdict, v.reason, v.created_at FROM verdicts v "
             "LEFT JOIN runs r USING (run_id) WHERE v.created_at >= CAST(? AS TIMESTAMPTZ) ORDER BY v.created_at DESC",
             [since],
         ).df()
-    return {"runs": runs, "cases": cases, "best_geomean": best_geo, "previous": prev, "verdicts": verdicts}
+    histories = [
+        (path, case_history(store, path=path, suite=suite, gpu=gpu, problem=problem))
+        for path, problem, suite, gpu in contexts
+    ]
+    return {"runs": runs, "cases": cases, "best_geomean": best_geo, "verdicts": verdicts, "histories": histories}
 
 
 def variant_families(store: str | os.PathLike) -> list[str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tracker.common.vocabulary import CASE_STATS, RUN_METHODS, RUN_STATUSES  # noqa: F401 - re-exported
+
 # Ordered migrations: index i brings the schema from version i to version i + 1. Never edit a shipped one.
 MIGRATIONS: list[str] = [
     """
@@ -208,13 +210,7 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
         "tril_res",
         "recon_res",
         "orth_res",
-        "runs",
-        "mean_us",
-        "std_us",
-        "err_us",
-        "best_us",
-        "worst_us",
-        "median_us",
+        *CASE_STATS,
         "args",
         "label",
         "flops",
@@ -274,7 +270,6 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
         "arrays_bytes",
     ),
 }
-# Run statuses; `skipped`: the variant cannot run on this machine (it needs CUDA or a compiler); never a regression.
 # NVML's clock event (throttle) reasons by bit, as stored in case_results.throttle (comma-separated names). The
 # slowdowns are the ones that lower the clock under load; idle and application clocks are states, not slowdowns.
 THROTTLE_REASONS = {
@@ -282,7 +277,5 @@ THROTTLE_REASONS = {
     0x20: "sw-thermal", 0x40: "hw-thermal", 0x80: "hw-power-brake", 0x100: "display-clocks",
 }  # fmt: skip
 SLOWDOWNS = frozenset({"sw-power-cap", "hw-slowdown", "sw-thermal", "hw-thermal", "hw-power-brake"})
-RUN_METHODS = ("tracker", "contest")  # runs.method; NULL is the tracker's own (runs recorded before methods)
-RUN_STATUSES = ("running", "passed", "failed", "timeout", "crashed", "cancelled", "skipped")
 RUN_TABLES = ("case_results", "samples", "profile_cases", "profile_kernels", "evidence", "ncu_cases", "ncu_kernels")
 VERDICTS = ("promoted", "rejected", "inconclusive")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import duckdb
 
+from tracker.common.errors import InputError
 from tracker.store import RUN_TABLES, TABLE_COLUMNS, connect, traces_dir
 from tracker.store.validate import NCU_REPORT_RE, RUN_ID_RE, read_export
 
@@ -108,10 +109,10 @@ def check_export(folder: str | os.PathLike) -> dict[str, list[str]]:
                 con.execute("SELECT count(*) FROM read_parquet(?)", [str(path)]).fetchone()
             except duckdb.Error as exc:
                 first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                raise ValueError(f"{path} is not a readable Parquet file: {first}") from None
+                raise InputError(f"{path} is not a readable Parquet file: {first}") from None
             missing = [c for c in REQUIRED_COLUMNS[table] if c not in have]
             if missing:
-                raise ValueError(f"{path} is not a KernelBeam {table} export: it lacks columns {', '.join(missing)}")
+                raise InputError(f"{path} is not a KernelBeam {table} export: it lacks columns {', '.join(missing)}")
             found[table] = [c for c in TABLE_COLUMNS[table] if c in have]
     return found
 
@@ -159,7 +160,7 @@ def import_runs(store: str | os.PathLike, folder: str | os.PathLike, suites: Col
         except duckdb.Error as exc:  # data that passed the column check but not the store's constraints
             con.execute("ROLLBACK")
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise ValueError(f"cannot import {folder}: {first}") from None
+            raise InputError(f"cannot import {folder}: {first}") from None
         except Exception:
             con.execute("ROLLBACK")
             raise

@@ -17,7 +17,9 @@ from typing import Any
 
 import duckdb
 
+from tracker.common.errors import InputError
 from tracker.common.jsonfields import json_problem
+from tracker.common.vocabulary import FINISHED_STATUSES
 from tracker.store.schema import (
     GPU_STATE_COLUMNS,
     MIGRATIONS,
@@ -32,7 +34,6 @@ RUN_ID_RE = re.compile(r"^[0-9a-z]{6,40}$")  # generated ids are 12 hex digits; 
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 COMMIT_RE = re.compile(r"^[0-9a-f]{7,40}$")
 NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-RUN_STATUSES = ("passed", "failed", "timeout", "crashed", "cancelled", "skipped")  # `running` rows are never moved
 RUN_MODES = ("test", "benchmark", "leaderboard")
 TRIGGERS = ("cli", "ui")
 DEFAULT_MAX_CHARS = 4096
@@ -84,7 +85,7 @@ NON_FINITE_OK = {("case_results", c) for c in ("factor_res", "tril_res", "recon_
 INT32 = (-(2**31), 2**31 - 1)
 
 
-class InvalidImport(ValueError):
+class InvalidImport(InputError):
     """An import folder holds a row that does not fit the schema; nothing was changed."""
 
 
@@ -197,7 +198,7 @@ def _check_formats(table: str, row: dict[str, Any], suites: Collection[str] | No
         commit, parent, suite = row.get("git_commit"), row.get("parent_run"), row["suite"]
         checks += [
             ("variant_sha256", row["variant_sha256"], bool(SHA256_RE.match(row["variant_sha256"] or ""))),
-            ("status", row["status"], row["status"] in RUN_STATUSES),
+            ("status", row["status"], row["status"] in FINISHED_STATUSES),
             ("mode", row["mode"], row["mode"] in RUN_MODES),
             ("suite", suite, bool(NAME_RE.match(suite or "")) and (suites is None or suite in suites)),
             ("trigger", row.get("trigger"), row.get("trigger") in (None, *TRIGGERS)),

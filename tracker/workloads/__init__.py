@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tracker.common.vocabulary import DEFAULT_WORKLOAD as DEFAULT
 from tracker.workloads.base import Workload, cases_for, get_suite
-
-DEFAULT = "qr_v2"
 
 __all__ = ["DEFAULT", "Workload", "cases_for", "for_suite", "gate_tolerances", "get_suite", "get_workload"]
 

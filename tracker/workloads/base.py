@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from tracker.common.errors import InputError
+
 MODES = ("test", "benchmark", "leaderboard")
 # The contest harness flushes this much L2 before each timed repetition.
 L2_FLUSH_BYTES = 256 * 1024 * 1024
@@ -116,7 +118,7 @@ def get_suite(workload: Workload, name: str) -> SuiteLike:
     try:
         return workload.suites[name]
     except KeyError:
-        raise ValueError(
+        raise InputError(
             f"unknown suite {name!r} for workload {workload.name}; choose from {', '.join(workload.suites)}"
         ) from None
 
@@ -124,7 +126,7 @@ def get_suite(workload: Workload, name: str) -> SuiteLike:
 def cases_for(suite: SuiteLike, mode: str) -> tuple[Any, ...]:
     """Test mode checks the tests; benchmark and leaderboard modes time the benchmarks."""
     if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
+        raise InputError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
     return suite.tests if mode == "test" else suite.benchmarks
 
 

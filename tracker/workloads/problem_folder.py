@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from tracker.common.errors import InputError
 from tracker.workloads.base import (
     BENCHMARK_SEED_STEP,
     CheckResult,
@@ -87,7 +88,7 @@ def is_problem_folder(path: str | Path) -> bool:
 def _cases(spec: dict[str, Any], key: str, where: Path, inputs: int | None = None) -> tuple[ArgsCase, ...]:
     rows = spec.get(key) or []
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-        raise ValueError(f"{where}: `{key}` must be a list of argument mappings, e.g. - {{size: 1024, seed: 42}}")
+        raise InputError(f"{where}: `{key}` must be a list of argument mappings, e.g. - {{size: 1024, seed: 42}}")
     return tuple(ArgsCase(tuple(r.items()), inputs) for r in rows)
 
 
@@ -111,24 +112,24 @@ class ProblemFolder:
     def __init__(self, folder: str | Path):
         self.folder = Path(folder).resolve()
         if not self.folder.is_dir():
-            raise ValueError(f"no problem folder at {folder}")
+            raise InputError(f"no problem folder at {folder}")
         missing = [f for f in REQUIRED_FILES if not (self.folder / f).is_file()]
         if missing:
-            raise ValueError(f"{folder} is not a problem folder: it lacks {', '.join(missing)}")
+            raise InputError(f"{folder} is not a problem folder: it lacks {', '.join(missing)}")
         yml = self.folder / "task.yml"
         try:
             spec = yaml.safe_load(yml.read_text()) or {}
         except yaml.YAMLError as exc:
-            raise ValueError(f"{yml} is not valid YAML: {exc}") from None
+            raise InputError(f"{yml} is not valid YAML: {exc}") from None
         if not isinstance(spec, dict):
-            raise ValueError(f"{yml} must be a mapping with `tests:` and `benchmarks:`")
+            raise InputError(f"{yml} must be a mapping with `tests:` and `benchmarks:`")
         self.name = str(spec.get("name") or self.folder.name)
         fixed = spec.get("benchmark_inputs")
         if fixed is not None and (type(fixed) is not int or fixed < 1):
-            raise ValueError(f"{yml}: `benchmark_inputs` must be a positive integer (inputs per timed repetition)")
+            raise InputError(f"{yml}: `benchmark_inputs` must be a positive integer (inputs per timed repetition)")
         tests, benchmarks = _cases(spec, "tests", yml), _cases(spec, "benchmarks", yml, fixed)
         if not tests and not benchmarks:
-            raise ValueError(f"{yml} lists no tests and no benchmarks")
+            raise InputError(f"{yml} lists no tests and no benchmarks")
         first = (tests or benchmarks)[:1]
         self._suites = {
             self.name: ProblemSuite(self.name, tests, benchmarks, f"{self.name}: task.yml tests and benchmarks"),
@@ -180,7 +181,7 @@ class ProblemFolder:
         count. A case without a seed has one input, its own."""
         if case.seed is None:
             if case.input_count() > 1:
-                raise ValueError(f"case {case.spec} asks for {case.inputs} inputs but has no seed to vary")
+                raise InputError(f"case {case.spec} asks for {case.inputs} inputs but has no seed to vary")
             return [self.generate(case, None, device)]
         first = self.generate(case, case.seed + BENCHMARK_SEED_STEP, device)
         count = case.inputs or inputs_per_rep(tensor_bytes(first))

@@ -27,11 +27,6 @@ def _describe(t: object) -> str:
     return type(t).__name__
 
 
-def check_structure(a: torch.Tensor, output: object) -> str:
-    """Gate 1: the output's type, shapes, dtypes, device and finiteness. Returns '' when fine."""
-    return _structure(a, output)[0]
-
-
 def _structure(a: torch.Tensor, output: object) -> tuple[str, int | None]:
     """Gate 1 and the matrix a non-finite value is in (None when the problem is not in one matrix)."""
     if not isinstance(output, (tuple, list)) or len(output) != 2:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from tracker.common.errors import InputError
 from tracker.workloads.base import inputs_per_rep
 
 
@@ -156,11 +157,11 @@ def get_suite(name: str) -> Suite:
     try:
         return SUITES[name]
     except KeyError:
-        raise ValueError(f"unknown suite {name!r}; choose from {', '.join(SUITES)}") from None
+        raise InputError(f"unknown suite {name!r}; choose from {', '.join(SUITES)}") from None
 
 
 def cases_for(suite: Suite, mode: str) -> tuple[Case, ...]:
     """Test mode checks the tests; benchmark and leaderboard modes time the benchmarks."""
     if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
+        raise InputError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
     return suite.tests if mode == "test" else suite.benchmarks

@@ -1,0 +1,13 @@
+"""The words every layer shares, each defined once: the default workload and store, the statuses and methods of
+a run, the statistics of a timed case."""
+
+from __future__ import annotations
+
+DEFAULT_WORKLOAD = "qr_v2"  # the built-in problem: runs.problem of records that name none
+DEFAULT_STORE = "experiments.duckdb"
+# `skipped`: the variant cannot run on this machine (it needs CUDA or a compiler); never a regression.
+RUN_STATUSES = ("running", "passed", "failed", "timeout", "crashed", "cancelled", "skipped")
+FINISHED_STATUSES = tuple(s for s in RUN_STATUSES if s != "running")  # what an export holds: `running` rows stay
+RUN_METHODS = ("tracker", "contest")  # runs.method; NULL is the tracker's own (runs recorded before methods)
+# The statistics of a timed case over its samples, as case_results stores them (tracker.capture.timing.stats).
+CASE_STATS = ("runs", "mean_us", "std_us", "err_us", "best_us", "worst_us", "median_us")
