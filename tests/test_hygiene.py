@@ -206,3 +206,23 @@ def test_a_first_call_whose_build_fails_is_a_compile_failure(tmp_path, private_t
     assert run["status"] == "failed"
     assert run["error"].startswith("compile failed: custom_kernel raised RuntimeError: Error building extension")
     assert "Error building extension" in run["log_tail"]
+
+
+def test_after_sigterm_no_further_run_of_the_session_starts(tmp_path, private_tmp):
+    # ab and fidelity went on with their next rounds after a SIGTERM cancelled the current run; so did many files.
+    second = tmp_path / "hangs_again.py"
+    second.write_text((VARIANTS / "hangs_second.py").read_text())
+    store = tmp_path / "s.duckdb"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tracker", "run", str(VARIANTS / "hangs_second.py"), str(second), "--suite", "smoke",
+         "--mode", "test", "--cases", "0,1", "--store", str(store), "--quiet"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not _worker_tree(proc.pid):
+        time.sleep(0.2)
+    time.sleep(2.0)  # into the first run's hang
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    runs = queries.list_runs(store)
+    assert runs["status"].tolist() == ["cancelled"] and runs["variant"].tolist() == ["hangs_second"]

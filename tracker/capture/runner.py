@@ -235,6 +235,8 @@ def run_variant(
     events = capture_variant(req, record, on_event, should_cancel, checkpoint=checkpoint)
     flushed = store_mod.FlushResult()
     pending = store_mod.finish_run(req.store, record, flushed=flushed)
+    if _SIGTERM.is_set():  # the run is recorded; a session of several runs (ab, fidelity, many files) ends here
+        raise SystemExit(128 + signal.SIGTERM)
     return RunOutcome(record, pending, flushed, events)
 
 
@@ -711,7 +713,11 @@ def _record_helpers(record, events: list[dict[str, Any]], variant: Path) -> None
     record.run["flags"] = json.dumps(flags)
 
 
+_SIGTERM = threading.Event()  # set once the tracker was told to stop: no further run of its session starts
+
+
 def _on_sigterm(signum, frame) -> None:
+    _SIGTERM.set()
     raise _Stopped
 
 
