@@ -50,7 +50,7 @@ def page_setup() -> None:
 
 # The query parameters that pages share by name (`family` means the same on every page that has it). They are the
 # state of the page in the URL, so a value left in the session by another page must not override the URL.
-URL_KEYS = ("family", "gpu", "suite", "mode", "status", "sort", "q", "problem", "since", "variant", "path")
+URL_KEYS = ("family", "gpu", "suite", "mode", "status", "sort", "q", "problem", "since", "variant", "path", "x")
 PAGE_KEY = "kb_page"
 
 
@@ -198,9 +198,8 @@ def resolve_run(text: str) -> str | None:
         candidates = read("run_candidates", text)
         if len(candidates) > 1:
             st.error(f"**{md(text)}** is ambiguous: {len(candidates)} runs start with it. Give more characters:")
-            st.dataframe(
+            table(
                 candidates.assign(run_id="run?id=" + candidates["run_id"]),
-                hide_index=True,
                 column_config={"run_id": st.column_config.LinkColumn("run", display_text=r"run\?id=(.*)")},
             )
         else:
@@ -212,6 +211,18 @@ def run_link(run_id: str, label: str | None = None) -> None:
     st.page_link(
         "pages/run.py", label=label or f"run {run_id}", icon=":material/open_in_new:", query_params={"id": run_id}
     )
+
+
+def table(data: Any, *, column_config: dict | None = None, **kwargs: Any) -> Any:
+    """st.dataframe as every page shows a table: no index, a blank (not "None") where a value is missing, and
+    timestamps to the second unless a column says otherwise."""
+    frame = getattr(data, "data", data)  # a Styler carries its frame
+    config = {
+        c: st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm:ss")
+        for c in getattr(frame, "columns", ())
+        if str(getattr(frame[c], "dtype", "")).startswith("datetime64")
+    }
+    return st.dataframe(data, hide_index=True, placeholder="", column_config=config | (column_config or {}), **kwargs)
 
 
 def rows_height(n: int, max_rows: int = 40) -> int:

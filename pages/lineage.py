@@ -63,9 +63,8 @@ st.caption(
     f"{len(tree)} variants, {roots} roots · geomeans on {common.md(suite)} · {common.md(gpu)}. "
     "Indentation shows parent → child."
 )
-st.dataframe(
+common.table(
     shown,
-    hide_index=True,
     column_config={
         "variant": st.column_config.TextColumn(width="large"),
         "geomean (µs)": st.column_config.NumberColumn(format="%.1f"),
@@ -82,7 +81,7 @@ st.subheader("Dead ends")
 if not dead:
     st.caption("No rejected variants" + (f" in family {family}." if family != ALL else "."))
 else:
-    st.dataframe(
+    common.table(
         pd.DataFrame(
             {
                 "variant": [d["variant"] for d in dead],
@@ -93,7 +92,6 @@ else:
                 "when": [d["created_at"] for d in dead],
             }
         ),
-        hide_index=True,
         column_config={"run": st.column_config.LinkColumn("run", display_text=r"run\?id=(.*)")},
         key="dead_ends",
     )

@@ -129,9 +129,8 @@ if table.empty:
     st.success("No regression detected along this history." if not n_imp or show_improvements else
                f"No regression detected ({n_imp} improvement(s); tick “Also improvements” to list them).")  # fmt: skip
 else:
-    st.dataframe(
+    common.table(
         table,
-        hide_index=True,
         column_config={
             "before (µs)": st.column_config.NumberColumn(format="%.2f"),
             "after (µs)": st.column_config.NumberColumn(format="%.2f"),

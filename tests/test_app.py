@@ -17,6 +17,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import duckdb
+import pandas as pd
 import pytest
 from conftest import BASE_US, H200, ROOT, T0, make_record
 from streamlit.testing.v1 import AppTest
@@ -235,8 +236,10 @@ def test_run_page_cases_samples_profile_source_env(demo_store):
     assert row["mean ± err (µs)"] == f"{views.fmt_us(rec['mean_us'])} ± {views.fmt_us(rec['err_us'])}"
     assert row["factor res"] == pytest.approx(rec["factor_res"]) and row["orth res"] == pytest.approx(rec["orth_res"])
     (box,) = charts(at)
-    assert box["layout"]["yaxis"]["type"] == "log"
+    # Each case on a linear axis of its own, so a 20 µs case and a 10 ms case both show their spread.
     assert [t["type"] for t in box["data"]] == ["box"] * 12
+    assert len({t["yaxis"] for t in box["data"]}) == 12
+    assert all(box["layout"][k].get("type") != "log" for k in box["layout"] if k.startswith("yaxis"))
     assert box["data"][3]["name"] == "640x512 c2 dense"
     frames = {tuple(df.value.columns): df.value for df in at.dataframe}
     kernels = next(v for cols, v in frames.items() if "kernel" in cols)
@@ -244,11 +247,27 @@ def test_run_page_cases_samples_profile_source_env(demo_store):
     per_case = next(v for cols, v in frames.items() if "launches" in cols)
     assert per_case["launches"].tolist() == [40 + i for i in range(12)]
     assert any(c.language == "python" and "householder v4" in c.value for c in at.code)
-    env = next(v for cols, v in frames.items() if cols == ("field", "value"))
-    assert env.set_index("field").loc["gpu", "value"] == H200
+    assert kernels.columns[-1] == "full name" and kernels.iloc[0]["full name"] == "householder_panel_kernel"
+    env = next(v for cols, v in frames.items() if cols == ("field", "value")).set_index("field")["value"]
+    assert env["gpu"] == H200
+    started = queries.get_run(path, ids["profiled"])["started_at"]
+    assert env["started at"] == f"{started:%Y-%m-%d %H:%M:%S}" and env["finished at"]  # to the second
     assert "O'Brien" in texts(at.markdown)
     geomean = views.fmt_us(queries.get_run(path, ids["profiled"])["geomean_us"])
     assert [m.value for m in at.metric][:2] == [f"{geomean} µs", "12 / 12"]
+
+
+def test_profile_kernel_names_are_shortened():
+    """A C++ signature is cut to its last two scopes without template or call arguments; the full name stays."""
+    name = ("void at::native::(anonymous namespace)::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+            "std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)")  # fmt: skip
+    assert views.short_kernel(name) == "native::vectorized_elementwise_kernel"
+    assert views.short_kernel("ampere_sgemm_128x64_tn") == "ampere_sgemm_128x64_tn"
+    assert views.short_kernel("x" * 90).endswith("…") and len(views.short_kernel("x" * 90)) == 40
+    kernels = views.profile_tables(pd.DataFrame(), pd.DataFrame({"kernel": [name], "calls": [3], "device_us": [1.26],
+                                                                   "self_us": [0.0]}))["kernels"]  # fmt: skip
+    assert kernels.iloc[0].to_dict() == {"kernel": "native::vectorized_elementwise_kernel", "calls": 3,
+                                         "device (µs)": 1.3, "self (µs)": 0.0, "full name": name}  # fmt: skip
 
 
 def test_run_page_unknown_and_ambiguous_ids(demo_store):
@@ -758,7 +777,7 @@ def test_same_url_parameters_on_every_page(demo_store):
 def test_since_lists_newest_first(demo_store):
     _, ids = demo_store
     at = open_url("pages/since.py", since="2026-01-01T00:00:00")
-    runs = at.dataframe[-1].value["run_id"]
+    runs = at.dataframe[-1].value["run"]
     assert runs.iloc[0] == f"run?id={ids['cpu']}" and runs.iloc[-1] == f"run?id={ids['householder'][0]}"
 
 
