@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -547,6 +548,30 @@ def test_job_cancel_records_a_cancelled_run(own_demo_store):
     final = jobs.wait(job, timeout=60)
     assert final["state"] == "finished" and final["status"] == "cancelled"
     assert queries.get_run(path, final["run_id"])["status"] == "cancelled"
+
+
+def test_a_first_call_without_progress_is_said_long_before_the_compile_budget_ends(own_demo_store, tmp_path):
+    """Issue 21: a kernel whose first call hangs holds the device for the whole compile budget; the Benchmark page
+    says so (with the time it has waited) after a quarter of a short budget, set from the page's own option, and
+    the device queue links the run, which is one of the open store's."""
+    path, _ = own_demo_store
+    kernels = tmp_path / "kernels"
+    kernels.mkdir()
+    (kernels / "hangs_first.py").write_text("import time\n\n\ndef custom_kernel(data):\n    time.sleep(120)\n")
+    job = jobs.start_job(path, "hangs_first.py", suite="smoke", mode="test", cases=[0], kernels_dir=kernels,
+                         device="cpu", compile_timeout=8)  # fmt: skip
+    assert "--compile-timeout=8" in job.spec["argv"]
+    deadline = time.monotonic() + 90
+    while not jobs.first_call_stalled(job, jobs.status(job)) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    at = open_page("pages/benchmark.py")
+    shown = " ".join(p.proto.text for p in at.get("progress"))
+    assert re.search(r"no progress: the first call has not returned after \d+ s; the compile budget ends in \d+ s",
+                     shown), shown  # fmt: skip
+    run_id = jobs.status(job)["run_id"]
+    assert any(f"[run {run_id}](run?id={run_id})" in i.value for i in at.info), texts(at.info)
+    final = jobs.wait(job, timeout=60)
+    assert final["status"] == "failed" and "compiling took longer than 8 s" in final["error"], final
 
 
 def test_job_that_cannot_start_says_why(demo_store, tmp_path):
