@@ -15,6 +15,7 @@ from typing import Any
 import streamlit as st
 
 from pages.ui.text import code, md  # noqa: F401 - the pages' escaping, defined once in ui
+from tracker.analysis import margins
 from tracker.analysis import series as analysis
 from tracker.store import DEFAULT_STORE, NotAStoreError, StoreError, StoreLockedError, queries
 
@@ -171,6 +172,22 @@ def history(**kwargs: Any) -> Any:
     path = store()
     try:
         return _cached_history(path, queries.store_version(path), tuple(sorted(kwargs.items())))
+    except (StoreError, FileNotFoundError):
+        read("count_runs")
+        raise
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _cached_margins(store_path: str, version: tuple[int, ...], sha256s: tuple[str, ...]) -> Any:
+    return margins.gate_margins(queries.gate_residuals(store_path, list(sha256s)))
+
+
+def gate_margins(sha256s: list[str]) -> dict[str, Any]:
+    """margins.gate_margins of these variants over every run and seed (cached: over thousands of variants it costs
+    more than the page's reads)."""
+    path = store()
+    try:
+        return _cached_margins(path, queries.store_version(path), tuple(sha256s))
     except (StoreError, FileNotFoundError):
         read("count_runs")
         raise

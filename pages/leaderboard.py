@@ -78,7 +78,7 @@ if cells:
         st.caption(f"{common.md(table.loc[sha, 'variant'])} has no passed result on {common.md(column)}.")
 
 # Gate margins over every run and seed of each variant: the ones that pass close to a tolerance.
-_margins = margins.gate_margins(common.read("gate_residuals", list(board["table"].index)))
+_margins = common.gate_margins(list(board["table"].index))
 _near = [(sha, m["closest"]) for sha, m in _margins.items() if m["near"] and sha in board["table"].index]
 if _near:
     st.warning(f"{len(_near)} variant(s) run within {margins.NEAR:g}x of a correctness gate (worst over every run and "

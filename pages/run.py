@@ -115,7 +115,7 @@ if isinstance(_sandbox, str) and _sandbox.startswith(("off", "none")):
 elif isinstance(_sandbox, str):
     st.caption(f"Kernel contained by {md(_sandbox)}; outputs judged by a separate checker process.")
 # Over every run and seed of the variant: passing close to a gate today may fail on a hidden seed tomorrow.
-_margin = margins.gate_margins(common.read("gate_residuals", [run["variant_sha256"]])).get(run["variant_sha256"])
+_margin = common.gate_margins([run["variant_sha256"]]).get(run["variant_sha256"])
 if _margin and _margin["near"]:
     _c = _margin["closest"]
     st.warning(

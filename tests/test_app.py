@@ -449,7 +449,7 @@ def test_regressions_family_table_links_and_timeline(demo_store):
     layout = spec["layout"]
     assert all(layout[f"yaxis{k if k > 1 else ''}"]["type"] == "log" for k in range(1, 13))
     means = [t for t in spec["data"] if t.get("mode") == "lines+markers"]
-    assert len(means) == 12 and all(t["error_y"]["type"] == "data" for t in means)
+    assert len(means) == 12 and all("(standard error)" in t["text"][0] for t in means)  # on hover, not as bars
     assert len(means[3]["x"]) == 9  # the timeout is not a point
     (shape,) = layout["shapes"]
     assert shape["xref"] == "x4" and shape["x0"] == 4.5 and shape["line"]["dash"] == "dash"
