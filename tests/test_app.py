@@ -123,6 +123,30 @@ def test_experiments_progress_chart_spec(demo_store):
     (spec,) = charts(at)
     assert [t["name"] for t in spec["data"]] == ["(none)", "best so far (smoke · CPU)"]
 
+    # Issue 21: x is run order by default (the n-th passed run of the context, whole numbers), time on request;
+    # each point names its variant and family on hover; the log axis reads round numbers.
+    at.selectbox(key="chart_ctx").select("qr_v2 · NVIDIA H200").run()
+    (spec,) = charts(at)
+    xs = sorted(x for t in spec["data"] if t["type"] == "scattergl" for x in _decode(t["x"]))
+    assert xs == list(range(1, 12)) and spec["layout"]["xaxis"]["tickformat"] == "d"
+    hh = next(t for t in spec["data"] if t["name"] == "householder")
+    assert hh["customdata"][0][1].startswith("householder_v") and hh["customdata"][0][2] == "householder"
+    assert "%{customdata[1]}" in hh["hovertemplate"]
+    ticks = spec["layout"]["yaxis"]["ticktext"]
+    assert ticks and all(t.replace(",", "").isdigit() for t in ticks), ticks
+    at.radio(key="x").set_value("time").run()
+    (spec,) = charts(at)
+    assert str(spec["data"][0]["x"][0]).startswith("2026-")  # timestamps
+
+
+def test_log_ticks_read_as_round_numbers():
+    wide = charts_mod.log_ticks(33.8, 54_687)["ticktext"]  # one step past each end: the axis reaches past the data
+    assert wide == ["10", "30", "100", "300", "1,000", "3,000", "10,000", "30,000", "100,000"]
+    assert charts_mod.log_ticks(3822, 4419)["ticktext"] == ["3,800", "4,000", "4,200", "4,400", "4,600"]
+    narrow = charts_mod.log_ticks(3822.43, 3822.44, widen=True)  # the issue's 3822.43, 3822.44
+    assert narrow["ticktext"] == ["3,700", "3,750", "3,800", "3,850", "3,900"] and len(narrow["range"]) == 2
+    assert charts_mod.log_ticks(9780, 9800)["ticktext"] == ["9,780", "9,785", "9,790", "9,795", "9,800"]
+
 
 def _decode(values) -> list[float]:
     """Plotly writes numeric arrays either as lists or as {'dtype', 'bdata'} (base64)."""

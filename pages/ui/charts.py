@@ -35,27 +35,35 @@ def best_so_far(points: pd.DataFrame) -> pd.DataFrame:
     return df[changed | last]
 
 
-def log_ticks(lo: float, hi: float, *, most: int = 8) -> dict[str, Any]:
+def log_ticks(lo: float, hi: float, *, most: int = 8, widen: bool = False) -> dict[str, Any]:
     """Tick values and labels for a log axis over [lo, hi] that read as plain numbers: 1-2-5 steps over a wide
-    range, evenly spaced round values over a narrow one (Plotly's own ticks there read 3822.43, 3822.44)."""
+    range, evenly spaced round values over a narrow one (Plotly's own ticks there read 3822.43, 3822.44). With
+    `widen`, values within 2% of each other get a ±1% axis range (where small steps are not the point)."""
     if not (lo > 0 and hi > 0):
         return {}
     lo, hi = min(lo, hi), max(lo, hi)
+    extra: dict[str, Any] = {}
     if hi / lo >= 3:
         for mantissas in ((1, 2, 5), (1, 3), (1,)):
             vals = [m * 10.0**k for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
                     for m in mantissas]  # fmt: skip
-            vals = [v for v in vals if lo / 1.05 <= v <= hi * 1.05]
-            if len(vals) <= most:
+            inside = [v for v in vals if lo / 1.05 <= v <= hi * 1.05]
+            if len(inside) <= most:
                 break
-        step = min(vals) if vals else 1.0
+        # one step beyond each end too: the axis reaches past the data, and Plotly leaves out ticks off it
+        vals = [v for v in vals if lo / 4 <= v <= hi * 4]
+        step = min(inside) if inside else 1.0
     else:
+        if widen and hi - lo < 0.02 * hi:  # nearly equal values: a ±1% window, so the ticks are round numbers
+            lo, hi = min(lo, hi / 1.02) * 0.99, hi * 1.01
+            extra = {"range": [math.log10(lo), math.log10(hi)]}
         raw = (hi - lo) / 4 or hi / 100
         base = 10.0 ** math.floor(math.log10(raw))
         step = next(m * base for m in (1, 2, 2.5, 5, 10) if m * base >= raw)
         vals = [k * step for k in range(math.floor(lo / step), math.ceil(hi / step) + 1)]
     digits = max(0, -math.floor(math.log10(step))) if step < 1 else 0
-    return {"tickmode": "array", "tickvals": vals, "ticktext": [f"{v:,.{digits}f}" for v in vals]}
+    ticks = {"tickmode": "array", "tickvals": vals, "ticktext": [f"{v:,.{digits}f}" for v in vals]}
+    return ticks | extra
 
 
 PROGRESS_X = ("run order", "time")  # the x axes of the progress chart, as the page offers and the URL names them
@@ -113,7 +121,7 @@ def progress_figure(points: pd.DataFrame, x: str = "run order") -> go.Figure:
         xaxis |= {"tickformat": "d", "tick0": 0, "dtick": max(1, math.ceil(last / 10))}  # whole runs only
     fig.update_layout(
         title="Geomean per passed run and best so far",
-        yaxis=TIME_AXIS | {"title": {"text": "geomean (µs, log)"}} | log_ticks(float(ys.min()), float(ys.max())),
+        yaxis=TIME_AXIS | {"title": {"text": "geomean (µs, log)"}} | log_ticks(ys.min(), ys.max(), widen=True),
         xaxis=xaxis,
         height=420,
         margin={"t": 50, "b": 40},
@@ -166,8 +174,10 @@ def grouped_bars_figure(cmp: RunComparison, a: Mapping[str, Any], b: Mapping[str
                 marker_color=colour,
             )
         )
+    means = [m for c in cmp.cases for m in (c.mean_a, c.mean_b) if m]
+    ticks = log_ticks(min(means), max(means)) if means else {}
     fig.update_layout(
-        barmode="group", title="Mean time per case (log axis, error bars: standard error)", yaxis=TIME_AXIS,
+        barmode="group", title="Mean time per case (log axis, error bars: standard error)", yaxis=TIME_AXIS | ticks,
         height=440, margin={"t": 80, "b": 40}, legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
     )  # fmt: skip
     return fig
@@ -251,6 +261,8 @@ def timeline_figure(
             elif p.status != "absent":  # a case the run did not include is no failure: not drawn
                 fx.append(i)
                 ftext.append(f"{name} · {p.run_id} · {p.status}")
+        if ys:  # round numbers on each small chart's log axis
+            axes[f"yaxis{ax}"] |= log_ticks(min(ys), max(ys), most=5)
         traces.append({
             "type": "scatter", "x": xs, "y": ys, "xaxis": xref, "yaxis": yref, "mode": "lines+markers",
             "name": label, "showlegend": False, "text": text,
