@@ -79,6 +79,12 @@ with st.expander("Options"):
         "(--compile-timeout); a kernel that hangs in its first call holds the device this long",
     )
     profile = t3.checkbox("Profile one call per case", key="bm_profile")
+    ncu = t3.checkbox(
+        "Nsight Compute profile of one call per case (where ncu is installed)",
+        key="bm_ncu",
+        help="After the timed run: per kernel duration, occupancy, SM and memory throughput, registers, shared "
+        "memory and top stall reasons. Its time counts against the timeout.",
+    )
     g1, g2 = st.columns(2)
     gpu_mode = g1.selectbox(
         "GPUs (a queue on a local Dask cluster, one worker per GPU)",
@@ -108,7 +114,7 @@ if submitted:
             job = jobs.start_job(
                 store, kernel, suite=suite if has_gpu else "smoke", mode=mode, kernels_dir=kernels_dir,
                 cases=case_list, seed=seed, timeout=timeout, family=family.strip() or None,
-                parent=parent.strip() or None, note=note.strip() or None, profile=profile, device=device,
+                parent=parent.strip() or None, note=note.strip() or None, profile=profile, ncu=ncu, device=device,
                 problem=problem, problems_dir=problems_dir, gpus=gpus, compile_timeout=compile_timeout,
             )  # fmt: skip
         except (ValueError, OSError) as exc:

@@ -10,7 +10,7 @@ from pages.ui import tables as views
 from tracker.analysis import margins
 from tracker.analysis import series as analysis
 from tracker.common.jsonfields import parse_flags
-from tracker.store import VERDICTS, StoreLockedError, add_verdict
+from tracker.store import VERDICTS, StoreLockedError, add_verdict, traces_dir
 
 PROFILE_KERNEL_COLUMNS = {
     "kernel": st.column_config.TextColumn("kernel", help="Short name; the whole signature is in the last column"),
@@ -197,6 +197,17 @@ with tabs[2]:
         with right:
             st.markdown("**Per case: launches and host time**")
             common.table(prof["cases"])
+    st.markdown("**Nsight Compute** (one call per case)")
+    if bundle["ncu_cases"].empty:
+        st.info("No Nsight Compute profile. Run with `--ncu` where ncu is installed (or tick it on Benchmark).")
+    else:
+        if not bundle["ncu_kernels"].empty:
+            common.table(views.ncu_table(bundle["ncu_kernels"]), column_config=PROFILE_KERNEL_COLUMNS)
+        for row in bundle["ncu_cases"].itertuples():
+            has = isinstance(row.report, str) and row.report  # NULL reads as NaN here
+            kept = f"report {common.code(str(traces_dir(common.store(), run_id) / row.report))}" if has else ""
+            why = f" · {common.md(row.error)}" if isinstance(row.error, str) and row.error else ""
+            st.caption(f"case {row.case_idx}: {kept or 'no report'}{why}")
 
 with tabs[3]:
     if bundle["source"]:

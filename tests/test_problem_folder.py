@@ -208,7 +208,7 @@ def test_a_correct_vector_add_passes_the_folders_tests_and_benchmarks(runs):
 def test_a_wrong_kernel_fails_with_the_folders_own_checker_message(runs):
     wrong = runs["vadd_wrong"]
     assert wrong["status"] == "failed"
-    assert wrong["cases"][0]["message"].startswith("vecadd: mismatch, max abs error")
+    assert wrong["cases"][0]["message"].startswith("input 0: vecadd: mismatch, max abs error")
     # the older convention: check_implementation returns an error string
     sm = runs["sm_wrong"]
     assert sm["status"] == "failed"
@@ -379,3 +379,23 @@ def test_compare_page_warns_that_runs_of_different_problems_are_not_compared(das
     warnings = "\n".join(str(w.value) for w in at.warning)
     assert "Different problems: A was judged by **vecadd**, B by **row\\_softmax**" in warnings  # names escaped
     assert "different problems\\: vecadd vs row\\_softmax" in "\n".join(str(c.value) for c in at.caption)
+
+
+def test_a_repetition_times_a_batch_of_inputs_sized_as_the_contest_sizes_it(runs, tmp_path):
+    # 4096 float32 twice is 32 KiB: 50 inputs (the cap) per repetition, seeds seed+42, seed+84, ...
+    (inputs,) = rows(runs["store"], "SELECT inputs FROM case_results WHERE run_id = ?", [runs["vadd_bench"]["run_id"]])[
+        0
+    ]
+    assert inputs == 50
+    folder = ProblemFolder(runs["vecadd"])
+    (case,) = folder.suites["vecadd"].benchmarks
+    made = folder.benchmark_inputs(case)
+    assert len(made) == 50 and all(x[0].shape == (4096,) for x in made)
+    assert made[0][0].equal(folder.generate(case, 13 + 42)[0]) and made[1][0].equal(folder.generate(case, 13 + 84)[0])
+    big = write_folder(tmp_path / "big", {**VECADD, "task.yml": "benchmarks:\n  - {size: 16777216, seed: 1}\n"})
+    assert len(ProblemFolder(big).benchmark_inputs(ProblemFolder(big).suites["big"].benchmarks[0])) == 2  # 128 MiB
+    fixed = write_folder(tmp_path / "fixed", {**VECADD, "task.yml": VECADD["task.yml"] + "benchmark_inputs: 3\n"})
+    assert len(ProblemFolder(fixed).benchmark_inputs(ProblemFolder(fixed).suites["fixed"].benchmarks[0])) == 3
+    bad = write_folder(tmp_path / "bad", {**VECADD, "task.yml": VECADD["task.yml"] + "benchmark_inputs: 0\n"})
+    with pytest.raises(ValueError, match="benchmark_inputs"):
+        ProblemFolder(bad)

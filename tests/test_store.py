@@ -25,7 +25,18 @@ pytestmark = pytest.mark.timeout(120)
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "kernels" / "geqrf_reference.py"
-TABLES = ("runs", "variants", "case_results", "samples", "profile_cases", "profile_kernels", "verdicts", "evidence")
+TABLES = (
+    "runs",
+    "variants",
+    "case_results",
+    "samples",
+    "profile_cases",
+    "profile_kernels",
+    "verdicts",
+    "evidence",
+    "ncu_cases",
+    "ncu_kernels",
+)
 
 
 def make_run(
@@ -236,11 +247,13 @@ def test_a_run_is_never_half_written(store):
 
 def test_write_run_replaces_an_earlier_write_of_the_same_run(store):
     record = make_run("again0000001", profile=True)
+    record.ncu_cases = [{"case_idx": 0, "report": "ncu-case0.ncu-rep", "kernels": 1, "error": None}]
+    record.ncu_kernels = [{"case_idx": 0, "kernel_idx": 0, "kernel": "k", "duration_us": 3.0, "stalls": "{}"}]
     assert store_mod.finish_run(store, record) is None
     assert store_mod.finish_run(store, record) is None
     assert counts(store) == {
         "runs": 1, "variants": 1, "case_results": 2, "samples": 10, "profile_cases": 2, "profile_kernels": 2,
-        "verdicts": 0, "evidence": 0,
+        "verdicts": 0, "evidence": 0, "ncu_cases": 1, "ncu_kernels": 1,
     }  # fmt: skip
     samples = queries.run_samples(store, "again0000001")
     assert samples["time_us"].tolist() == [t for _, _, t in record.samples]
@@ -386,7 +399,7 @@ def test_export_import_round_trip_through_parquet(tmp_path):
     expected["runs"] -= 1  # the running one stayed home
     assert counts(b) == expected == {
         "runs": 3, "variants": 2, "case_results": 6, "samples": 26, "profile_cases": 2, "profile_kernels": 2,
-        "verdicts": 1, "evidence": 0,
+        "verdicts": 1, "evidence": 0, "ncu_cases": 0, "ncu_kernels": 0,
     }  # fmt: skip
     assert import_runs(b, folder) == 0  # importing twice adds nothing
     assert counts(b) == expected

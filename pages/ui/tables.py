@@ -13,7 +13,7 @@ import pandas as pd
 
 from tracker.analysis.series import is_num
 from tracker.analysis.stats import RunComparison
-from tracker.common.jsonfields import parse_flags
+from tracker.common.jsonfields import parse_flags, stalls_text
 
 # ------------------------------------------------------------------------------------------------ numbers
 
@@ -263,6 +263,29 @@ def fmt_time(value: Any) -> str:
         return "" if value is None or pd.isna(value) else f"{pd.Timestamp(value):%Y-%m-%d %H:%M:%S}"
     except (TypeError, ValueError):
         return str(value)
+
+
+def ncu_table(ncu_kernels: pd.DataFrame) -> pd.DataFrame:
+    """Nsight Compute's kernels, one row each in launch order per case, with the top stall reasons as text."""
+    df = ncu_kernels
+    smem = df["static_smem_bytes"].fillna(0).astype("int64") + df["dynamic_smem_bytes"].fillna(0).astype("int64")
+    return pd.DataFrame(
+        {
+            "case": df["case_idx"],
+            "#": df["kernel_idx"],
+            "kernel": df["kernel"].map(short_kernel),
+            "duration (µs)": df["duration_us"],
+            "occupancy %": df["occupancy_pct"],
+            "SM %": df["sm_pct"],
+            "memory %": df["memory_pct"],
+            "regs/thread": df["registers"],
+            "smem/block (B)": smem,
+            "block": df["block_size"],
+            "grid": df["grid_size"],
+            "top stalls (cycles per issue)": [stalls_text(s) for s in df["stalls"]],
+            "full name": df["kernel"],
+        }
+    )
 
 
 def environment_rows(run: Mapping[str, Any]) -> pd.DataFrame:

@@ -88,6 +88,7 @@ def main() -> int:
         cases = [workload.hidden_seed(c, int(job["seed"])) for c in cases]
     verdicts.emit(event="ready")
 
+    receiver = handoff.Receiver(device)
     held_pos, inputs, limit = None, None, 0
     evidence_kept: set[int] = set()
     while True:
@@ -114,7 +115,7 @@ def main() -> int:
                 held_pos, limit = pos, 4 * _nbytes(inputs) + OUTPUT_SLACK_BYTES
             if message.get("error"):  # the worker refused the outputs itself (not plain tensors, ...)
                 raise handoff.BadOutput(str(message["error"])[:2000])
-            outputs = handoff.unpack(message.get("outputs"), fd, device, limit)
+            outputs = receiver.unpack(message.get("outputs"), fd, limit)
             sent = message["outputs"]["bytes"]
             if not isinstance(outputs, list) or len(outputs) != len(inputs):
                 raise handoff.BadOutput(f"the worker sent {len(outputs)} outputs for {len(inputs)} inputs")
@@ -149,6 +150,7 @@ def main() -> int:
             received_s=received,
             check_s=checked - received,
             bytes=sent,
+            inputs=len(inputs) if inputs is not None else None,  # the count the case's time is divided by
         )  # before the worker hears it: the runner has the verdict by the time the worker reports the case
         handoff.send(sock, {"passed": result.passed, "message": result.message})
         del outputs

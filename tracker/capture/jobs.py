@@ -179,6 +179,7 @@ def start_job(
     parent: str | None = None,
     note: str | None = None,
     profile: bool = False,
+    ncu: bool = False,
     device: str = "auto",
     problem: str | None = None,
     problems_dir: str | os.PathLike | None = None,
@@ -239,6 +240,8 @@ def start_job(
             argv.append(f"{flag}={value}")
     if profile:
         argv.append("--profile")
+    if ncu:
+        argv.append("--ncu")
     if gpus is not None:
         argv.append(f"--gpus={gpus}")  # the scale-out queue on a local Dask cluster
     argv += ["--", _display_path(path)]  # the kernel path last, after "--": never read as an option
@@ -259,6 +262,7 @@ def start_job(
         "parent": parent,
         "note": note,
         "profile": profile,
+        "ncu": ncu,
         "store": str(Path(store).resolve()),
         "argv": argv,
         "created_at": datetime.now(UTC).isoformat(),

@@ -12,7 +12,7 @@ from typing import Any
 
 from tracker import store as store_mod
 from tracker.workloads import cases_for, get_suite, get_workload
-from tracker.workloads.base import combine_seed
+from tracker.workloads.base import BENCHMARK_SEED_STEP, MAX_INPUTS_PER_REP, combine_seed
 
 DEFAULT_TIMEOUT_S = 900.0
 DEFAULT_COMPILE_TIMEOUT_S = 900.0  # import and first calls: Triton JIT, load_inline builds
@@ -37,6 +37,7 @@ class RunRequest:
     parent: str | None = None
     note: str | None = None
     profile: bool = False
+    ncu: bool = False  # also profile one call per case with Nsight Compute, after the timed run (ncu_pass)
     store: str = store_mod.DEFAULT_STORE
     trigger: str = "cli"
     device: str = "auto"
@@ -73,7 +74,7 @@ class RunRequest:
             # Input generators seed torch with the transformed case seed (plus a small offset per input), which
             # must fit a signed 64-bit integer; the contest's transform grows with the square of the seed.
             for case in cases:
-                top = combine_seed(case.seed or 0, self.seed) + 42 * (case.input_count() + 1)
+                top = combine_seed(case.seed or 0, self.seed) + BENCHMARK_SEED_STEP * (MAX_INPUTS_PER_REP + 1)
                 if not -(2**63) <= top < 2**63:
                     raise ValueError(
                         f"--seed {self.seed} is out of range: the contest's seed transform takes case seeds past "
@@ -88,9 +89,9 @@ class RunRequest:
                 raise ValueError(f"{name} must be positive and finite (seconds), not {value}")
         if self.method not in store_mod.RUN_METHODS:
             raise ValueError(f"--method must be one of {', '.join(store_mod.RUN_METHODS)}")
-        if self.method == "contest" and (self.problem is None or self.profile):
+        if self.method == "contest" and (self.problem is None or self.profile or self.ncu):
             raise ValueError(
-                "--method contest needs --problem DIR (its eval.py and task.yml `files:`) and no --profile"
+                "--method contest needs --problem DIR (its eval.py and task.yml `files:`) and no --profile or --ncu"
             )
         problem = device_problem(self.device, self.gpu_present)
         if problem:

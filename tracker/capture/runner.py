@@ -300,9 +300,13 @@ def capture_variant(
                 req, record, events, should_cancel, device
             )
         else:
+            driven = time.monotonic()
             status, error, returncode, log_tail, compile_s, forged = _drive_worker(
                 req, record, events, emit, should_cancel, device, variant_path, checkpoint
             )
+            if req.ncu:  # after the timed worker has ended, under the same lock: its timings are already taken
+                timed_s = time.monotonic() - driven - (compile_s or 0.0)
+                _ncu_profile(req, record, events, status, device, variant_path, req.timeout - timed_s)
         record.run["device_load_end"] = devicelock.device_load(key)
     finally:
         lock.release()
@@ -323,6 +327,36 @@ def capture_variant(
         ]  # fmt: skip
         record.run["flags"] = json.dumps(flags)
     return events
+
+
+def _ncu_profile(req, record, events, status, device: str, variant_path: str | None, budget_s: float) -> None:
+    """The Nsight Compute pass (tracker.capture.ncu_pass) over the cases the worker finished; what it could not
+    do goes to the run's warnings and to stderr."""
+    from tracker.capture import ncu_pass
+
+    done = [e["case_idx"] for e in events if e.get("event") == "case_done" and isinstance(e.get("case_idx"), int)]
+    note = ncu_pass.unavailable(device)
+    if note is None and (status is not None or not done):
+        note = "no Nsight Compute profile: the timed run did not finish its cases"
+    if note is not None:
+        result = ncu_pass.NcuResult(notes=[note])
+    else:
+        token = f"KERNELBEAM_RUN_TOKEN={secrets.token_hex(8)}"
+        writable = ncu_pass.lock_binds()
+
+        def command(argv: list[str], workdir: Path) -> tuple[list[str], dict[str, str] | None]:
+            cmd, env, _ = _worker_command(req, workdir, None, token, argv=argv, writable=writable)
+            return cmd, env
+
+        job = {"variant_path": str(Path(variant_path or req.path).resolve()), "problem": _problem_folder(req),
+               "suite": req.suite, "mode": req.mode, "seed": req.seed}  # fmt: skip
+        final = store_mod.traces_dir(req.store, record.run["run_id"])
+        result = ncu_pass.profile_cases(job, sorted(set(done)), budget_s, final, command)
+    record.ncu_cases, record.ncu_kernels = result.cases, result.kernels
+    for line in result.notes:
+        print(f"ncu: {line}", file=sys.stderr)
+    if result.notes:
+        record.run["warnings"] = "; ".join(filter(None, [record.run.get("warnings"), *result.notes]))
 
 
 def _gpu_available() -> bool:
@@ -367,9 +401,12 @@ def _start_checker(req, device: str, private: Path, workdir: Path, worker_end: i
     return proc, _Lines(verdict_r)
 
 
-def _worker_command(req, workdir: Path, private: Path, token: str) -> tuple[list[str], dict[str, str], str]:
-    """The worker's command line and environment, in the sandbox where one can be made; and how it ran."""
-    argv = [sys.executable, "-m", "tracker.capture.worker"]
+def _worker_command(
+    req, workdir: Path, private: Path | None, token: str, argv: list[str] | None = None, writable: list[Path] = ()
+) -> tuple[list[str], dict[str, str], str]:
+    """The worker's command line and environment (or `argv`'s: the ncu pass), in the sandbox where one can be
+    made; and how it ran."""
+    argv = argv or [sys.executable, "-m", "tracker.capture.worker"]
     inner = {"PYTHONPATH": str(_PACKAGE_ROOT), "PYTHONUNBUFFERED": "1", "PYTHONSAFEPATH": "1"}
     name, value = token.split("=", 1)
     inner[name] = value  # every process the kernel starts inherits it: how setsid'd children are found and ended
@@ -380,8 +417,8 @@ def _worker_command(req, workdir: Path, private: Path, token: str) -> tuple[list
         return argv, dict(os.environ, **inner), f"none: {reason}"
     bwrap = sandbox.find_bwrap()
     env = sandbox.sandbox_env(workdir, inner)
-    hidden = [store_mod.side_key_path(), private]
-    return sandbox.command(bwrap, argv, workdir, env, hidden), {}, sandbox.version(bwrap)
+    hidden = [store_mod.side_key_path(), *([private] if private is not None else [])]
+    return sandbox.command(bwrap, argv, workdir, env, hidden, writable), {}, sandbox.version(bwrap)
 
 
 def _drive_worker(req, record, events, emit, should_cancel, device, variant_path=None, checkpoint=None):
@@ -523,7 +560,7 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
         elif checker.returncode not in (0, None, -signal.SIGKILL) and status is None:
             status, error = "crashed", f"the checker process failed: {_tail(private / 'checker.log')[-600:]}"
         judge(events, verdicts, req, gpu.readings)
-        _keep_traces(events, workdir, Path(f"{req.store}.traces") / record.run["run_id"])
+        _keep_traces(events, workdir, store_mod.traces_dir(req.store, record.run["run_id"]))
         _record_helpers(record, events, Path(variant_path or req.path))
         record.evidence = collect_evidence(private, events)  # read before the folder goes
     finally:
@@ -588,10 +625,12 @@ def judge(events: list[dict[str, Any]], verdicts: list[dict[str, Any]], req, gpu
             continue
         done.add(idx)
         case = cases[idx] if req.seed is None else workload.hidden_seed(cases[idx], req.seed)
-        inputs = 1 if req.mode == "test" else case.input_count()
+        mine = by_case.get(idx, [])
+        # The checker made the inputs too: its count, else the case's own (a problem folder's is known once made).
+        made = next((v["inputs"] for v in mine if type(v.get("inputs")) is int and v["inputs"] > 0), None)
+        inputs = 1 if req.mode == "test" else made or case.input_count()
         # What the case is, is ours to say: never the worker's description.
         event.update(spec=case.spec, case={**case.to_dict(), "inputs": inputs})
-        mine = by_case.get(idx, [])
         samples = event.get("samples") or []
         if not isinstance(samples, list) or not all(isinstance(x, int | float) for x in samples):
             samples = []
@@ -620,7 +659,7 @@ def judge(events: list[dict[str, Any]], verdicts: list[dict[str, Any]], req, gpu
         event["flops"], event["bytes"] = workload.work(cases[idx])
         if samples and req.mode != "test":
             event.update(_stats(samples))
-            event["wall_us"] = plausibility.wall_per_call(mine, cases[idx].input_count())
+            event["wall_us"] = plausibility.wall_per_call(mine, inputs)
             event.update(gpustate.case_state(gpu_readings, gpustate.timed_window(mine)))
 
 

@@ -75,8 +75,11 @@ def sandbox_env(workdir: Path, extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def command(bwrap: str, argv: list[str], workdir: Path, env: dict[str, str], hidden: list[Path]) -> list[str]:
-    """bwrap's command line for `argv`: everything read-only but `workdir`, `hidden` files masked."""
+def command(
+    bwrap: str, argv: list[str], workdir: Path, env: dict[str, str], hidden: list[Path], writable: list[Path] = ()
+) -> list[str]:
+    """bwrap's command line for `argv`: everything read-only but `workdir` (and the `writable` files, such as
+    Nsight Compute's lock file), `hidden` files masked."""
     cmd = [
         bwrap,
         "--ro-bind", "/", "/",
@@ -90,6 +93,8 @@ def command(bwrap: str, argv: list[str], workdir: Path, env: dict[str, str], hid
         "--clearenv",
         "--chdir", str(workdir),
     ]  # fmt: skip
+    for path in writable:
+        cmd += ["--bind", str(path), str(path)]
     for path in hidden:
         if path.is_file():
             cmd += ["--ro-bind", "/dev/null", str(path)]

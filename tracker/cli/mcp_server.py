@@ -127,7 +127,9 @@ class Tools:
             return [] if df is None else [{k: clean(v) for k, v in r.items()} for r in df.to_dict("records")]
 
         cases, kernels = records("profile_cases"), records("profile_kernels")
-        return {"run_id": rid, "profiled": bool(cases), "cases": cases, "kernels": kernels}
+        ncu = runs.ncu_doc(self.store, rid)
+        return {"run_id": rid, "profiled": bool(cases), "cases": cases, "kernels": kernels, "ncu": ncu,
+                "ncu_text": runs.ncu_text(ncu)}  # fmt: skip
 
     def margins(self, run_id: str) -> dict[str, Any]:
         from tracker.analysis.margins import NEAR, gate_margins
@@ -241,7 +243,9 @@ def build_server(store: str):
 
     @server.tool()
     def run_profile(run: str) -> dict[str, Any]:
-        """A run's torch.profiler tables (runs made with profile=true): per case launches and times, per kernel."""
+        """A run's profiles: torch.profiler's tables (runs made with profile=true: per case launches and times, per
+        kernel) and Nsight Compute's (ncu=true: per kernel duration, achieved occupancy, SM and memory throughput,
+        registers, shared memory per block, top stall reasons; `ncu_text` says it in plain lines)."""
         return tools.call(tools.profile, run)
 
     @server.tool()
@@ -263,6 +267,7 @@ def build_server(store: str):
         parent: str | None = None,
         note: str | None = None,
         profile: bool = False,
+        ncu: bool = False,
         timeout: float | None = None,
         compile_timeout: float | None = None,
         problem: str | None = None,
@@ -270,7 +275,7 @@ def build_server(store: str):
         """Run kernel files (one, or several one after the other) as `run PATH... --json` does and follow them to
         the end, reporting progress; returns each run's `run --json` document. Without a GPU: the CPU smoke suite."""
         opts = {"suite": suite, "mode": mode, "cases": cases, "seed": seed, "device": device, "family": family,
-                "parent": parent, "note": note, "profile": profile, "timeout": timeout,
+                "parent": parent, "note": note, "profile": profile, "ncu": ncu, "timeout": timeout,
                 "compile_timeout": compile_timeout, "problem": problem, "quiet": True}  # fmt: skip
 
         def prepare():  # as `run` does: the requests, then the dead ends they repeat (unless acknowledged)

@@ -58,6 +58,7 @@ def run_requests(args: argparse.Namespace) -> list:
             parent=args.parent,
             note=args.note,
             profile=args.profile,
+            ncu=args.ncu,
             store=args.store,
             trigger=args.trigger,
             device=args.device,
@@ -227,6 +228,12 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "--profile",
         action="store_true",
         help="also profile one call per case with torch.profiler",
+    )
+    p.add_argument(
+        "--ncu",
+        action="store_true",
+        help="also profile one call per case with Nsight Compute after the timed run (where ncu is installed; "
+        "its time counts against --timeout): per kernel duration, occupancy, throughput, resources, stalls",
     )
     p.add_argument(
         "--device",

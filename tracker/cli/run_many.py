@@ -83,7 +83,7 @@ def run_many(args: argparse.Namespace) -> int:
         req = RunRequest(
             path=path, suite=suite, mode=args.mode, cases=parse_cases(args.cases), seed=args.seed,
             timeout=args.timeout, family=args.family or target.get("family"), note=args.note, profile=args.profile,
-            store=args.store, trigger=args.trigger, device=args.device, name=target["name"],
+            ncu=args.ncu, store=args.store, trigger=args.trigger, device=args.device, name=target["name"],
             recorded_path=target.get("recorded_path"), commit=target.get("commit"), gpu_present=gpu,
             sandbox=not args.no_sandbox,
         )  # fmt: skip

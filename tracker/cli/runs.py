@@ -7,6 +7,7 @@ import datetime as dt
 import json
 
 from tracker.capture.devicelock import queue
+from tracker.capture.ncu_pass import MAX_KERNELS
 from tracker.capture.scan import describe
 from tracker.cli.common import (
     UsageError,
@@ -20,8 +21,8 @@ from tracker.cli.common import (
     time_column,
 )
 from tracker.cli.queue import queue_lines
-from tracker.common.jsonfields import parse_flags
-from tracker.store import VERDICTS, check_store, queries
+from tracker.common.jsonfields import parse_flags, parse_stalls, stalls_text
+from tracker.store import VERDICTS, check_store, queries, traces_dir
 
 
 def short_name(kernel: str, width: int = 70) -> str:
@@ -96,7 +97,51 @@ def show_doc(args: argparse.Namespace) -> dict:
     run["flags"] = parse_flags(run.get("flags"))[0]  # a malformed stored value shows as none
     kernels = [{k: clean(v) for k, v in row.items()}
                for row in queries.profile_top_kernels(args.store, run_id).to_dict("records")]  # fmt: skip
-    return {**run, "cases": cases, "evidence": evidence, "profile_kernels": kernels}
+    return {**run, "cases": cases, "evidence": evidence, "profile_kernels": kernels,
+            "ncu": ncu_doc(args.store, run_id)}  # fmt: skip
+
+
+def ncu_doc(store: str, run_id: str) -> dict:
+    """A run's Nsight Compute profile as `show --json` and the MCP tool give it: per case the report's path (beside
+    the store) or why there is none; per kernel its metrics, stalls as {reason: warp cycles per issued instruction}."""
+    found = queries.ncu_profile(store, run_id)
+    cases = [{k: clean(v) for k, v in r.items()} for r in found["cases"].to_dict("records")]
+    for c in cases:  # a path only where the file is here (an import may come without a report too large to move)
+        kept = traces_dir(store, run_id) / c["report"] if c.get("report") else None
+        c["report_path"] = str(kept) if kept is not None and kept.is_file() else None
+    kernels = [{k: clean(v) for k, v in r.items()} for r in found["kernels"].to_dict("records")]
+    for k in kernels:
+        k["stalls"] = parse_stalls(k.get("stalls"))
+    return {"profiled": bool(cases), "cases": cases, "kernels": kernels}
+
+
+def _pct(value) -> str:
+    return "-" if value is None else f"{value:.1f}%"
+
+
+def ncu_text(doc: dict) -> str:
+    """The Nsight Compute profile as plain lines, one per kernel, for people and agents (show, the MCP tool)."""
+    if not doc["profiled"]:
+        return "Nsight Compute: not profiled (run with --ncu where ncu is installed)"
+    lines = [f"Nsight Compute: {len(doc['cases'])} case(s), one call each (its first {MAX_KERNELS} kernels); stalls "
+             "in warp cycles per issued instruction"]  # fmt: skip
+    for c in doc["cases"]:
+        head = f"case {c['case_idx']}: {c['kernels'] or 0} kernel(s)"
+        if c.get("report"):
+            head += (
+                f", report {c['report_path']}" if c["report_path"] else f", report {c['report']} not beside this store"
+            )
+        lines.append(head + (f"; error: {c['error']}" if c.get("error") else ""))
+        for k in (k for k in doc["kernels"] if k["case_idx"] == c["case_idx"]):
+            us = "-" if k["duration_us"] is None else f"{k['duration_us']:.2f} us"
+            smem = f"{k['static_smem_bytes'] or 0}+{k['dynamic_smem_bytes'] or 0} B"
+            stalls = stalls_text(k["stalls"])
+            lines.append(
+                f"  #{k['kernel_idx']} {short_name(k['kernel'] or '?')}: {us}, occupancy {_pct(k['occupancy_pct'])}, "
+                f"SM {_pct(k['sm_pct'])}, memory {_pct(k['memory_pct'])}, {k['registers'] or '-'} regs/thread, "
+                f"smem {smem}/block, block {k['block_size'] or '-'}, grid {k['grid_size'] or '-'}; stalls: {stalls}"
+            )
+    return "\n".join(lines)
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -151,6 +196,8 @@ def cmd_show(args: argparse.Namespace) -> int:
                 ("cases", [k["cases"] for k in ks]),
             ]
         )
+    if doc["ncu"]["profiled"]:
+        print(ncu_text(doc["ncu"]))
     for e in evidence:  # what a failed check kept (python -m tracker recheck judges it again)
         rep = "first pass" if e["repetition"] == -1 else f"repetition {e['repetition']}"
         print(

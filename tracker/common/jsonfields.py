@@ -1,5 +1,6 @@
-"""The JSON-typed columns of the store (runs.flags, runs.device_load_start/end, case_results.args): their shape,
-defined once. Import refuses a value that does not parse to it; readers get a safe value for one already stored."""
+"""The JSON-typed columns of the store (runs.flags, runs.device_load_start/end, case_results.args,
+ncu_kernels.stalls): their shape, defined once. Import refuses a value that does not parse to it; readers get a
+safe value for one already stored."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ JSON_OBJECT_COLUMNS = {
     ("runs", "helper_sources"),
     ("runs", "harness_files"),
     ("case_results", "args"),
+    ("ncu_kernels", "stalls"),
 }
 FLAG_COLUMN = ("runs", "flags")
 
@@ -61,3 +63,34 @@ def parse_flags(text: Any) -> tuple[list[dict[str, Any]], bool]:
     if flag_problem(value) is not None:
         return [], False
     return value, True
+
+
+# Warp states ncu lists among the stall reasons that are no stall: `selected` is the issue cycle itself, 1.0 per
+# issued instruction by definition (seen so on every kernel of the H200 run in samples/h200-2026-12-01-ncu).
+NOT_STALLS = frozenset({"selected"})
+
+
+def parse_stalls(text: Any) -> dict[str, float]:
+    """ncu_kernels.stalls as {reason: warp cycles per issued instruction}, the most first; {} for NULL or a
+    malformed value. NOT_STALLS are left out (runs recorded before they were left out stored them)."""
+    if not isinstance(text, str):
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    pairs = [
+        (str(k), float(v))
+        for k, v in value.items()
+        if isinstance(v, int | float) and not isinstance(v, bool) and k not in NOT_STALLS
+    ]
+    return dict(sorted(pairs, key=lambda p: -p[1]))
+
+
+def stalls_text(value: Any) -> str:
+    """The top stall reasons of a kernel (stored text, or parse_stalls' dict) as one line: `long_scoreboard 12.3,
+    barrier 4.1` (or `-`)."""
+    stalls = value if isinstance(value, dict) else parse_stalls(value)
+    return ", ".join(f"{reason} {cycles:.1f}" for reason, cycles in stalls.items()) or "-"

@@ -36,6 +36,7 @@ from tracker.store.db import (
     side_key_path,
     side_text,
     start_run,
+    traces_dir,
     write_run,
 )
 from tracker.store.schema import (
@@ -87,5 +88,6 @@ __all__ = [
     "register_variants",
     "schema_version",
     "start_run",
+    "traces_dir",
     "write_run",
 ]

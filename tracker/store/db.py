@@ -336,6 +336,8 @@ class RunRecord:
     profile_cases: list[dict[str, Any]] = field(default_factory=list)
     profile_kernels: list[dict[str, Any]] = field(default_factory=list)
     evidence: list[dict[str, Any]] = field(default_factory=list)  # failed checks: arrays as .npz bytes
+    ncu_cases: list[dict[str, Any]] = field(default_factory=list)  # Nsight Compute: per case its report file
+    ncu_kernels: list[dict[str, Any]] = field(default_factory=list)  # and per profiled kernel its metrics
 
     def to_json(self) -> str:
         data = {**self.__dict__, "evidence": [_b64(e) for e in self.evidence]}
@@ -465,10 +467,17 @@ def write_run(con: duckdb.DuckDBPyConnection, record: RunRecord) -> None:
             [{**p, "run_id": run_id} for p in record.profile_kernels],
         )
         _insert(con, "evidence", [{**e, "run_id": run_id} for e in record.evidence])
+        _insert(con, "ncu_cases", [{**c, "run_id": run_id} for c in record.ncu_cases])
+        _insert(con, "ncu_kernels", [{**k, "run_id": run_id} for k in record.ncu_kernels])
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")
         raise
+
+
+def traces_dir(path: str | os.PathLike, run_id: str) -> Path:
+    """Where a run's profile files live beside the store: torch.profiler traces, Nsight Compute reports."""
+    return Path(f"{path}.traces") / run_id
 
 
 def pending_dir(path: str | os.PathLike) -> Path:

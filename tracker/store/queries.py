@@ -19,7 +19,7 @@ import pandas as pd
 from tracker.common.processes import process_alive
 from tracker.store import SCHEMA_VERSION, connect, pending_dir, pending_run_ids, read_side_file, schema_version
 from tracker.store.db import SchemaTooNewError
-from tracker.store.schema import GPU_STATE_COLUMNS
+from tracker.store.schema import GPU_STATE_COLUMNS, TABLE_COLUMNS
 
 RUN_LIST_COLUMNS = (
     "run_id, variant, path, family, status, problem, suite, mode, device, gpu, geomean_us, started_at, finished_at, "
@@ -528,10 +528,32 @@ def profile_top_kernels(store: str | os.PathLike, run_id: str, *, limit: int = 1
         ).df()
 
 
+def _ncu_frames(con, run_id: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    if not _has_table(con, "ncu_cases"):  # a store of an older schema, opened read-only (not migrated)
+        kernels = [c for c in TABLE_COLUMNS["ncu_kernels"] if c != "run_id"]
+        return pd.DataFrame(columns=["case_idx", "report", "kernels", "error"]), pd.DataFrame(columns=kernels)
+    cases = con.execute(
+        "SELECT case_idx, report, kernels, error FROM ncu_cases WHERE run_id = ? ORDER BY case_idx", [run_id]
+    ).df()
+    kernels = con.execute(
+        "SELECT * EXCLUDE (run_id) FROM ncu_kernels WHERE run_id = ? ORDER BY case_idx, kernel_idx", [run_id]
+    ).df()
+    return cases, kernels
+
+
+def ncu_profile(store: str | os.PathLike, run_id: str) -> dict[str, pd.DataFrame]:
+    """A run's Nsight Compute profile: `cases` (case_idx, report file name, kernels, error) and `kernels` (one row
+    per profiled kernel in launch order; stalls as stored JSON). Both empty for a run made without --ncu."""
+    with connect(store, read_only=True) as con:
+        cases, kernels = _ncu_frames(con, run_id)
+    return {"cases": cases, "kernels": kernels}
+
+
 def run_bundle(store: str | os.PathLike, run_id: str, *, with_samples: bool = True) -> dict[str, Any] | None:
     """Everything recorded for one run, read in one connection; None if there is no such run.
 
-    Keys: run (dict), cases, samples, profile_cases, profile_kernels, verdicts (DataFrames), source (str).
+    Keys: run (dict), cases, samples, profile_cases, profile_kernels, ncu_cases, ncu_kernels, verdicts
+    (DataFrames), source (str).
     Cases carry a `label` column (the seed-free case name).
     """
     with connect(store, read_only=True) as con:
@@ -567,8 +589,11 @@ def run_bundle(store: str | os.PathLike, run_id: str, *, with_samples: bool = Tr
             [run_id, run["variant_sha256"]],
         ).df()
         row = con.execute("SELECT source FROM variants WHERE sha256 = ?", [run["variant_sha256"]]).fetchone()
+        ncu_cases, ncu_kernels = _ncu_frames(con, run_id)
     return {
         "run": run,
+        "ncu_cases": ncu_cases,
+        "ncu_kernels": ncu_kernels,
         "cases": cases,
         "samples": samples,
         "profile_cases": profile_cases,

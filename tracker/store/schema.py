@@ -102,6 +102,21 @@ MIGRATIONS: list[str] = [
     ALTER TABLE case_results ADD COLUMN temp_c_median DOUBLE; ALTER TABLE case_results ADD COLUMN temp_c_max DOUBLE;
     ALTER TABLE case_results ADD COLUMN throttle VARCHAR;
     """,
+    # v11 (hardware profiles): Nsight Compute over one call per case (`run --ncu`): per case the report file kept
+    # in <store>.traces/RUN/ (a name, not a path, so the store can move) or why there is none; per profiled kernel
+    # in launch order its duration, achieved occupancy, SM and memory throughput (% of peak), registers per
+    # thread, shared memory per block (static, dynamic; bytes), block and grid size, and the top stall reasons
+    # (JSON object: reason -> warp cycles per issued instruction).
+    """
+    CREATE TABLE ncu_cases (
+        run_id VARCHAR NOT NULL, case_idx INTEGER NOT NULL, report VARCHAR, kernels INTEGER, error VARCHAR
+    );
+    CREATE TABLE ncu_kernels (
+        run_id VARCHAR NOT NULL, case_idx INTEGER NOT NULL, kernel_idx INTEGER NOT NULL, kernel VARCHAR,
+        duration_us DOUBLE, occupancy_pct DOUBLE, sm_pct DOUBLE, memory_pct DOUBLE, registers INTEGER,
+        static_smem_bytes BIGINT, dynamic_smem_bytes BIGINT, block_size INTEGER, grid_size BIGINT, stalls VARCHAR
+    );
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -226,6 +241,23 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
         "self_us",
     ),
     "verdicts": ("run_id", "variant_sha256", "verdict", "reason", "created_at", "assumption"),
+    "ncu_cases": ("run_id", "case_idx", "report", "kernels", "error"),
+    "ncu_kernels": (
+        "run_id",
+        "case_idx",
+        "kernel_idx",
+        "kernel",
+        "duration_us",
+        "occupancy_pct",
+        "sm_pct",
+        "memory_pct",
+        "registers",
+        "static_smem_bytes",
+        "dynamic_smem_bytes",
+        "block_size",
+        "grid_size",
+        "stalls",
+    ),
     "evidence": (
         "run_id",
         "case_idx",
@@ -252,5 +284,5 @@ THROTTLE_REASONS = {
 SLOWDOWNS = frozenset({"sw-power-cap", "hw-slowdown", "sw-thermal", "hw-thermal", "hw-power-brake"})
 RUN_METHODS = ("tracker", "contest")  # runs.method; NULL is the tracker's own (runs recorded before methods)
 RUN_STATUSES = ("running", "passed", "failed", "timeout", "crashed", "cancelled", "skipped")
-RUN_TABLES = ("case_results", "samples", "profile_cases", "profile_kernels", "evidence")
+RUN_TABLES = ("case_results", "samples", "profile_cases", "profile_kernels", "evidence", "ncu_cases", "ncu_kernels")
 VERDICTS = ("promoted", "rejected", "inconclusive")

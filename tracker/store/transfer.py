@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Collection
 from pathlib import Path
 
 import duckdb
 
-from tracker.store import RUN_TABLES, TABLE_COLUMNS, connect
-from tracker.store.validate import read_export
+from tracker.store import RUN_TABLES, TABLE_COLUMNS, connect, traces_dir
+from tracker.store.validate import NCU_REPORT_RE, RUN_ID_RE, read_export
 
 EXPORT_TABLES = ("runs", "variants", *RUN_TABLES, "verdicts")
+NCU_FOLDER = "ncu"  # an export's Nsight Compute reports: ncu/RUN/ncu-caseN.ncu-rep
+MAX_NCU_REPORT_BYTES = 256 << 20
 # Columns an export file must have (the NOT NULL ones); any other column of ours it lacks (an export from an
 # older tracker) is imported as NULL, and columns we do not know are ignored.
 REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -22,6 +25,8 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
     "profile_cases": ("run_id", "case_idx"),
     "profile_kernels": ("run_id", "case_idx"),
     "evidence": ("run_id", "case_idx"),
+    "ncu_cases": ("run_id", "case_idx"),
+    "ncu_kernels": ("run_id", "case_idx", "kernel_idx"),
     "verdicts": ("run_id", "verdict", "created_at"),
 }
 
@@ -42,7 +47,8 @@ def export_runs(
         else:
             con.executemany("INSERT INTO chosen VALUES (?)", [[r] for r in run_ids])
         count = con.execute("SELECT count(*) FROM runs WHERE run_id IN (SELECT run_id FROM chosen)").fetchone()[0]
-        for table in EXPORT_TABLES:
+        present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        for table in (t for t in EXPORT_TABLES if t in present):  # a store of an older schema lacks newer ones
             where = (
                 "sha256 IN (SELECT variant_sha256 FROM runs WHERE run_id IN (SELECT run_id FROM chosen))"
                 if table == "variants"
@@ -50,7 +56,36 @@ def export_runs(
             )
             target = str(folder / f"{table}.parquet").replace("'", "''")
             con.execute(f"COPY (SELECT * FROM {table} WHERE {where}) TO '{target}' (FORMAT parquet)")
+        reports = (
+            con.execute(
+                "SELECT run_id, report FROM ncu_cases WHERE report IS NOT NULL "
+                "AND run_id IN (SELECT run_id FROM chosen)"
+            ).fetchall()
+            if "ncu_cases" in present
+            else []
+        )
+    for run_id, name in reports:  # the reports go along with their rows
+        src = traces_dir(store, run_id) / name
+        if src.is_file():
+            (folder / NCU_FOLDER / run_id).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, folder / NCU_FOLDER / run_id / name)
     return count
+
+
+def _import_reports(store: str | os.PathLike, folder: Path, run_ids: list[str], tables: dict) -> None:
+    """Copy the Nsight Compute reports of the imported runs beside the store (names checked on import)."""
+    data = tables.get("ncu_cases")
+    if data is None:
+        return
+    wanted = set(run_ids)
+    for row in data.select(["run_id", "report"]).to_pylist():
+        run_id, name = row["run_id"], row["report"]
+        if run_id not in wanted or not name or not RUN_ID_RE.match(run_id) or not NCU_REPORT_RE.match(name):
+            continue
+        src = folder / NCU_FOLDER / run_id / name
+        if src.is_file() and not src.is_symlink() and src.stat().st_size <= MAX_NCU_REPORT_BYTES:
+            traces_dir(store, run_id).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, traces_dir(store, run_id) / name)
 
 
 def check_export(folder: str | os.PathLike) -> dict[str, list[str]]:
@@ -98,7 +133,8 @@ def import_runs(store: str | os.PathLike, folder: str | os.PathLike, suites: Col
                 con.register(f"import_{table}", data)
             con.execute("CREATE TEMP TABLE new_runs AS SELECT run_id FROM import_runs")
             con.execute("DELETE FROM new_runs WHERE run_id IN (SELECT run_id FROM runs)")
-            added = con.execute("SELECT count(*) FROM new_runs").fetchone()[0]
+            new_ids = [r[0] for r in con.execute("SELECT run_id FROM new_runs").fetchall()]
+            added = len(new_ids)
             for table in EXPORT_TABLES:
                 if table not in tables:
                     continue
@@ -130,6 +166,7 @@ def import_runs(store: str | os.PathLike, folder: str | os.PathLike, suites: Col
         finally:
             for table in tables:
                 con.unregister(f"import_{table}")
+    _import_reports(store, folder, new_ids, tables)
     return added
 
 

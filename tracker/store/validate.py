@@ -53,6 +53,8 @@ MAX_CHARS = {
     ("case_results", "args"): 65_536,
     ("case_results", "message"): 65_536,
     ("profile_kernels", "kernel"): 65_536,
+    ("ncu_kernels", "kernel"): 65_536,
+    ("ncu_cases", "error"): 65_536,
     ("verdicts", "reason"): 65_536,
     ("verdicts", "assumption"): 65_536,
 }
@@ -70,7 +72,11 @@ NON_NEGATIVE = {
     ("profile_kernels", "calls"), ("evidence", "arrays_bytes"), ("samples", "rep"),
     ("runs", "pair_round"),
     *(("case_results", c) for c in GPU_STATE_COLUMNS if c != "throttle"),  # clocks, watts, degrees, a count
+    ("ncu_cases", "kernels"),
+    *(("ncu_kernels", c) for c in ("kernel_idx", "duration_us", "occupancy_pct", "sm_pct", "memory_pct", "registers",
+                                   "static_smem_bytes", "dynamic_smem_bytes", "block_size", "grid_size")),
 }  # fmt: skip
+NCU_REPORT_RE = re.compile(r"^ncu-case[0-9]{1,6}\.ncu-rep$")  # a file name in <store>.traces/RUN/, never a path
 # Residuals judge a kernel's output; a garbage output makes them NaN or infinite, and that is the record.
 NON_FINITE_OK = {("case_results", c) for c in ("factor_res", "tril_res", "recon_res", "orth_res")} | {
     ("evidence", c) for c in ("factor_res", "tril_res", "recon_res", "orth_res")
@@ -204,6 +210,8 @@ def _check_formats(table: str, row: dict[str, Any], suites: Collection[str] | No
     if table == "case_results" and row.get("throttle") is not None:  # "" (none seen) or known names, comma-separated
         names = [n for n in str(row["throttle"]).split(",") if n]
         checks.append(("throttle", row["throttle"], all(n in THROTTLE_REASONS.values() for n in names)))
+    if table == "ncu_cases" and row.get("report") is not None:
+        checks.append(("report", row["report"], bool(NCU_REPORT_RE.match(str(row["report"])))))
     if table == "verdicts":
         checks.append(("verdict", row["verdict"], row["verdict"] in VERDICTS))
         sha = row.get("variant_sha256")
@@ -341,6 +349,8 @@ def check_record(record: Any, source: str | Path) -> None:
         "profile_cases": record.profile_cases,
         "profile_kernels": record.profile_kernels,
         "evidence": record.evidence,
+        "ncu_cases": record.ncu_cases,
+        "ncu_kernels": record.ncu_kernels,
     }
     totals = _RunTotals()
     for table, items in rows.items():

@@ -13,8 +13,28 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 MODES = ("test", "benchmark", "leaderboard")
-# The contest harness flushes this much L2 before each timed repetition; qr_v2 sizes its input count by it.
+# The contest harness flushes this much L2 before each timed repetition.
 L2_FLUSH_BYTES = 256 * 1024 * 1024
+# ... and times as many distinct inputs per repetition as fit this many bytes, at most MAX_INPUTS_PER_REP.
+BENCHMARK_INPUT_BYTES = 256 * 1024 * 1024
+MAX_INPUTS_PER_REP = 50
+BENCHMARK_SEED_STEP = 42  # input i of a repetition (from 1) is generated with seed + 42 * i
+
+
+def inputs_per_rep(input_bytes: int) -> int:
+    """How many distinct inputs of this size one timed repetition loops over, as the contest's harness sizes it."""
+    return max(1, min(MAX_INPUTS_PER_REP, BENCHMARK_INPUT_BYTES // input_bytes)) if input_bytes > 0 else 1
+
+
+def tensor_bytes(data: Any) -> int:
+    """The bytes of the tensors in an input (tensors in tuples, lists and dicts; anything else counts 0)."""
+    if hasattr(data, "element_size") and hasattr(data, "numel"):
+        return int(data.numel()) * int(data.element_size())
+    if isinstance(data, (tuple, list)):
+        return sum(tensor_bytes(x) for x in data)
+    if isinstance(data, dict):
+        return sum(tensor_bytes(x) for x in data.values())
+    return 0
 
 
 @dataclass

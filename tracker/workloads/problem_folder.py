@@ -18,7 +18,14 @@ from typing import Any
 
 import yaml
 
-from tracker.workloads.base import CheckResult, combine_seed, files_sha256
+from tracker.workloads.base import (
+    BENCHMARK_SEED_STEP,
+    CheckResult,
+    combine_seed,
+    files_sha256,
+    inputs_per_rep,
+    tensor_bytes,
+)
 
 REQUIRED_FILES = ("task.yml", "reference.py")
 HASHED_FILES = ("task.yml", "reference.py", "task.py", "utils.py")
@@ -29,7 +36,9 @@ class ArgsCase:
     """A case as GPU Mode writes it: keyword arguments of generate_input (usually with a `seed`)."""
 
     items: tuple[tuple[str, Any], ...]
-    inputs: int | None = None  # distinct inputs per timed repetition; one unless the case says otherwise
+    # Distinct inputs per timed repetition when task.yml fixes it (`benchmark_inputs: N`); None: as many as fit
+    # 256 MiB, known once the first input exists (the checker reports the count it made).
+    inputs: int | None = None
 
     @classmethod
     def from_args(cls, args: dict[str, Any]) -> ArgsCase:
@@ -48,12 +57,13 @@ class ArgsCase:
     def spec(self) -> str:
         return " ".join(f"{k}={v}" for k, v in self.items)
 
+    def input_count(self) -> int:
+        """The count known before any input exists (see `inputs`); the recorded count is the checker's."""
+        return self.inputs or 1
+
     @property
     def label(self) -> str:
         return " ".join(f"{k}={v}" for k, v in self.items if k != "seed") or "(no arguments)"
-
-    def input_count(self) -> int:
-        return self.inputs or 1
 
     def with_seed(self, seed: int) -> ArgsCase:
         return ArgsCase(tuple((k, seed if k == "seed" else v) for k, v in self.items), self.inputs)
@@ -74,11 +84,11 @@ def is_problem_folder(path: str | Path) -> bool:
     return Path(path).is_dir() and all((Path(path) / f).is_file() for f in REQUIRED_FILES)
 
 
-def _cases(spec: dict[str, Any], key: str, where: Path) -> tuple[ArgsCase, ...]:
+def _cases(spec: dict[str, Any], key: str, where: Path, inputs: int | None = None) -> tuple[ArgsCase, ...]:
     rows = spec.get(key) or []
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
         raise ValueError(f"{where}: `{key}` must be a list of argument mappings, e.g. - {{size: 1024, seed: 42}}")
-    return tuple(ArgsCase.from_args(r) for r in rows)
+    return tuple(ArgsCase(tuple(r.items()), inputs) for r in rows)
 
 
 def _verdict(result: Any) -> CheckResult:
@@ -113,7 +123,10 @@ class ProblemFolder:
         if not isinstance(spec, dict):
             raise ValueError(f"{yml} must be a mapping with `tests:` and `benchmarks:`")
         self.name = str(spec.get("name") or self.folder.name)
-        tests, benchmarks = _cases(spec, "tests", yml), _cases(spec, "benchmarks", yml)
+        fixed = spec.get("benchmark_inputs")
+        if fixed is not None and (type(fixed) is not int or fixed < 1):
+            raise ValueError(f"{yml}: `benchmark_inputs` must be a positive integer (inputs per timed repetition)")
+        tests, benchmarks = _cases(spec, "tests", yml), _cases(spec, "benchmarks", yml, fixed)
         if not tests and not benchmarks:
             raise ValueError(f"{yml} lists no tests and no benchmarks")
         first = (tests or benchmarks)[:1]
@@ -162,11 +175,16 @@ class ProblemFolder:
         return self.reference.generate_input(**args)
 
     def benchmark_inputs(self, case: ArgsCase, device: Any = "cpu") -> list[Any]:
-        """The case's own input, then (with more inputs per repetition) seeds seed+42, seed+84, ..."""
-        n = case.input_count()
-        if case.seed is None and n > 1:
-            raise ValueError(f"case {case.spec} asks for {n} inputs but has no seed to vary")
-        return [self.generate(case, None if i == 0 else case.seed + 42 * i, device) for i in range(n)]
+        """The inputs one timed repetition loops over, as the contest's harness makes them: seeds seed+42,
+        seed+84, ..., as many as fit 256 MiB (at most 50), unless task.yml's `benchmark_inputs: N` fixes the
+        count. A case without a seed has one input, its own."""
+        if case.seed is None:
+            if case.input_count() > 1:
+                raise ValueError(f"case {case.spec} asks for {case.inputs} inputs but has no seed to vary")
+            return [self.generate(case, None, device)]
+        first = self.generate(case, case.seed + BENCHMARK_SEED_STEP, device)
+        count = case.inputs or inputs_per_rep(tensor_bytes(first))
+        return [first] + [self.generate(case, case.seed + BENCHMARK_SEED_STEP * i, device) for i in range(2, count + 1)]
 
     def check(self, data: Any, output: Any) -> CheckResult:
         return _verdict(self.reference.check_implementation(data, output))

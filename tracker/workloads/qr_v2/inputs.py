@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import torch
 
+from tracker.workloads.base import BENCHMARK_SEED_STEP
 from tracker.workloads.qr_v2.suites import Case
 
 EPS32 = float(torch.finfo(torch.float32).eps)
@@ -153,4 +154,4 @@ def generate(case: Case, seed: int | None = None, device: str | torch.device = "
 
 def benchmark_inputs(case: Case, device: str | torch.device = "cpu") -> list[torch.Tensor]:
     """The distinct inputs a timed repetition loops over: seeds seed+42, seed+84, ..."""
-    return [generate(case, case.seed + 42 * (i + 1), device) for i in range(case.input_count())]
+    return [generate(case, case.seed + BENCHMARK_SEED_STEP * (i + 1), device) for i in range(case.input_count())]

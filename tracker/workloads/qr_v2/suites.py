@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from tracker.workloads.base import L2_FLUSH_BYTES
+from tracker.workloads.base import inputs_per_rep
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class Case:
     def input_count(self) -> int:
         if self.inputs is not None:
             return self.inputs
-        return max(1, min(50, L2_FLUSH_BYTES // (self.batch * self.n * self.n * 4)))
+        return inputs_per_rep(self.batch * self.n * self.n * 4)  # the float32 A
 
     def with_seed(self, seed: int) -> Case:
         return Case(self.batch, self.n, self.cond, seed, self.case, self.inputs)
