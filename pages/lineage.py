@@ -89,7 +89,7 @@ else:
                 "assumption": [d["assumption"] for d in dead],
                 "run": [f"run?id={d['run_id']}" for d in dead],
                 "family": [d["family"] for d in dead],
-                "when": [d["created_at"] for d in dead],
+                "when": pd.to_datetime([d["created_at"] for d in dead], utc=True, format="ISO8601"),  # to the second
             }
         ),
         column_config={"run": st.column_config.LinkColumn("run", display_text=r"run\?id=(.*)")},

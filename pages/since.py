@@ -55,7 +55,7 @@ m = st.columns(5)
 for col, key in zip(m, ("runs", "new_bests", "regressions", "failures", "verdicts"), strict=True):
     col.metric(key.replace("_", " ").capitalize(), len(summary[key]))
 
-LINKS = {"run": st.column_config.LinkColumn("run", display_text=r"run\?id=(.*)")}
+LINKS = {c: st.column_config.LinkColumn(c, display_text=r"run\?id=(.*)") for c in ("run", "baseline run")}
 
 
 def _table(key: str, title: str, empty: str) -> None:
@@ -66,6 +66,7 @@ def _table(key: str, title: str, empty: str) -> None:
         return
     if "baseline_run" in rows:
         rows["compare"] = "compare?a=" + rows["baseline_run"] + "&b=" + rows["run_id"]
+        rows["baseline_run"] = "run?id=" + rows["baseline_run"]
     if "run_id" in rows:
         rows["run_id"] = "run?id=" + rows["run_id"]
     for col in ("started_at", "created_at"):
