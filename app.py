@@ -29,7 +29,8 @@ from tracker.store import (  # noqa: E402
 )
 from tracker.store.transfer import seed_from_samples  # noqa: E402
 
-st.set_page_config(page_title="KernelBeam", page_icon=":material/bolt:", layout="wide")
+# An emoji icon is drawn in the browser as inline SVG; a :material: icon would be fetched from fonts.gstatic.com.
+st.set_page_config(page_title="KernelBeam", page_icon="⚡", layout="wide")
 
 
 def _script_args() -> argparse.Namespace:

@@ -15,6 +15,7 @@ from typing import Any
 import streamlit as st
 
 from pages.ui.text import code, md  # noqa: F401 - the pages' escaping, defined once in ui
+from tracker.analysis import margins
 from tracker.analysis import series as analysis
 from tracker.store import DEFAULT_STORE, NotAStoreError, StoreError, StoreLockedError, queries
 
@@ -50,7 +51,7 @@ def page_setup() -> None:
 
 # The query parameters that pages share by name (`family` means the same on every page that has it). They are the
 # state of the page in the URL, so a value left in the session by another page must not override the URL.
-URL_KEYS = ("family", "gpu", "suite", "mode", "status", "sort", "q", "problem", "since", "variant", "path")
+URL_KEYS = ("family", "gpu", "suite", "mode", "status", "sort", "q", "problem", "since", "variant", "path", "x")
 PAGE_KEY = "kb_page"
 
 
@@ -176,6 +177,22 @@ def history(**kwargs: Any) -> Any:
         raise
 
 
+@st.cache_data(show_spinner=False, max_entries=64)
+def _cached_margins(store_path: str, version: tuple[int, ...], sha256s: tuple[str, ...]) -> Any:
+    return margins.gate_margins(queries.gate_residuals(store_path, list(sha256s)))
+
+
+def gate_margins(sha256s: list[str]) -> dict[str, Any]:
+    """margins.gate_margins of these variants over every run and seed (cached: over thousands of variants it costs
+    more than the page's reads)."""
+    path = store()
+    try:
+        return _cached_margins(path, queries.store_version(path), tuple(sha256s))
+    except (StoreError, FileNotFoundError):
+        read("count_runs")
+        raise
+
+
 def require_runs() -> int:
     """Stop the page with a clear message when the store is unusable or has no runs; else the run count."""
     n = read("count_runs")
@@ -198,9 +215,8 @@ def resolve_run(text: str) -> str | None:
         candidates = read("run_candidates", text)
         if len(candidates) > 1:
             st.error(f"**{md(text)}** is ambiguous: {len(candidates)} runs start with it. Give more characters:")
-            st.dataframe(
+            table(
                 candidates.assign(run_id="run?id=" + candidates["run_id"]),
-                hide_index=True,
                 column_config={"run_id": st.column_config.LinkColumn("run", display_text=r"run\?id=(.*)")},
             )
         else:
@@ -212,6 +228,18 @@ def run_link(run_id: str, label: str | None = None) -> None:
     st.page_link(
         "pages/run.py", label=label or f"run {run_id}", icon=":material/open_in_new:", query_params={"id": run_id}
     )
+
+
+def table(data: Any, *, column_config: dict | None = None, **kwargs: Any) -> Any:
+    """st.dataframe as every page shows a table: no index, a blank (not "None") where a value is missing, and
+    timestamps to the second unless a column says otherwise."""
+    frame = getattr(data, "data", data)  # a Styler carries its frame
+    config = {
+        c: st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm:ss")
+        for c in getattr(frame, "columns", ())
+        if str(getattr(frame[c], "dtype", "")).startswith("datetime64")
+    }
+    return st.dataframe(data, hide_index=True, placeholder="", column_config=config | (column_config or {}), **kwargs)
 
 
 def rows_height(n: int, max_rows: int = 40) -> int:

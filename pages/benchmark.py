@@ -67,10 +67,20 @@ with st.expander("Options"):
     family = o1.text_input("Family", key="bm_family")
     parent = o2.text_input("Parent run id", key="bm_parent")
     note = st.text_input("Note / hypothesis", key="bm_note")
-    t1, t2 = st.columns(2)
-    timeout = t1.number_input("Timeout (s)", min_value=1.0, value=900.0, step=60.0, key="bm_timeout")
-    profile = t2.checkbox("Profile one call per case", key="bm_profile")
-    ncu = t2.checkbox(
+    t1, t2, t3 = st.columns(3)
+    timeout = t1.number_input("Timeout (s)", min_value=1.0, value=jobs.DEFAULT_TIMEOUT_S, step=60.0,
+                              key="bm_timeout", help="The timed work, after compiling (--timeout)")  # fmt: skip
+    compile_timeout = t2.number_input(
+        "Compile budget (s)",
+        min_value=1.0,
+        value=jobs.DEFAULT_COMPILE_TIMEOUT_S,
+        step=60.0,
+        key="bm_compile",
+        help="Import and the first call (Triton JIT, extension builds), before the timeout starts "
+        "(--compile-timeout); a kernel that hangs in its first call holds the device this long",
+    )
+    profile = t3.checkbox("Profile one call per case", key="bm_profile")
+    ncu = t3.checkbox(
         "Nsight Compute profile of one call per case (where ncu is installed)",
         key="bm_ncu",
         help="After the timed run: per kernel duration, occupancy, SM and memory throughput, registers, shared "
@@ -106,8 +116,7 @@ if submitted:
                 store, kernel, suite=suite if has_gpu else "smoke", mode=mode, kernels_dir=kernels_dir,
                 cases=case_list, seed=seed, timeout=timeout, family=family.strip() or None,
                 parent=parent.strip() or None, note=note.strip() or None, profile=profile, ncu=ncu, device=device,
-                problem=problem, problems_dir=problems_dir,
-                gpus=gpus,
+                problem=problem, problems_dir=problems_dir, gpus=gpus, compile_timeout=compile_timeout,
             )  # fmt: skip
         except (ValueError, OSError) as exc:
             st.error(str(exc))
@@ -136,7 +145,12 @@ def _render_job(job: jobs.Job) -> None:
         if s.get("phase") == "waiting" and s.get("waiting_for"):
             text = s["waiting_for"]
         elif s.get("phase") == "compiling":
-            text = "compiling (import and first call; its own budget, --compile-timeout)…"
+            budget, quiet = jobs.compile_budget_s(job), s.get("quiet_s") or 0.0
+            text = f"compiling (import and first call): {quiet:.0f} s of its {budget:.0f} s budget"
+            if jobs.first_call_stalled(job, s):
+                left = max(budget - quiet, 0)
+                text = (f"no progress: the first call has not returned after {quiet:.0f} s; the compile budget "
+                        f"ends in {left:.0f} s (the device stays held until then; Cancel frees it)")  # fmt: skip
         elif total:
             text = f"case {min(done + 1, total)} of {total}{current}" + (
                 f" · {s['failed']} failed" if s["failed"] else ""
@@ -169,16 +183,31 @@ def live() -> None:
         st.rerun()
 
 
+def _run_text(entry: dict | None) -> str:
+    """A run in the device queue: a link when it is a run of the open store, else who it is (another store's)."""
+    if not entry:
+        return "free"
+    run_id = str(entry.get("run_id") or "")
+    found, _ = common.try_read("resolve_run_id", run_id) if run_id else (None, None)
+    if found == run_id:
+        return f"[run {run_id}](run?id={run_id}) (pid {entry.get('pid')})"
+    return f"a run of another store (pid {entry.get('pid')})"
+
+
+@st.fragment(run_every=2)
+def device_queue() -> None:
+    """Who holds each device now and who waits, across CLI and dashboard runs; read again every 2 s."""
+    queue = jobs.device_queue()
+    for entry in queue:
+        waits = ", ".join(_run_text(w) for w in entry["waiting"]) or "none"
+        st.info(f"Device **{common.md(entry['device'])}**: {_run_text(entry['holder'])} · waiting: {waits}",
+                icon=":material/queue:")  # fmt: skip
+    if not queue:
+        st.caption("Every device is free: no run holds one or waits for one.")
+
+
 st.subheader("Jobs")
-for _entry in jobs.device_queue():  # one run per device: who holds it and who waits, across CLI and dashboard
-    _holder = _entry["holder"]
-    _waits = ", ".join(f"`{w['run_id']}` (pid {w['pid']})" for w in _entry["waiting"]) or "none"
-    st.info(
-        f"Device **{_entry['device']}**: "
-        + (f"run `{_holder['run_id']}` (pid {_holder['pid']})" if _holder else "free")
-        + f" · waiting: {_waits}",
-        icon=":material/queue:",
-    )
+device_queue()
 if active:
     live()
 elif not all_jobs:

@@ -100,10 +100,9 @@ if isinstance(_pair_id, str) and _pair_id == run_b.get("pair_id") and run_a.get(
     _paired = series.paired_cases(common.read("pair_runs", _pair_id))  # the session's verdict, over all its rounds
     st.info(f"A and B are runs of one interleaved A/B session ({common.code(_pair_id)}): each case is judged by a "
             "paired t-test on the per-round ratios B/A, which cancels the machine's drift between rounds.")  # fmt: skip
-    st.dataframe(
+    common.table(
         [{"": c.mark, "case": c.case, "rounds": c.rounds, "B/A": c.ratio, "95% CI": "–" if c.ci_low is None else
-          f"{c.ci_low:.3f}–{c.ci_high:.3f}", "verdict": c.verdict, "why": c.reason} for c in _paired],
-        hide_index=True, key="paired",
+          f"{c.ci_low:.3f}–{c.ci_high:.3f}", "verdict": c.verdict, "why": c.reason} for c in _paired], key="paired",
     )  # fmt: skip
 _states = gpustate.compare_notes(bundle_a["cases"], bundle_b["cases"])
 if _states:  # clocks or throttling, not the code, may explain these cases
@@ -148,9 +147,8 @@ st.caption(
 )
 
 table = views.compare_table(cmp, bundle_a, bundle_b)
-st.dataframe(
+common.table(
     table,
-    hide_index=True,
     column_config={
         "ratio B/A": st.column_config.NumberColumn(format="%.3f"),
         "p": st.column_config.NumberColumn(format="%.2g"),

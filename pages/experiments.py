@@ -89,18 +89,19 @@ if not points.empty:
             "Progress chart of", list(counts.index), format_func=lambda c: f"{c} ({counts[c]} runs)", key="chart_ctx"
         )
         points = points[ctx == chosen]
-    st.plotly_chart(charts.progress_figure(points), key="progress")
+    x = st.radio("Against", charts.PROGRESS_X, horizontal=True, key="x", bind="query-params",
+                 help="run order: the n-th passed run of this suite and GPU; time: when it started")  # fmt: skip
+    st.plotly_chart(charts.progress_figure(points, x=x), key="progress")
     if len(points) < int(points["context_runs"].iloc[0]):
         st.caption(
             f"{int(points['context_runs'].iloc[0]):,} passed runs drawn as {len(points):,} points: every new best, "
-            "and each family's fastest and slowest run in each of 300 time slices."
+            "and each family's fastest and slowest run in each of 300 slices of the run order."
         )
 else:
     st.caption("No passed timed run in this selection, so no progress chart.")
 
-st.dataframe(
+common.table(
     views.experiments_table(table),
-    hide_index=True,
     column_config={
         "best run": st.column_config.LinkColumn("best run", display_text=r"run\?id=(.*)"),
         "latest run": st.column_config.LinkColumn("latest run", display_text=r"run\?id=(.*)"),

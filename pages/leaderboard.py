@@ -49,18 +49,18 @@ table, ratio = board["table"].head(MAX_ROWS), board["ratio"].head(MAX_ROWS)
 more = len(board["table"]) - len(table)
 st.caption(
     f"{len(board['table']):,} variants · {len(board['cases'])} cases · {suite} · {mode} · {gpu}. "
-    "A cell is the variant's best passed mean (µs) on that case; green is the best in its column, red 2x or more "
-    "slower. Select a cell to open its run."
+    "A cell is the variant's best passed mean (µs) on that case (blank: none passed); green is the best in its "
+    "column, red 2x or more slower. Select a cell to open its run."
     + (f" Showing the first {MAX_ROWS} in this order ({more:,} more: filter by family or sort)." if more else "")
 )
 shown = heatmap.leaderboard_frame(table, board["cases"])
-event = st.dataframe(
+event = common.table(
     heatmap.style(shown, ratio, board["cases"]),
-    hide_index=True,
     column_config={
-        "run": st.column_config.LinkColumn("run", display_text=r"run\?id=(.*)"),
-        "geomean (µs)": st.column_config.NumberColumn(format="%.1f"),
-        **{c: st.column_config.NumberColumn(format="%.1f") for c in board["cases"]},
+        "variant": st.column_config.TextColumn("variant", pinned=True),
+        "geomean (µs)": st.column_config.NumberColumn("geomean (µs)", pinned=True),
+        "run": st.column_config.LinkColumn("best run", display_text=r"run\?id=(.*)"),
+        **{c: st.column_config.NumberColumn(f"{c} (µs)") for c in board["cases"]},
     },
     on_select="rerun",
     selection_mode="single-cell",
@@ -78,12 +78,12 @@ if cells:
         st.caption(f"{common.md(table.loc[sha, 'variant'])} has no passed result on {common.md(column)}.")
 
 # Gate margins over every run and seed of each variant: the ones that pass close to a tolerance.
-_margins = margins.gate_margins(common.read("gate_residuals", list(board["table"].index)))
+_margins = common.gate_margins(list(board["table"].index))
 _near = [(sha, m["closest"]) for sha, m in _margins.items() if m["near"] and sha in board["table"].index]
 if _near:
     st.warning(f"{len(_near)} variant(s) run within {margins.NEAR:g}x of a correctness gate (worst over every run and "
                "seed): they pass here and may fail on a hidden seed.", icon=":material/speed:")  # fmt: skip
-    st.dataframe(
+    common.table(
         pd.DataFrame(
             {
                 "variant": [board["table"].loc[sha, "variant"] for sha, _ in _near],
@@ -93,7 +93,6 @@ if _near:
                 "runs": [c["runs"] for _, c in _near],
             }
         ),
-        hide_index=True,
         column_config={"worst / tolerance": st.column_config.NumberColumn(format="%.2f")},
         key="lb_near_gate",
     )
@@ -115,7 +114,7 @@ st.caption(
     + " Log share: the case's part of the log-geomean; gap share: its part of the way to the best-per-case geomean."
     + (f" No passed result on {common.md(', '.join(g['missing_cases']))}." if g["missing_cases"] else "")
 )
-st.dataframe(
+common.table(
     pd.DataFrame(
         {
             "case": [c["case"] for c in g["cases"]],
@@ -128,7 +127,6 @@ st.dataframe(
             "best run": [f"run?id={c['best_run']}" for c in g["cases"]],
         }
     ),
-    hide_index=True,
     column_config={
         "mean (µs)": st.column_config.NumberColumn(format="%.1f"),
         "best (µs)": st.column_config.NumberColumn(format="%.1f"),

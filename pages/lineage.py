@@ -63,9 +63,8 @@ st.caption(
     f"{len(tree)} variants, {roots} roots · geomeans on {common.md(suite)} · {common.md(gpu)}. "
     "Indentation shows parent → child."
 )
-st.dataframe(
+common.table(
     shown,
-    hide_index=True,
     column_config={
         "variant": st.column_config.TextColumn(width="large"),
         "geomean (µs)": st.column_config.NumberColumn(format="%.1f"),
@@ -82,7 +81,7 @@ st.subheader("Dead ends")
 if not dead:
     st.caption("No rejected variants" + (f" in family {family}." if family != ALL else "."))
 else:
-    st.dataframe(
+    common.table(
         pd.DataFrame(
             {
                 "variant": [d["variant"] for d in dead],
@@ -90,10 +89,9 @@ else:
                 "assumption": [d["assumption"] for d in dead],
                 "run": [f"run?id={d['run_id']}" for d in dead],
                 "family": [d["family"] for d in dead],
-                "when": [d["created_at"] for d in dead],
+                "when": pd.to_datetime([d["created_at"] for d in dead], utc=True, format="ISO8601"),  # to the second
             }
         ),
-        hide_index=True,
         column_config={"run": st.column_config.LinkColumn("run", display_text=r"run\?id=(.*)")},
         key="dead_ends",
     )

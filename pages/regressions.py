@@ -109,7 +109,7 @@ if _shared:
     )
 kinds = ("regression", "improvement") if show_improvements else ("regression",)
 _states = gpustate.change_point_notes(
-    changes, points, gpustate.states_by_run_case(common.read("gpu_states", tuple(runs["run_id"])))
+    changes, points, gpustate.states_by_run_case(common.read("gpu_states", gpustate.change_point_runs(changes, points)))
 )
 _states = {k: v for k, v in _states.items() if any(cp.kind in kinds for cp in changes[k[0]] if cp.run_id == k[1])}
 if _states:  # a step between two clock states may be the machine's, not the code's
@@ -129,9 +129,8 @@ if table.empty:
     st.success("No regression detected along this history." if not n_imp or show_improvements else
                f"No regression detected ({n_imp} improvement(s); tick “Also improvements” to list them).")  # fmt: skip
 else:
-    st.dataframe(
+    common.table(
         table,
-        hide_index=True,
         column_config={
             "before (µs)": st.column_config.NumberColumn(format="%.2f"),
             "after (µs)": st.column_config.NumberColumn(format="%.2f"),

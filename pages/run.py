@@ -13,6 +13,13 @@ from tracker.common.jsonfields import parse_flags
 from tracker.common.vocabulary import DEFAULT_WORKLOAD
 from tracker.store import VERDICTS, StoreLockedError, add_verdict, traces_dir
 
+PROFILE_KERNEL_COLUMNS = {
+    "kernel": st.column_config.TextColumn("kernel", help="Short name; the whole signature is in the last column"),
+    "device (µs)": st.column_config.NumberColumn(format="%.1f"),
+    "self (µs)": st.column_config.NumberColumn(format="%.1f"),
+    "full name": st.column_config.TextColumn("full name", width="large"),
+}
+
 common.page_setup()
 st.title("Run")
 common.require_runs()
@@ -54,10 +61,9 @@ st.selectbox(
 if run_id is None:
     if not typed:
         st.info("Give a run id above, or open one of the recent runs:")
-    st.dataframe(
-        recent.assign(run_id="run?id=" + recent["run_id"]),
-        hide_index=True,
-        column_config={"run_id": st.column_config.LinkColumn("run", display_text=r"run\?id=(.*)")},
+    common.table(
+        views.readable(recent.assign(run_id="run?id=" + recent["run_id"])),
+        column_config={"run": st.column_config.LinkColumn("run", display_text=r"run\?id=(.*)")},
     )
     st.stop()
 
@@ -110,7 +116,7 @@ if isinstance(_sandbox, str) and _sandbox.startswith(("off", "none")):
 elif isinstance(_sandbox, str):
     st.caption(f"Kernel contained by {md(_sandbox)}; outputs judged by a separate checker process.")
 # Over every run and seed of the variant: passing close to a gate today may fail on a hidden seed tomorrow.
-_margin = margins.gate_margins(common.read("gate_residuals", [run["variant_sha256"]])).get(run["variant_sha256"])
+_margin = common.gate_margins([run["variant_sha256"]]).get(run["variant_sha256"])
 if _margin and _margin["near"]:
     _c = _margin["closest"]
     st.warning(
@@ -140,9 +146,8 @@ with tabs[0]:
     if cases.empty:
         st.info("This run recorded no cases.")
     else:
-        st.dataframe(
+        common.table(
             views.run_case_table(cases),
-            hide_index=True,
             column_config={
                 "mean (µs)": st.column_config.NumberColumn(format="%.2f"),
                 "best (µs)": st.column_config.NumberColumn(format="%.2f"),
@@ -162,7 +167,7 @@ with tabs[0]:
     evidence = common.read("run_evidence", run_id)
     if not evidence.empty:
         st.markdown("**Evidence of failed checks** (the worst matrix; judge it again with `python -m tracker recheck`)")
-        st.dataframe(views.evidence_table(evidence), hide_index=True, key="evidence")
+        common.table(views.evidence_table(evidence), key="evidence")
         for row in evidence.itertuples():
             blob = common.read("evidence_arrays", run_id, int(row.case_idx)) if row.arrays_bytes else None
             if blob:
@@ -187,16 +192,18 @@ with tabs[2]:
         st.info("Not profiled. Run with `--profile` (or tick Profile on the Benchmark page).")
     else:
         left, right = st.columns([3, 2])
-        left.markdown("**Top kernels** (all profiled cases)")
-        left.dataframe(prof["kernels"], hide_index=True)
-        right.markdown("**Per case: launches and host time**")
-        right.dataframe(prof["cases"], hide_index=True)
+        with left:
+            st.markdown("**Top kernels** (all profiled cases)")
+            common.table(prof["kernels"], column_config=PROFILE_KERNEL_COLUMNS)
+        with right:
+            st.markdown("**Per case: launches and host time**")
+            common.table(prof["cases"])
     st.markdown("**Nsight Compute** (one call per case)")
     if bundle["ncu_cases"].empty:
         st.info("No Nsight Compute profile. Run with `--ncu` where ncu is installed (or tick it on Benchmark).")
     else:
         if not bundle["ncu_kernels"].empty:
-            st.dataframe(views.ncu_table(bundle["ncu_kernels"]), hide_index=True)
+            common.table(views.ncu_table(bundle["ncu_kernels"]), column_config=PROFILE_KERNEL_COLUMNS)
         for row in bundle["ncu_cases"].itertuples():
             has = isinstance(row.report, str) and row.report  # NULL reads as NaN here
             kept = f"report {common.code(str(traces_dir(common.store(), run_id) / row.report))}" if has else ""
@@ -227,7 +234,9 @@ with tabs[4]:
         st.caption("No uncommitted changes.")
 
 with tabs[5]:
-    st.dataframe(views.environment_rows(run), hide_index=True)
+    common.table(
+        views.environment_rows(run),
+    )
     if isinstance(run.get("log_tail"), str) and run["log_tail"].strip():
         st.markdown("**Worker log tail**")
         st.code(run["log_tail"], language="text")
@@ -235,7 +244,7 @@ with tabs[5]:
 with tabs[6]:
     verdicts = bundle["verdicts"]
     if not verdicts.empty:
-        st.dataframe(verdicts, hide_index=True)
+        common.table(views.readable(verdicts.drop(columns="run_id")))
     if common.writable():  # on any other store no form is drawn, so no submission can be handled either
         with st.form("verdict"):
             # No verdict preselected: a click on "Record" alone must not record one.

@@ -9,26 +9,45 @@ import pandas as pd
 import streamlit as st
 
 from pages import _common as common
+from pages.ui import tables as views
 from tracker.analysis import summaries
 
 VISIT_KEY = "kb_since_last_visit"
+VISIT_COOKIE = "kb_since_visit"  # the browser keeps the last visit (Unix seconds) for the next session
+
+
+def _cookie_visit(now: dt.datetime) -> dt.datetime | None:
+    """The last visit this browser recorded (a cookie, read when the session started), if it is a sane time."""
+    try:
+        when = dt.datetime.fromtimestamp(int(st.context.cookies.get(VISIT_COOKIE, "")), dt.UTC)
+    except (ValueError, OverflowError, OSError):
+        return None
+    return when if when <= now else None
+
 
 common.page_setup()
 st.title("Since")
 common.require_runs()
 now = dt.datetime.now(dt.UTC)
-last = st.session_state.get(VISIT_KEY)
+last = st.session_state.get(VISIT_KEY) or _cookie_visit(now)
 default = last.isoformat(timespec="seconds") if last else "24h"
 if "since" not in st.session_state and "since" not in st.query_params:
     st.session_state["since"] = default
 text = st.text_input("Since", key="since", bind="query-params", help="30m, 2h, 1d, 1w or an ISO timestamp. "
-                     "Default: your last visit to this page, else the last 24 hours.")  # fmt: skip
+                     "Default: your last visit to this page (kept by this browser), else 24 hours.")  # fmt: skip
 try:
     when = summaries.parse_since(text or default, now)
 except ValueError as exc:
     st.error(str(exc))
     st.stop()
 st.session_state[VISIT_KEY] = now
+# An HTML iframe shares this page's origin, so its script (our own, with a number in it) sets the dashboard's own
+# cookie; a later session (another tab, tomorrow) reads it through st.context.cookies. Nothing leaves the machine.
+st.iframe(
+    f"<script>document.cookie = '{VISIT_COOKIE}={int(now.timestamp())}; path=/; max-age=31536000; SameSite=Strict';"
+    "</script>",
+    height=1,
+)
 when = when.replace(second=0, microsecond=0)  # one cached read per minute
 summary = summaries.since_summary(common.read("since_activity", when))
 st.caption(f"Since {when:%Y-%m-%d %H:%M} UTC.")
@@ -36,7 +55,7 @@ m = st.columns(5)
 for col, key in zip(m, ("runs", "new_bests", "regressions", "failures", "verdicts"), strict=True):
     col.metric(key.replace("_", " ").capitalize(), len(summary[key]))
 
-LINKS = {"run_id": st.column_config.LinkColumn("run", display_text=r"run\?id=(.*)")}
+LINKS = {c: st.column_config.LinkColumn(c, display_text=r"run\?id=(.*)") for c in ("run", "baseline run")}
 
 
 def _table(key: str, title: str, empty: str) -> None:
@@ -45,12 +64,16 @@ def _table(key: str, title: str, empty: str) -> None:
     if rows.empty:
         st.caption(empty)
         return
+    if "baseline_run" in rows:
+        rows["compare"] = "compare?a=" + rows["baseline_run"] + "&b=" + rows["run_id"]
+        rows["baseline_run"] = "run?id=" + rows["baseline_run"]
     if "run_id" in rows:
         rows["run_id"] = "run?id=" + rows["run_id"]
-    if "baseline_run" in rows:
-        rows["compare"] = "compare?a=" + rows["baseline_run"] + "&b=" + rows["run_id"].str.removeprefix("run?id=")
+    for col in ("started_at", "created_at"):
+        if col in rows:
+            rows[col] = pd.to_datetime(rows[col], utc=True, format="ISO8601")
     config = {**LINKS, "compare": st.column_config.LinkColumn("compare", display_text="compare")}
-    st.dataframe(rows, hide_index=True, column_config=config, key=f"since_{key}")
+    common.table(views.readable(rows), column_config=config, key=f"since_{key}")
 
 
 _table("new_bests", "New bests", "No new best on any case.")

@@ -199,9 +199,9 @@ PAGES = [
     ("compare", "pages/compare.py", {"a": "A", "b": "B"}),
     ("regressions", "pages/regressions.py", {"family": FAMILIES[0]}),
     ("benchmark", "pages/benchmark.py", {}),
-    ("leaderboard", "pages/leaderboard.py", {"lb_suite": "qr_v2", "lb_gpu": GPU}),
-    ("lineage", "pages/lineage.py", {"lin_family": FAMILIES[0], "lin_suite": "qr_v2", "lin_gpu": GPU}),
-    ("lineage (all)", "pages/lineage.py", {"lin_suite": "qr_v2", "lin_gpu": GPU}),
+    ("leaderboard", "pages/leaderboard.py", {"suite": "qr_v2", "gpu": GPU}),
+    ("lineage", "pages/lineage.py", {"family": FAMILIES[0], "suite": "qr_v2", "gpu": GPU}),
+    ("lineage (all)", "pages/lineage.py", {"suite": "qr_v2", "gpu": GPU}),
     ("since", "pages/since.py", {"since": "SINCE"}),
 ]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -17,6 +18,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import duckdb
+import pandas as pd
 import pytest
 from conftest import BASE_US, H200, ROOT, T0, make_record
 from streamlit.testing.v1 import AppTest
@@ -120,6 +122,30 @@ def test_experiments_progress_chart_spec(demo_store):
     at.selectbox(key="chart_ctx").select("smoke · CPU").run()
     (spec,) = charts(at)
     assert [t["name"] for t in spec["data"]] == ["(none)", "best so far (smoke · CPU)"]
+
+    # Issue 21: x is run order by default (the n-th passed run of the context, whole numbers), time on request;
+    # each point names its variant and family on hover; the log axis reads round numbers.
+    at.selectbox(key="chart_ctx").select("qr_v2 · NVIDIA H200").run()
+    (spec,) = charts(at)
+    xs = sorted(x for t in spec["data"] if t["type"] == "scattergl" for x in _decode(t["x"]))
+    assert xs == list(range(1, 12)) and spec["layout"]["xaxis"]["tickformat"] == "d"
+    hh = next(t for t in spec["data"] if t["name"] == "householder")
+    assert hh["customdata"][0][1].startswith("householder_v") and hh["customdata"][0][2] == "householder"
+    assert "%{customdata[1]}" in hh["hovertemplate"]
+    ticks = spec["layout"]["yaxis"]["ticktext"]
+    assert ticks and all(t.replace(",", "").isdigit() for t in ticks), ticks
+    at.radio(key="x").set_value("time").run()
+    (spec,) = charts(at)
+    assert str(spec["data"][0]["x"][0]).startswith("2026-")  # timestamps
+
+
+def test_log_ticks_read_as_round_numbers():
+    wide = charts_mod.log_ticks(33.8, 54_687)["ticktext"]  # one step past each end: the axis reaches past the data
+    assert wide == ["10", "30", "100", "300", "1,000", "3,000", "10,000", "30,000", "100,000"]
+    assert charts_mod.log_ticks(3822, 4419)["ticktext"] == ["3,800", "4,000", "4,200", "4,400", "4,600"]
+    narrow = charts_mod.log_ticks(3822.43, 3822.44, widen=True)  # the issue's 3822.43, 3822.44
+    assert narrow["ticktext"] == ["3,700", "3,750", "3,800", "3,850", "3,900"] and len(narrow["range"]) == 2
+    assert charts_mod.log_ticks(9780, 9800)["ticktext"] == ["9,780", "9,785", "9,790", "9,795", "9,800"]
 
 
 def _decode(values) -> list[float]:
@@ -235,8 +261,10 @@ def test_run_page_cases_samples_profile_source_env(demo_store):
     assert row["mean ± err (µs)"] == f"{views.fmt_us(rec['mean_us'])} ± {views.fmt_us(rec['err_us'])}"
     assert row["factor res"] == pytest.approx(rec["factor_res"]) and row["orth res"] == pytest.approx(rec["orth_res"])
     (box,) = charts(at)
-    assert box["layout"]["yaxis"]["type"] == "log"
+    # Each case on a linear axis of its own, so a 20 µs case and a 10 ms case both show their spread.
     assert [t["type"] for t in box["data"]] == ["box"] * 12
+    assert len({t["yaxis"] for t in box["data"]}) == 12
+    assert all(box["layout"][k].get("type") != "log" for k in box["layout"] if k.startswith("yaxis"))
     assert box["data"][3]["name"] == "640x512 c2 dense"
     frames = {tuple(df.value.columns): df.value for df in at.dataframe}
     kernels = next(v for cols, v in frames.items() if "kernel" in cols)
@@ -244,11 +272,27 @@ def test_run_page_cases_samples_profile_source_env(demo_store):
     per_case = next(v for cols, v in frames.items() if "launches" in cols)
     assert per_case["launches"].tolist() == [40 + i for i in range(12)]
     assert any(c.language == "python" and "householder v4" in c.value for c in at.code)
-    env = next(v for cols, v in frames.items() if cols == ("field", "value"))
-    assert env.set_index("field").loc["gpu", "value"] == H200
+    assert kernels.columns[-1] == "full name" and kernels.iloc[0]["full name"] == "householder_panel_kernel"
+    env = next(v for cols, v in frames.items() if cols == ("field", "value")).set_index("field")["value"]
+    assert env["gpu"] == H200
+    started = queries.get_run(path, ids["profiled"])["started_at"]
+    assert env["started at"] == f"{started:%Y-%m-%d %H:%M:%S}" and env["finished at"]  # to the second
     assert "O'Brien" in texts(at.markdown)
     geomean = views.fmt_us(queries.get_run(path, ids["profiled"])["geomean_us"])
     assert [m.value for m in at.metric][:2] == [f"{geomean} µs", "12 / 12"]
+
+
+def test_profile_kernel_names_are_shortened():
+    """A C++ signature is cut to its last two scopes without template or call arguments; the full name stays."""
+    name = ("void at::native::(anonymous namespace)::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+            "std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)")  # fmt: skip
+    assert views.short_kernel(name) == "native::vectorized_elementwise_kernel"
+    assert views.short_kernel("ampere_sgemm_128x64_tn") == "ampere_sgemm_128x64_tn"
+    assert views.short_kernel("x" * 90).endswith("…") and len(views.short_kernel("x" * 90)) == 40
+    kernels = views.profile_tables(pd.DataFrame(), pd.DataFrame({"kernel": [name], "calls": [3], "device_us": [1.26],
+                                                                   "self_us": [0.0]}))["kernels"]  # fmt: skip
+    assert kernels.iloc[0].to_dict() == {"kernel": "native::vectorized_elementwise_kernel", "calls": 3,
+                                         "device (µs)": 1.3, "self (µs)": 0.0, "full name": name}  # fmt: skip
 
 
 def test_run_page_unknown_and_ambiguous_ids(demo_store):
@@ -429,7 +473,7 @@ def test_regressions_family_table_links_and_timeline(demo_store):
     layout = spec["layout"]
     assert all(layout[f"yaxis{k if k > 1 else ''}"]["type"] == "log" for k in range(1, 13))
     means = [t for t in spec["data"] if t.get("mode") == "lines+markers"]
-    assert len(means) == 12 and all(t["error_y"]["type"] == "data" for t in means)
+    assert len(means) == 12 and all("(standard error)" in t["text"][0] for t in means)  # on hover, not as bars
     assert len(means[3]["x"]) == 9  # the timeout is not a point
     (shape,) = layout["shapes"]
     assert shape["xref"] == "x4" and shape["x0"] == 4.5 and shape["line"]["dash"] == "dash"
@@ -528,6 +572,30 @@ def test_job_cancel_records_a_cancelled_run(own_demo_store):
     final = jobs.wait(job, timeout=60)
     assert final["state"] == "finished" and final["status"] == "cancelled"
     assert queries.get_run(path, final["run_id"])["status"] == "cancelled"
+
+
+def test_a_first_call_without_progress_is_said_long_before_the_compile_budget_ends(own_demo_store, tmp_path):
+    """Issue 21: a kernel whose first call hangs holds the device for the whole compile budget; the Benchmark page
+    says so (with the time it has waited) after a quarter of a short budget, set from the page's own option, and
+    the device queue links the run, which is one of the open store's."""
+    path, _ = own_demo_store
+    kernels = tmp_path / "kernels"
+    kernels.mkdir()
+    (kernels / "hangs_first.py").write_text("import time\n\n\ndef custom_kernel(data):\n    time.sleep(120)\n")
+    job = jobs.start_job(path, "hangs_first.py", suite="smoke", mode="test", cases=[0], kernels_dir=kernels,
+                         device="cpu", compile_timeout=8)  # fmt: skip
+    assert "--compile-timeout=8" in job.spec["argv"]
+    deadline = time.monotonic() + 90
+    while not jobs.first_call_stalled(job, jobs.status(job)) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    at = open_page("pages/benchmark.py")
+    shown = " ".join(p.proto.text for p in at.get("progress"))
+    assert re.search(r"no progress: the first call has not returned after \d+ s; the compile budget ends in \d+ s",
+                     shown), shown  # fmt: skip
+    run_id = jobs.status(job)["run_id"]
+    assert any(f"[run {run_id}](run?id={run_id})" in i.value for i in at.info), texts(at.info)
+    final = jobs.wait(job, timeout=60)
+    assert final["status"] == "failed" and "compiling took longer than 8 s" in final["error"], final
 
 
 def test_job_that_cannot_start_says_why(demo_store, tmp_path):
@@ -748,6 +816,9 @@ def test_same_url_parameters_on_every_page(demo_store):
     at = open_url("pages/leaderboard.py", family="wy", gpu=H200, suite="qr_v2")
     assert (at.selectbox(key="family").value, at.selectbox(key="gpu").value) == ("wy", H200)
     assert {v.removeprefix("wy_") for v in at.dataframe[0].value["variant"]} <= {"v0", "v1", "v2"}
+    board = at.dataframe[0].value  # the case columns right after the variant and its geomean; identity last
+    assert list(board.columns[:3]) == ["variant", "geomean (µs)", "20x32 c1 dense"], list(board.columns)
+    assert list(board.columns[-4:]) == ["run", "runs", "family", "path"]
     at = open_url("pages/lineage.py", family="householder", gpu=H200, suite="qr_v2")
     names = {v.strip().removeprefix("└─ ") for v in at.dataframe[0].value["variant"]}
     assert at.selectbox(key="family").value == "householder" and names == {f"householder_v{k}" for k in range(10)}
@@ -758,7 +829,7 @@ def test_same_url_parameters_on_every_page(demo_store):
 def test_since_lists_newest_first(demo_store):
     _, ids = demo_store
     at = open_url("pages/since.py", since="2026-01-01T00:00:00")
-    runs = at.dataframe[-1].value["run_id"]
+    runs = at.dataframe[-1].value["run"]
     assert runs.iloc[0] == f"run?id={ids['cpu']}" and runs.iloc[-1] == f"run?id={ids['householder'][0]}"
 
 

@@ -65,6 +65,9 @@ NO_CHROMIUM = (
 pytestmark = pytest.mark.skipif(CHROMIUM is None and not UNDER_CI, reason=NO_CHROMIUM)
 
 
+LOCAL_URLS = ("http://127.0.0.1:", "ws://127.0.0.1:", "data:", "blob:", "about:")
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -144,13 +147,18 @@ def _browse():
     SHOTS.mkdir(parents=True, exist_ok=True)
     with playwright_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        pg = browser.new_page(viewport={"width": 1440, "height": 1800})
+        pg = browser.new_context(viewport={"width": 1440, "height": 1800}).new_page()  # a context that takes more
         pg.set_default_timeout(60_000)
         errors: list[str] = []
         pg.on("pageerror", lambda exc: errors.append(str(exc)))
+        # Nothing may leave the machine (issue 21: the favicon came from fonts.gstatic.com): only the dashboard's
+        # own server, and data: or blob: URLs the page makes itself.
+        away: list[str] = []
+        pg.context.on("request", lambda r: None if r.url.startswith(LOCAL_URLS) else away.append(r.url))
         yield pg
         browser.close()
         assert not errors, errors
+        assert not away, away
 
 
 def settle(pg) -> None:
@@ -366,6 +374,14 @@ def test_leaderboard_lineage_and_since_pages(shared_server, shared_page):
     assert re.search(r"\d+ variants, 1 roots · geomeans on qr_v2", page.get_by_test_id("stMain").inner_text())
     shot(page, "lineage")
 
+    goto(page, f"{base}/since")  # no ?since=: the last 24 hours on a first visit, and the visit is kept
+    assert page.get_by_role("textbox", name="Since").input_value() == "24h"
+    later = page.context.new_page()  # a new session of the same browser: it opens on the last visit
+    goto(later, f"{base}/since")
+    assert re.fullmatch(
+        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", later.get_by_role("textbox", name="Since").input_value()
+    )
+    later.close()
     goto(page, f"{base}/since?since=2026-01-01T00:00:00")
     no_exception(page)
     assert page.get_by_role("heading", name="Since").is_visible()

@@ -260,7 +260,8 @@ def test_the_run_page_shows_the_profile(tmp_path, monkeypatch):
     at = open_page("pages/run.py", id="ncurun00003")
     assert not at.error
     table = next(df.value for df in at.dataframe if "top stalls (cycles per issue)" in df.value.columns)
-    assert table.iloc[0]["kernel"] == "void fused_wy_kernel<64>(float*)" and table.iloc[0]["regs/thread"] == 72
+    assert table.iloc[0]["kernel"] == "fused_wy_kernel" and table.iloc[0]["regs/thread"] == 72  # short, and whole:
+    assert table.iloc[0]["full name"] == "void fused_wy_kernel<64>(float*)"
     assert table.iloc[0]["top stalls (cycles per issue)"] == "long_scoreboard 7.5, barrier 3.2, wait 1.5"
     assert table.iloc[0]["smem/block (B)"] == 16384 and table.iloc[0]["duration (µs)"] == pytest.approx(12.5)
     captions = " ".join(c.value for c in at.caption)

@@ -290,3 +290,18 @@ def test_same_folder_name_in_two_places_gets_told_apart(tmp_path):
     first = cli_json("add", str(tmp_path / "a"), "--store", store)
     second = cli_json("add", str(tmp_path / "b" / "v1" / "submission.py"), "--store", store)
     assert first[0]["variant"] == "v1" and second[0]["variant"] == "b/v1"
+
+
+def test_add_of_a_copy_under_a_new_name_says_so_and_records_the_family(tmp_path):
+    """Issue 21: an unchanged copy is the same variant (content), so `add` says which name it is known by and
+    records the family the variant lacked instead of reporting "0 added" and dropping both."""
+    store = str(tmp_path / "copy.duckdb")
+    (tmp_path / "orig.py").write_text(BASE)
+    (tmp_path / "copy.py").write_text(BASE)
+    assert cli_json("add", str(tmp_path / "orig.py"), "--store", store)[0]["added"] is True
+    (row,) = cli_json("add", str(tmp_path / "copy.py"), "--family", "beam", "--store", store)
+    assert row["added"] is False and row["known_as"] == "orig" and row["family"] == "beam"
+    (listed,) = cli_json("variants", "--store", store)
+    assert listed["variant"] == "orig" and listed["family"] == "beam"
+    shown = cli("add", str(tmp_path / "copy.py"), "--family", "other", "--store", store)
+    assert "the same content as registered variant orig (family beam)" in shown.stdout  # a family is not replaced

@@ -6,6 +6,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -22,11 +23,11 @@ TIME_AXIS = {"type": "log", "title": {"text": "time (µs, log)"}}
 
 
 def best_so_far(points: pd.DataFrame) -> pd.DataFrame:
-    """Running minimum of the geomean over time, per context (suite · GPU); one row per improvement."""
+    """Running minimum of the geomean in run order, per context (suite · GPU); one row per improvement."""
     if points.empty:
         return points.assign(context=[], best_us=[])
     df = points.assign(context=points["suite"] + " · " + points["gpu"].fillna("?"))
-    df = df.sort_values("started_at", kind="stable")
+    df = df.sort_values(["started_at", "run_id"], kind="stable")
     df["best_us"] = df.groupby("context")["geomean_us"].cummin()
     # keep the points where the best changes, plus the last one so the step reaches the present
     changed = df.groupby("context")["best_us"].transform(lambda s: s.ne(s.shift()))
@@ -34,21 +35,67 @@ def best_so_far(points: pd.DataFrame) -> pd.DataFrame:
     return df[changed | last]
 
 
-def progress_figure(points: pd.DataFrame) -> go.Figure:
-    """Every run a point coloured by family; the best-so-far geomean per context as a step line; log y."""
+def log_ticks(lo: float, hi: float, *, most: int = 8, widen: bool = False) -> dict[str, Any]:
+    """Tick values and labels for a log axis over [lo, hi] that read as plain numbers: 1-2-5 steps over a wide
+    range, evenly spaced round values over a narrow one (Plotly's own ticks there read 3822.43, 3822.44). With
+    `widen`, values within 2% of each other get a ±1% axis range (where small steps are not the point)."""
+    if not (lo > 0 and hi > 0):
+        return {}
+    lo, hi = min(lo, hi), max(lo, hi)
+    extra: dict[str, Any] = {}
+    if hi / lo >= 3:
+        for mantissas in ((1, 2, 5), (1, 3), (1,)):
+            vals = [m * 10.0**k for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+                    for m in mantissas]  # fmt: skip
+            inside = [v for v in vals if lo / 1.05 <= v <= hi * 1.05]
+            if len(inside) <= most:
+                break
+        # one step beyond each end too: the axis reaches past the data, and Plotly leaves out ticks off it
+        vals = [v for v in vals if lo / 4 <= v <= hi * 4]
+        step = min(inside) if inside else 1.0
+    else:
+        if widen and hi - lo < 0.02 * hi:  # nearly equal values: a ±1% window, so the ticks are round numbers
+            lo, hi = min(lo, hi / 1.02) * 0.99, hi * 1.01
+            extra = {"range": [math.log10(lo), math.log10(hi)]}
+        raw = (hi - lo) / 4 or hi / 100
+        base = 10.0 ** math.floor(math.log10(raw))
+        step = next(m * base for m in (1, 2, 2.5, 5, 10) if m * base >= raw)
+        vals = [k * step for k in range(math.floor(lo / step), math.ceil(hi / step) + 1)]
+    digits = max(0, -math.floor(math.log10(step))) if step < 1 else 0
+    ticks = {"tickmode": "array", "tickvals": vals, "ticktext": [f"{v:,.{digits}f}" for v in vals]}
+    return ticks | extra
+
+
+PROGRESS_X = ("run order", "time")  # the x axes of the progress chart, as the page offers and the URL names them
+
+
+def progress_figure(points: pd.DataFrame, x: str = "run order") -> go.Figure:
+    """Every passed run a point coloured by family, named on hover; the best-so-far geomean per context as a step
+    line; log y with readable ticks. x: "run order" (the n-th passed run of its context) or "time" (started)."""
+    col = "started_at" if x == "time" else "run_order"
     fig = go.Figure()
     for i, (family, grp) in enumerate(points.groupby("family", sort=True)):
         fig.add_trace(
             go.Scattergl(
-                x=grp["started_at"],
+                x=grp[col],
                 y=grp["geomean_us"],
                 mode="markers",
                 name=plain(family),
                 legendgroup="family",
                 legendgrouptitle_text="family",
-                marker={"size": 6, "opacity": 0.65, "color": COLOURS[i % len(COLOURS)]},
-                customdata=[[r, plain(v)] for r, v in zip(grp["run_id"], grp["variant"], strict=True)],
-                hovertemplate="%{customdata[1]}<br>run %{customdata[0]}<br>%{y:.1f} µs<br>%{x}<extra></extra>",
+                marker={"size": 7, "opacity": 0.7, "color": COLOURS[i % len(COLOURS)]},
+                # Built per column, not per point: thousands of points per family.
+                customdata=np.column_stack(
+                    [
+                        grp["run_id"].to_numpy(dtype=object),
+                        grp["variant"].map(plain).to_numpy(dtype=object),
+                        np.full(len(grp), plain(family), dtype=object),
+                        pd.to_datetime(grp["started_at"]).dt.strftime("%Y-%m-%d %H:%M").to_numpy(dtype=object),
+                        grp["run_order"].to_numpy(dtype=object),
+                    ]
+                ),  # fmt: skip
+                hovertemplate="<b>%{customdata[1]}</b> (%{customdata[2]})<br>%{y:,.1f} µs<br>run #%{customdata[4]}"
+                " · %{customdata[3]}<br>%{customdata[0]}<extra></extra>",
             )
         )
     best = best_so_far(points)
@@ -56,21 +103,26 @@ def progress_figure(points: pd.DataFrame) -> go.Figure:
     for k, (context, grp) in enumerate(best.groupby("context", sort=True)):
         fig.add_trace(
             go.Scatter(
-                x=grp["started_at"],
+                x=grp[col],
                 y=grp["best_us"],
                 mode="lines",
                 line={"shape": "hv", "width": 2, "color": "#222", "dash": dashes[k % len(dashes)]},
                 name=f"best so far ({plain(context)})",
                 legendgroup="best",
                 legendgrouptitle_text="best so far",
-                customdata=[[r, plain(v)] for r, v in zip(grp["run_id"], grp["variant"], strict=True)],
-                hovertemplate="best %{y:.1f} µs<br>%{customdata[1]}<extra></extra>",
+                customdata=[[plain(v)] for v in grp["variant"]],
+                hovertemplate="best so far %{y:,.1f} µs<br>%{customdata[0]}<extra></extra>",
             )
         )
+    ys = points["geomean_us"] if not points.empty else pd.Series([1.0])
+    xaxis = {"title": {"text": "started (UTC)" if x == "time" else "run order (passed runs of this suite and GPU)"}}
+    if x != "time":
+        last = int(points["run_order"].max()) if not points.empty else 1
+        xaxis |= {"tickformat": "d", "tick0": 0, "dtick": max(1, math.ceil(last / 10))}  # whole runs only
     fig.update_layout(
-        title="Geomean per run and best so far",
-        yaxis=TIME_AXIS | {"title": {"text": "geomean (µs, log)"}},
-        xaxis_title="started",
+        title="Geomean per passed run and best so far",
+        yaxis=TIME_AXIS | {"title": {"text": "geomean (µs, log)"}} | log_ticks(ys.min(), ys.max(), widen=True),
+        xaxis=xaxis,
         height=420,
         margin={"t": 50, "b": 40},
         legend={"groupclick": "toggleitem"},
@@ -81,12 +133,25 @@ def progress_figure(points: pd.DataFrame) -> go.Figure:
 # ---------------------------------------------------------------------------------------------------- run
 
 
-def box_figure(per_case: Mapping[str, Sequence[float]], title: str = "Samples per case") -> go.Figure:
-    fig = go.Figure()
-    for label, values in per_case.items():
-        if len(values):
-            fig.add_trace(go.Box(y=list(values), name=plain(label), boxpoints="suspectedoutliers", showlegend=False))
-    fig.update_layout(title=title, yaxis=TIME_AXIS, height=420, margin={"t": 50, "b": 40})
+def box_figure(per_case: Mapping[str, Sequence[float]], title: str = "Samples per case", *, cols: int = 6) -> go.Figure:
+    """One box per case, each in a small chart of its own with its own linear µs axis: on one shared axis, cases
+    a thousand times apart in time (or one noisy launch-bound case) would flatten every other box to a line."""
+    labels = [label for label, values in per_case.items() if len(values)]
+    rows = max(1, math.ceil(len(labels) / cols))
+    layout = _grid_layout(labels, rows, cols)
+    traces = []
+    for k, label in enumerate(labels):
+        ax = "" if k == 0 else str(k + 1)
+        layout[f"xaxis{ax}"] |= {"showticklabels": False}
+        layout[f"yaxis{ax}"] |= {"tickformat": ",~r", "nticks": 5}
+        traces.append({
+            "type": "box", "y": [float(v) for v in per_case[label]], "name": plain(label), "xaxis": f"x{ax}",
+            "yaxis": f"y{ax}", "boxpoints": "suspectedoutliers", "showlegend": False,
+            "marker": {"color": COLOURS[k % len(COLOURS)]},
+        })  # fmt: skip
+    fig = go.Figure(data=traces, layout=layout)
+    fig.update_layout(title=f"{title} (µs; each case on its own axis)", height=200 * rows + 80,
+                      margin={"t": 70, "b": 20})  # fmt: skip
     return fig
 
 
@@ -109,8 +174,10 @@ def grouped_bars_figure(cmp: RunComparison, a: Mapping[str, Any], b: Mapping[str
                 marker_color=colour,
             )
         )
+    means = [m for c in cmp.cases for m in (c.mean_a, c.mean_b) if m]
+    ticks = log_ticks(min(means), max(means)) if means else {}
     fig.update_layout(
-        barmode="group", title="Mean time per case (log axis, error bars: standard error)", yaxis=TIME_AXIS,
+        barmode="group", title="Mean time per case (log axis, error bars: standard error)", yaxis=TIME_AXIS | ticks,
         height=440, margin={"t": 80, "b": 40}, legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
     )  # fmt: skip
     return fig
@@ -162,7 +229,8 @@ def timeline_figure(
     *,
     cols: int = 3,
 ) -> go.Figure:
-    """Per case, the mean of every passed run with its error bar (log y); change points as dashed lines with
+    """Per case, the mean of every passed run (log y; its standard error on hover: error bars of a few hundred
+    runs in twelve charts cost the browser a second to draw); change points as dashed lines with
     the segment levels before and after. Built as plain dicts in one go (Plotly's per-subplot helpers are slow)."""
     labels = list(points)
     rows = max(1, math.ceil(len(labels) / cols))
@@ -182,23 +250,24 @@ def timeline_figure(
             {"tickmode": "array", "tickvals": list(range(len(pts))), "ticktext": names, "tickangle": -45}
             if len(pts) <= NAMED_TICKS else {"tickformat": "d", "dtick": math.ceil(len(pts) / NAMED_TICKS)}
         )  # fmt: skip
-        xs, ys, es, text, fx, ftext = [], [], [], [], [], []
+        xs, ys, text, fx, ftext = [], [], [], [], []
         for i, p in enumerate(pts):
             name = variant.get(p.run_id, "")
             if p.status == "passed" and p.mean is not None:
                 xs.append(i)
                 ys.append(p.mean)
-                es.append(errs.get((p.run_id, label)) or 0.0)
-                text.append(f"{name} · {p.run_id}")
+                err = errs.get((p.run_id, label))
+                text.append(f"{name} · {p.run_id}" + (f"<br>± {err:,.2f} µs (standard error)" if err else ""))
             elif p.status != "absent":  # a case the run did not include is no failure: not drawn
                 fx.append(i)
                 ftext.append(f"{name} · {p.run_id} · {p.status}")
+        if ys:  # round numbers on each small chart's log axis
+            axes[f"yaxis{ax}"] |= log_ticks(min(ys), max(ys), most=5)
         traces.append({
             "type": "scatter", "x": xs, "y": ys, "xaxis": xref, "yaxis": yref, "mode": "lines+markers",
             "name": label, "showlegend": False, "text": text,
-            "error_y": {"type": "data", "array": es, "thickness": 1, "width": 2},
             "marker": {"size": 5, "color": "#1f77b4"}, "line": {"width": 1, "color": "#9ecae1"},
-            "hovertemplate": "%{text}<br>%{y:.2f} µs<extra></extra>",
+            "hovertemplate": "%{y:,.2f} µs · %{text}<extra></extra>",
         })  # fmt: skip
         if fx:
             traces.append({

@@ -9,19 +9,15 @@ import pandas as pd
 
 
 def leaderboard_frame(table: pd.DataFrame, cases: list[str]) -> pd.DataFrame:
-    """The displayed columns: variant, path, family, runs, geomean, a run link, then one column per case."""
-    out = pd.DataFrame(
-        {
-            "variant": table["variant"].to_numpy(),
-            "path": table["path"].to_numpy(),
-            "family": table["family"].to_numpy(),
-            "runs": table["runs"].to_numpy(),
-            "geomean (µs)": table["best_geomean_us"].to_numpy(),
-            "run": ("run?id=" + table["best_run"].fillna(table["latest_run"])).to_numpy(),
-        }
-    )
+    """The displayed columns: variant and geomean, then one column per case (what the board is for, so they come
+    before the identity columns), then a run link, runs, family and path."""
+    out = pd.DataFrame({"variant": table["variant"].to_numpy(), "geomean (µs)": table["best_geomean_us"].to_numpy()})
     for case in cases:
         out[case] = table[case].to_numpy()
+    out["run"] = ("run?id=" + table["best_run"].fillna(table["latest_run"])).to_numpy()
+    out["runs"] = table["runs"].to_numpy()
+    out["family"] = table["family"].to_numpy()
+    out["path"] = table["path"].to_numpy()
     return out
 
 
@@ -39,4 +35,6 @@ def style(shown: pd.DataFrame, ratio: pd.DataFrame, cases: list[str]):
     css = pd.DataFrame("", index=shown.index, columns=shown.columns)
     for case in cases:
         css[case] = [colour(r) for r in ratio[case].to_numpy()]
-    return shown.style.apply(lambda _: css, axis=None)
+    # The Styler's text is what the table shows: one decimal, and a blank where a variant has no passed result.
+    numbers = {c: "{:,.1f}" for c in ("geomean (µs)", *cases)}
+    return shown.style.apply(lambda _: css, axis=None).format(numbers, na_rep="")

@@ -59,6 +59,24 @@ def short(run_id: Any) -> str:
     return str(run_id)[:12] if is_num(run_id) else ""
 
 
+HEADERS = {"run_id": "run", "baseline_run": "baseline run", "started_at": "started", "created_at": "recorded",
+           "gpu": "GPU", "factor": "× slower", "best_before_us": "best before (µs)"}  # fmt: skip
+
+
+def readable(df: pd.DataFrame) -> pd.DataFrame:
+    """A frame of stored columns as a person reads it: headers in words with the unit (`geomean_us` is
+    "geomean (µs)"), times rounded to 0.1 µs, ratios to 3 decimals. Values stay numbers, so columns still sort."""
+    out = df.copy()
+    for col in out.columns:
+        if col.endswith("_us") and pd.api.types.is_numeric_dtype(out[col]):
+            out[col] = out[col].round(1)
+        elif col == "factor" and pd.api.types.is_numeric_dtype(out[col]):
+            out[col] = out[col].round(3)
+    names = {c: HEADERS.get(c) or (c.removesuffix("_us").replace("_", " ") + " (µs)" if c.endswith("_us")
+                                   else c.replace("_", " ")) for c in out.columns}  # fmt: skip
+    return out.rename(columns=names)
+
+
 # -------------------------------------------------------------------------------------------- experiments
 
 
@@ -176,20 +194,66 @@ def evidence_table(evidence: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def _strip_brackets(text: str, pairs: str) -> str:
+    """`text` without what any bracket pair in `pairs` ("<>", "()") encloses, nested ones included."""
+    out, depth = [], 0
+    opening, closing = pairs[0], pairs[1]
+    for ch in text:
+        if ch == opening:
+            depth += 1
+        elif ch == closing and depth:
+            depth -= 1
+        elif not depth:
+            out.append(ch)
+    return "".join(out)
+
+
+def short_kernel(name: Any, limit: int = 40) -> str:
+    """A profiled kernel's name as a person scans it: a C++ signature of hundreds of characters
+    (`void at::native::(anonymous namespace)::vectorized_elementwise_kernel<4, ...>(int, ...)`) loses its template
+    and call arguments, return type and all but the last two scopes; anything longer than `limit` is cut."""
+    if not isinstance(name, str):
+        return ""
+    text = _strip_brackets(_strip_brackets(name.replace("(anonymous namespace)", ""), "<>"), "()").strip()
+    text = text.split()[-1] if text.split() else name  # drop the return type and qualifiers before the name
+    scopes = [p for p in text.split("::") if p]
+    text = "::".join(scopes[-2:]) if scopes else name
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def profile_tables(profile_cases: pd.DataFrame, profile_kernels: pd.DataFrame, top: int = 15) -> dict[str, Any]:
-    """Top kernels over all profiled cases, and launches / host time per case."""
-    kernels = pd.DataFrame(columns=["kernel", "calls", "device (µs)", "self (µs)"])
+    """Top kernels over all profiled cases (a short name first, the full one last), and launches / host time per
+    case."""
+    kernels = pd.DataFrame(columns=["kernel", "calls", "device (µs)", "self (µs)", "full name"])
     if not profile_kernels.empty:
         agg = profile_kernels.groupby("kernel", dropna=False).agg(
             calls=("calls", "sum"), device_us=("device_us", "sum"), self_us=("self_us", "sum")
         )
         key = "device_us" if agg["device_us"].fillna(0).gt(0).any() else "self_us"
         agg = agg.sort_values(key, ascending=False).head(top).reset_index()
-        kernels = agg.rename(columns={"device_us": "device (µs)", "self_us": "self (µs)"})
-    per_case = profile_cases.rename(
-        columns={"case_idx": "#", "launches": "launches", "host_us": "host (µs)", "device_us": "device (µs)"}
-    )
+        kernels = pd.DataFrame({
+            "kernel": agg["kernel"].map(short_kernel), "calls": agg["calls"], "device (µs)": agg["device_us"].round(1),
+            "self (µs)": agg["self_us"].round(1), "full name": agg["kernel"],
+        })  # fmt: skip
+    per_case = profile_cases.rename(columns={"case_idx": "#", "host_us": "host (µs)", "device_us": "device (µs)"})
+    per_case = per_case.round({"host (µs)": 1, "device (µs)": 1})
+    if "trace_path" in per_case:  # the recording machine's absolute path means nothing here: its file name
+        per_case = per_case.drop(columns="trace_path").assign(
+            **{
+                "trace file": profile_cases["trace_path"].map(
+                    lambda p: p.rsplit("/", 1)[-1] if isinstance(p, str) else ""
+                )
+            }
+        )
     return {"kernels": kernels, "cases": per_case}
+
+
+def fmt_time(value: Any) -> str:
+    """A timestamp to the second, `2026-12-01 12:26:18`; blank when missing."""
+    try:
+        return "" if value is None or pd.isna(value) else f"{pd.Timestamp(value):%Y-%m-%d %H:%M:%S}"
+    except (TypeError, ValueError):
+        return str(value)
 
 
 def ncu_table(ncu_kernels: pd.DataFrame) -> pd.DataFrame:
@@ -200,7 +264,7 @@ def ncu_table(ncu_kernels: pd.DataFrame) -> pd.DataFrame:
         {
             "case": df["case_idx"],
             "#": df["kernel_idx"],
-            "kernel": df["kernel"],
+            "kernel": df["kernel"].map(short_kernel),
             "duration (µs)": df["duration_us"],
             "occupancy %": df["occupancy_pct"],
             "SM %": df["sm_pct"],
@@ -210,6 +274,7 @@ def ncu_table(ncu_kernels: pd.DataFrame) -> pd.DataFrame:
             "block": df["block_size"],
             "grid": df["grid_size"],
             "top stalls (cycles per issue)": [stalls_text(s) for s in df["stalls"]],
+            "full name": df["kernel"],
         }
     )
 
@@ -217,7 +282,12 @@ def ncu_table(ncu_kernels: pd.DataFrame) -> pd.DataFrame:
 def environment_rows(run: Mapping[str, Any]) -> pd.DataFrame:
     keys = ("host", "device", "gpu", "sm_count", "driver", "cuda", "torch", "triton", "python", "seed", "trigger",
             "pid", "started_at", "finished_at")  # fmt: skip
-    return pd.DataFrame([{"field": k, "value": str(run.get(k)) if is_num(run.get(k)) else "–"} for k in keys])
+    rows = []
+    for k in keys:
+        v = run.get(k)
+        text = fmt_time(v) if k.endswith("_at") else (str(v) if is_num(v) else "")
+        rows.append({"field": k.replace("_", " "), "value": text})
+    return pd.DataFrame(rows)
 
 
 # ------------------------------------------------------------------------------------------------ compare

@@ -72,6 +72,16 @@ def states_by_run_case(rows: pd.DataFrame) -> dict[tuple[str, str], dict[str, An
     return out
 
 
+def change_point_runs(
+    changes: Mapping[str, Iterable[ChangePoint]], points: Mapping[str, Sequence[HistoryPoint]]
+) -> tuple[str, ...]:
+    """The runs change_point_notes reads: each change point's run and the last good run before it (so a page
+    reads the GPU state of a handful of runs, not of its whole history)."""
+    runs = {cp.run_id for cps in changes.values() for cp in cps}
+    runs |= {r for label, cps in changes.items() for cp in cps if (r := run_before(points[label], cp)) is not None}
+    return tuple(sorted(runs))
+
+
 def change_point_notes(
     changes: Mapping[str, Iterable[ChangePoint]],
     points: Mapping[str, Sequence[HistoryPoint]],

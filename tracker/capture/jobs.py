@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tracker.capture.record import DEFAULT_TIMEOUT_S, RunRequest
+from tracker.capture.record import DEFAULT_COMPILE_TIMEOUT_S, DEFAULT_TIMEOUT_S, RunRequest  # noqa: F401 - the page's defaults
 from tracker.capture.register import defines_kernel
 from tracker.common.errors import InputError
 from tracker.common.files import write_json_atomic
@@ -181,6 +181,7 @@ def start_job(
     problem: str | None = None,
     problems_dir: str | os.PathLike | None = None,
     gpus: str | None = None,
+    compile_timeout: float | None = None,
 ) -> Job:
     """Validate, then start the tracker run in the background; returns at once. ValueError for bad input.
 
@@ -194,8 +195,9 @@ def start_job(
     # The options are checked as `run` checks them (RunRequest.validate), before the job starts.
     RunRequest(
         path=str(path), suite=suite, mode=mode, cases=cases, seed=seed, family=family, parent=parent, note=note,
-        timeout=DEFAULT_TIMEOUT_S if timeout is None else timeout, profile=profile, store=str(store), device=device,
-        problem=str(problem_path) if problem_path else None,
+        timeout=DEFAULT_TIMEOUT_S if timeout is None else timeout, profile=profile, ncu=ncu,
+        compile_timeout=DEFAULT_COMPILE_TIMEOUT_S if compile_timeout is None else compile_timeout,
+        store=str(store), device=device, problem=str(problem_path) if problem_path else None,
     ).validate()  # fmt: skip
     if gpus is not None and not re.fullmatch(r"all|[1-9]\d*|\d+(,\d+)*,?", gpus):
         raise InputError(f"GPUs must be all, a count N or ids like 0,2; got {gpus!r}")
@@ -221,6 +223,8 @@ def start_job(
         argv.append(f"--seed={int(seed)}")
     if timeout is not None:
         argv.append(f"--timeout={float(timeout):g}")
+    if compile_timeout is not None:
+        argv.append(f"--compile-timeout={float(compile_timeout):g}")
     for flag, value in (("--family", family), ("--parent", parent), ("--note", note)):
         if value:
             argv.append(f"{flag}={value}")
@@ -243,6 +247,7 @@ def start_job(
         "cases": cases,
         "seed": seed,
         "timeout": timeout,
+        "compile_timeout": compile_timeout,
         "family": family,
         "parent": parent,
         "note": note,
@@ -348,6 +353,12 @@ def status(job: Job) -> dict[str, Any]:
     elif alive:
         out["state"] = "cancelling" if out["cancel_requested"] else progress.get("state", "starting")
         out["elapsed_s"] = since
+        # How long since the last progress event (the file is rewritten on each): in the compiling phase, how
+        # long the import and first call have gone without returning.
+        try:
+            out["quiet_s"] = max(0.0, time.time() - job.progress_file.stat().st_mtime)
+        except OSError:
+            out["quiet_s"] = None
     else:
         out["state"] = "died"
         out["elapsed_s"] = progress.get("elapsed_s")
@@ -359,6 +370,22 @@ def status(job: Job) -> dict[str, Any]:
         out["run_id"] = out["run_id"] or result.get("run_id")
         out["geomean_us"] = result.get("geomean_us")
     return out
+
+
+STALLED_AFTER_S = 30.0  # a first call quiet this long is said to be making no progress
+
+
+def compile_budget_s(job: Job) -> float:
+    """The job's compile budget (its --compile-timeout, else the tracker's default)."""
+    return float(job.spec.get("compile_timeout") or DEFAULT_COMPILE_TIMEOUT_S)
+
+
+def first_call_stalled(job: Job, state: dict[str, Any]) -> bool:
+    """Whether the job is compiling (import and first call) and has reported nothing for STALLED_AFTER_S, or a
+    quarter of a shorter budget: said long before the budget ends, since the device stays held until then."""
+    quiet = state.get("quiet_s")
+    threshold = min(STALLED_AFTER_S, compile_budget_s(job) / 4)
+    return state.get("phase") == "compiling" and quiet is not None and quiet >= threshold
 
 
 def is_active(job: Job) -> bool:

@@ -155,6 +155,7 @@ def register(
         if v["path"]:
             by_name.setdefault(Path(v["path"]).stem, v["sha256"])
     seen = {v["sha256"] for v in known}
+    stored = {v["sha256"]: v for v in known}
     forced = _resolve(parent, by_name, seen) if parent else None
     if parent and forced is None:
         raise InputError(f"--parent {parent!r} names no registered variant")
@@ -165,7 +166,14 @@ def register(
     for snap in snaps:
         sha, name = snap.sha256, names[snap.path]
         if sha in seen:
-            out.append(_summary(snap, name, None, family, added=False))
+            # The same content under another name or family: a variant is its content, so it keeps its name,
+            # but a family it has none of is recorded, and the summary says which name the content is known by.
+            was = stored.get(sha, {})
+            if family and not was.get("family"):
+                rows.append({"sha256": sha, "family": family})
+            summary = _summary(snap, name, None, was.get("family") or family, added=False)
+            summary["known_as"] = was.get("name") if was.get("name") not in (None, name) else None
+            out.append(summary)
         else:
             named = parent_line(snap.source)
             par = forced or previous.get(snap.path) or (_resolve(named, by_name, seen) if named else None)

@@ -267,8 +267,10 @@ def capture_variant(
     start = time.monotonic()
 
     def emit(event: dict[str, Any]) -> None:
+        # The worker's events carry their time since the worker started (after the device lock), so "compiled
+        # (4.5 s)" is the compile time, not the wait for the device; the runner's own events, since the run began.
         if on_event is not None:
-            on_event({**event, "elapsed_s": time.monotonic() - start})
+            on_event({"elapsed_s": time.monotonic() - start, **event})
 
     total = len(req.cases or req.suite_cases())
     emit({"event": "started", "run_id": run_id, "total": total})

@@ -30,6 +30,10 @@ def cmd_add(args: argparse.Namespace) -> int:
         for r in rows
     ]  # fmt: skip
     print_table(table, ["variant", "path", "sha256", "commit", "parent", "", "message"])
+    for r in rows:
+        if r.get("known_as"):  # the content is registered already, under the name it had first
+            family = f" (family {r['family']})" if r.get("family") else ""
+            print(f"{r['path']}: the same content as registered variant {r['known_as']}{family}, which keeps its name")
     print(f"{sum(r['added'] for r in rows)} added, {sum(not r['added'] for r in rows)} already registered")
     return 0
 

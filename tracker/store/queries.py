@@ -443,11 +443,12 @@ def progress_points(
 ) -> pd.DataFrame:
     """The passed runs with a geomean, oldest first: the points of the progress chart (per-run geomeans only).
 
-    Columns: run_id, started_at, variant, family, problem, suite, gpu, geomean_us, and context_runs (the passed
-    runs of the row's problem, suite and GPU). A status filter other than `passed` leaves no point. With
-    `max_points` and more runs than that, a selection that draws the same chart: every run that set a new best
-    of its context (the step line), the last run of each context, and each family's fastest and slowest run in
-    each of 300 time slices of its context (the cloud of points)."""
+    Columns: run_id, started_at, variant, family, problem, suite, gpu, geomean_us, run_order (1 for the first
+    passed run of the row's problem, suite and GPU, counted before any thinning) and context_runs (the passed
+    runs of that context). A status filter other than `passed` leaves no point. With `max_points` and more runs
+    than that, a selection that draws the same chart: every run that set a new best of its context (the step
+    line), the last run of each context, and each family's fastest and slowest run in each of 300 slices of its
+    context's run order (the cloud of points)."""
     if status not in (None, "passed"):
         status = "\x00none"  # no run has this status: no point
     where, params = _run_filters(
@@ -470,22 +471,25 @@ def progress_points(
             FROM runs{where}{" AND" if where else " WHERE"} geomean_us IS NOT NULL
         ),
         c AS (
-            SELECT problem, suite, gpu, count(*) AS context_runs, min(started_at) AS t0, max(started_at) AS last_at,
-                greatest(epoch(max(started_at) - min(started_at)), 1e-9) AS span
+            SELECT problem, suite, gpu, count(*) AS context_runs, max(started_at) AS last_at
             FROM p GROUP BY problem, suite, gpu
         ),
-        w AS (
+        o AS (
             SELECT p.*, c.context_runs, c.last_at,
-                CAST(floor(299.999 * epoch(p.started_at - c.t0) / c.span) AS INTEGER) AS slice,
+                row_number() OVER (PARTITION BY p.problem, p.suite, p.gpu ORDER BY p.started_at, p.run_id) AS run_order,
                 min(p.geomean_us) OVER (PARTITION BY p.problem, p.suite, p.gpu ORDER BY p.started_at, p.run_id
                                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS best_before
             FROM p JOIN c ON {same_ctx}
+        ),
+        w AS (
+            SELECT *, CAST(floor(299.999 * (run_order - 1) / greatest(context_runs - 1, 1)) AS INTEGER) AS slice
+            FROM o
         ),
         x AS (
             SELECT arg_min(run_id, (geomean_us, run_id)) AS fastest, arg_max(run_id, (geomean_us, run_id)) AS slowest
             FROM w GROUP BY problem, suite, gpu, family, slice
         )
-        SELECT run_id, started_at, variant, family, problem, suite, gpu, geomean_us, context_runs FROM w
+        SELECT run_id, started_at, variant, family, problem, suite, gpu, geomean_us, run_order, context_runs FROM w
         WHERE ? IS NULL OR (SELECT count(*) FROM p) <= ? OR best_before IS NULL OR geomean_us < best_before
             OR started_at = last_at OR run_id IN (SELECT fastest FROM x UNION ALL SELECT slowest FROM x)
         ORDER BY started_at, run_id
@@ -788,14 +792,16 @@ def _has_column(con, table: str, column: str) -> bool:
 
 
 def variant_index(store: str | os.PathLike) -> list[dict[str, Any]]:
-    """Every variant's sha256, name, path and when it appeared (commit time, else first seen): for naming and
-    resolving parents."""
+    """Every variant's sha256, name, path, family (registered) and when it appeared (commit time, else first
+    seen): for naming and resolving parents."""
     with connect(store, read_only=True) as con:
         if not _has_runs_table(con):
             return []
-        at = "coalesce(committed_at, first_seen)" if _has_column(con, "variants", "committed_at") else "first_seen"
-        rows = con.execute(f"SELECT sha256, name, path, {at} AS seen_at FROM variants").fetchall()
-    return [{"sha256": r[0], "name": r[1], "path": r[2], "at": r[3]} for r in rows]
+        registered = _has_column(con, "variants", "committed_at")  # the columns of `add` came in one migration
+        at = "coalesce(committed_at, first_seen)" if registered else "first_seen"
+        family = "family" if registered else "NULL"
+        rows = con.execute(f"SELECT sha256, name, path, {at} AS seen_at, {family} FROM variants").fetchall()
+    return [{"sha256": r[0], "name": r[1], "path": r[2], "at": r[3], "family": r[4]} for r in rows]
 
 
 def variant_list(store: str | os.PathLike, *, family: str | None = None) -> pd.DataFrame:
