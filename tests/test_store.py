@@ -436,6 +436,13 @@ def test_every_status_and_every_table_survive_export_and_import(tmp_path):
                  "factor_res": 30.0, "tril_res": 0.0, "recon_res": 0.1, "orth_res": 0.2, "arrays": blob,
                  "arrays_bytes": len(blob)}
             )  # fmt: skip
+        if k == 2:  # a Nsight Compute profile of case 0 (its report stays behind: only the rows travel here)
+            record.ncu_cases.append({"case_idx": 0, "report": None, "kernels": 1, "error": None})
+            record.ncu_kernels.append(
+                {"case_idx": 0, "kernel_idx": 0, "kernel": "qr_leaf", "duration_us": 12.5, "occupancy_pct": 40.0,
+                 "sm_pct": 30.0, "memory_pct": 20.0, "registers": 96, "static_smem_bytes": 0,
+                 "dynamic_smem_bytes": 256, "block_size": 128, "grid_size": 640, "stalls": '{"long_scoreboard": 2.5}'}
+            )  # fmt: skip
         assert store_mod.finish_run(a, record) is None
         ids.append(record.run["run_id"])
     store_mod.add_verdict(a, ids[0], "rejected", "slower")
