@@ -35,9 +35,6 @@ from tracker.capture import devicelock, gpustate, handoff, plausibility, sandbox
 from tracker.capture.channel import sign
 from tracker.capture.evidence import FIRST_PASS, RESIDUAL_KEYS
 from tracker.capture.evidence import collect as collect_evidence
-from tracker.capture.gitinfo import EMPTY as NO_GIT
-from tracker.capture.gitinfo import capture_git, source_hash
-from tracker.capture.naming import variant_name
 from tracker.capture.record import (  # noqa: F401 - RunRequest and the defaults are this module's API too
     DEFAULT_COMPILE_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
@@ -47,10 +44,13 @@ from tracker.capture.record import (  # noqa: F401 - RunRequest and the defaults
     complete_record,
     exit_text,
 )
-from tracker.capture.scan import flags_as_dicts, scan_source
+from tracker.common.gitinfo import EMPTY as NO_GIT
+from tracker.common.gitinfo import capture_git, source_hash
 from tracker.common.processes import child_env, descendants, end_processes
 from tracker.common.vocabulary import CASE_STATS
 from tracker.store.schema import GPU_STATE_COLUMNS
+from tracker.variants.naming import variant_name
+from tracker.variants.scan import flags_as_dicts, scan_source
 
 LOG_TAIL_CHARS = 4000
 ORPHAN_ERROR = "the tracker process went away"
