@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker import store as store_mod
-from tracker.capture import devicelock, gpustate, handoff, plausibility, sandbox
+from tracker.capture import devicelock, envinfo, gpustate, handoff, plausibility, sandbox
 from tracker.capture.channel import sign
 from tracker.capture.evidence import FIRST_PASS, RESIDUAL_KEYS
 from tracker.capture.evidence import collect as collect_evidence
@@ -293,7 +293,7 @@ def capture_variant(
         complete_record(record, req, [], "cancelled", "the run was cancelled while waiting for the device", None, "")
         return []
     try:
-        record.run["device_load_start"] = devicelock.device_load(key)
+        record.run["device_load_start"] = envinfo.device_load(key)
         if req.method == "contest":  # the problem folder's own harness, in the same sandbox, lock and budgets
             from tracker.capture import contest_method
 
@@ -309,7 +309,7 @@ def capture_variant(
             if req.ncu:  # after the timed worker has ended, under the same lock: its timings are already taken
                 timed_s = time.monotonic() - driven - (compile_s or 0.0)
                 _ncu_profile(req, record, events, status, device, variant_path, req.timeout - timed_s)
-        record.run["device_load_end"] = devicelock.device_load(key)
+        record.run["device_load_end"] = envinfo.device_load(key)
     finally:
         lock.release()
     loads = (record.run["device_load_start"], record.run["device_load_end"])
