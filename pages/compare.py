@@ -10,7 +10,7 @@ from pages import _common as common
 from pages.ui import charts, diffs
 from pages.ui import tables as views
 from tracker.analysis import gpustate, series
-from tracker.capture.gitinfo import diff_commits
+from tracker.common.gitinfo import diff_commits
 from tracker.common.vocabulary import DEFAULT_WORKLOAD
 
 common.page_setup()

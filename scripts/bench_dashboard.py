@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tracker import store as store_mod  # noqa: E402
-from tracker.capture.gitinfo import source_hash  # noqa: E402
+from tracker.common.gitinfo import source_hash  # noqa: E402
 from tracker.store import queries  # noqa: E402
 from tracker.workloads.qr_v2.suites import QR_V2  # noqa: E402
 

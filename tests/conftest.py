@@ -17,7 +17,7 @@ import pytest
 from hypothesis import configuration
 
 from tracker import store as store_mod
-from tracker.capture.gitinfo import source_hash
+from tracker.common.gitinfo import source_hash
 from tracker.workloads.qr_v2.suites import QR_V2, SMOKE
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -17,8 +17,16 @@ ALLOWED: dict[str, set[str]] = {
     "tracker.workloads": {"tracker.common"},
     "tracker.store": {"tracker.common"},
     "tracker.analysis": {"tracker.common", "tracker.store", "tracker.workloads"},
-    "tracker.capture": {"tracker.common", "tracker.store", "tracker.workloads"},
-    "tracker.cli": {"tracker.common", "tracker.store", "tracker.workloads", "tracker.analysis", "tracker.capture"},
+    "tracker.variants": {"tracker.common", "tracker.store", "tracker.workloads"},
+    "tracker.capture": {"tracker.common", "tracker.store", "tracker.workloads", "tracker.variants"},
+    "tracker.cli": {
+        "tracker.common",
+        "tracker.store",
+        "tracker.workloads",
+        "tracker.analysis",
+        "tracker.variants",
+        "tracker.capture",
+    },
     "tracker": {"tracker.cli"},  # tracker/__main__.py
     "pages.ui": {"tracker.common", "tracker.analysis", "tracker.workloads"},
     "pages": {
@@ -27,10 +35,9 @@ ALLOWED: dict[str, set[str]] = {
         "tracker.store",
         "tracker.analysis",
         "tracker.workloads",
-        # the dashboard starts runs as background jobs and shows git diffs; nothing else of capture
+        # the dashboard starts runs as background jobs and shows the environment; nothing else of capture
         "tracker.capture.jobs",
         "tracker.capture.envinfo",
-        "tracker.capture.gitinfo",
     },
     "app": {"pages", "pages.ui", "tracker.common", "tracker.store", "tracker.analysis", "tracker.workloads"},
 }

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import open_url
-from tracker.capture.deadends import code_shape
 from tracker.cli.main import main
+from tracker.variants.deadends import code_shape
 
 pytestmark = pytest.mark.timeout(120)
 

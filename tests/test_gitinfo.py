@@ -8,8 +8,8 @@ from pathlib import Path
 import git
 import pytest
 
-from tracker.capture.gitinfo import EMPTY, capture_git, diff_commits, source_hash
 from tracker.capture.runner import RunRequest, run_variant
+from tracker.common.gitinfo import EMPTY, capture_git, diff_commits, source_hash
 from tracker.store import queries
 
 pytestmark = pytest.mark.timeout(120)

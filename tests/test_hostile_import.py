@@ -30,13 +30,13 @@ import pytest
 from tests.conftest import ROOT, T0, make_record, open_page
 from tracker import store as store_mod
 from tracker.capture import envinfo, evidence
-from tracker.capture.gitinfo import capture_git, diff_commits
-from tracker.capture.register import file_snapshots
 from tracker.cli.main import main
+from tracker.common.gitinfo import capture_git, diff_commits
 from tracker.store import validate
 from tracker.store.db import save_side_file
 from tracker.store.transfer import export_runs, import_runs
 from tracker.store.validate import InvalidImport
+from tracker.variants.register import file_snapshots
 
 pytestmark = pytest.mark.timeout(120)
 SMOKE_MEANS = [40.0, 90.0, 150.0, 260.0]

@@ -25,7 +25,7 @@ from test_store import counts, held, make_run, run_ids
 from tests.conftest import open_page
 from tracker import store as store_mod
 from tracker.capture import envinfo, jobs
-from tracker.capture.gitinfo import diff_commits, safe_repo_path
+from tracker.common.gitinfo import diff_commits, safe_repo_path
 from tracker.store import queries
 from tracker.store.transfer import export_runs, import_runs
 from tracker.store.validate import InvalidImport

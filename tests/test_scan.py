@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tracker.capture.scan import FLAGS, scan_source
 from tracker.store import queries
+from tracker.variants.scan import FLAGS, scan_source
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -116,7 +116,7 @@ def test_flags_show_beside_the_verdict_on_the_run_page_and_in_the_experiments_ta
 
     from tests.conftest import T0, make_record
     from tracker import store as store_mod
-    from tracker.capture.scan import flags_as_dicts
+    from tracker.variants.scan import flags_as_dicts
 
     path, _ = demo_store
     source = (VARIANTS / "hack_identity_cache.py").read_text()

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tracker.capture.naming import unique_names, variant_name
-from tracker.capture.register import parent_line
 from tracker.capture.runner import RunRequest, cannot_run_here
+from tracker.variants.naming import unique_names, variant_name
+from tracker.variants.register import parent_line
 
 pytestmark = pytest.mark.timeout(300)
 ROOT = Path(__file__).resolve().parent.parent

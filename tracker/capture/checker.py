@@ -23,6 +23,7 @@ import traceback
 from typing import Any
 
 from tracker.capture import handoff
+from tracker.capture.channel import Verdicts
 from tracker.capture.evidence import FIRST_PASS, failed_check
 from tracker.capture.evidence import save as save_evidence
 
@@ -40,18 +41,6 @@ def _nbytes(x: Any) -> int:
     if isinstance(x, dict):
         return sum(_nbytes(v) for v in x.values())
     return 0
-
-
-class Verdicts:
-    """JSON lines to the runner, one per judged output."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    def emit(self, **data: Any) -> None:
-        line = (json.dumps(data, default=str) + "\n").encode()
-        while line:
-            line = line[os.write(self.fd, line) :]
 
 
 def main() -> int:

@@ -28,9 +28,9 @@ import yaml
 
 from tracker import store as store_mod
 from tracker.capture import sandbox
-from tracker.capture.contest_results import NS_PER_US, parse_stream
 from tracker.common.errors import InputError
 from tracker.common.processes import child_env, descendants, end_processes
+from tracker.variants.contest_results import NS_PER_US, parse_stream
 
 HARNESS = "eval.py"
 SUBMISSION = "@SUBMISSION@"

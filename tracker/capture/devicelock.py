@@ -6,7 +6,8 @@ waits (`<key>.wait.<pid>`), for `python -m tracker queue` and the Benchmark page
 $KERNELBEAM_LOCK_DIR, else $XDG_RUNTIME_DIR/kernelbeam-locks, else <tmp>/kb-device-locks: per host, not per
 store, because two stores can share a GPU.
 
-Also here: what else was using the device and the host when a run started and ended (`device_load`).
+What else was using the device and the host while a run held it is probed in tracker.capture.envinfo
+(`device_load`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ import fcntl
 import json
 import os
 import re
-import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable
@@ -127,39 +126,3 @@ def queue() -> list[dict[str, Any]]:
         if holder or waiting:
             out.append({"device": key, "holder": holder, "waiting": sorted(waiting, key=lambda w: w["since"])})
     return out
-
-
-def _nvidia_smi(*query: str) -> list[list[str]] | None:
-    if shutil.which("nvidia-smi") is None:
-        return None
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", *query, "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=20
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if out.returncode != 0:
-        return None
-    return [[x.strip() for x in line.split(",")] for line in out.stdout.splitlines() if line.strip()]
-
-
-def device_load(key: str, own_pids: set[int] = frozenset()) -> dict[str, Any]:
-    """What else used the device and the host: GPU compute processes and utilisation (nvidia-smi, when there is
-    one), the load average and the core count. `shared` says whether the run did not have them to itself."""
-    load1, load5, load15 = os.getloadavg()
-    cores = os.cpu_count() or 1
-    info: dict[str, Any] = {"time": time.time(), "loadavg": [load1, load5, load15], "cores": cores}
-    shared = load1 > cores
-    if key != "cpu":
-        index = key[3:]
-        apps = _nvidia_smi("--query-compute-apps=pid,process_name,used_memory,gpu_uuid", "-i", index)
-        util = _nvidia_smi("--query-gpu=utilization.gpu", "-i", index)
-        others = [
-            {"pid": int(a[0]), "name": a[1], "memory_mib": a[2]}
-            for a in apps or []
-            if a and a[0].isdigit() and int(a[0]) not in own_pids
-        ]
-        info.update(gpu_processes=others, gpu_utilization=util[0][0] if util else None)
-        shared = shared or bool(others)
-    info["shared"] = shared
-    return info

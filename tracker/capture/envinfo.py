@@ -1,4 +1,6 @@
-"""The environment a run measured on: host, GPU, driver and software versions."""
+"""The environment a run measured on: host, GPU, driver and software versions (`capture_environment`, in the
+worker), and what else was using the device and the host when the run started and ended (`device_load`, in the
+runner, under the device lock)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from typing import Any
 
 
@@ -73,3 +76,39 @@ def capture_environment(device) -> dict[str, Any]:
             driver=_driver_version(),
         )
     return env
+
+
+def _nvidia_smi(*query: str) -> list[list[str]] | None:
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", *query, "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=20
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    return [[x.strip() for x in line.split(",")] for line in out.stdout.splitlines() if line.strip()]
+
+
+def device_load(key: str, own_pids: set[int] = frozenset()) -> dict[str, Any]:
+    """What else used the device and the host: GPU compute processes and utilisation (nvidia-smi, when there is
+    one), the load average and the core count. `shared` says whether the run did not have them to itself."""
+    load1, load5, load15 = os.getloadavg()
+    cores = os.cpu_count() or 1
+    info: dict[str, Any] = {"time": time.time(), "loadavg": [load1, load5, load15], "cores": cores}
+    shared = load1 > cores
+    if key != "cpu":
+        index = key[3:]
+        apps = _nvidia_smi("--query-compute-apps=pid,process_name,used_memory,gpu_uuid", "-i", index)
+        util = _nvidia_smi("--query-gpu=utilization.gpu", "-i", index)
+        others = [
+            {"pid": int(a[0]), "name": a[1], "memory_mib": a[2]}
+            for a in apps or []
+            if a and a[0].isdigit() and int(a[0]) not in own_pids
+        ]
+        info.update(gpu_processes=others, gpu_utilization=util[0][0] if util else None)
+        shared = shared or bool(others)
+    info["shared"] = shared
+    return info

@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from tracker.capture.record import DEFAULT_COMPILE_TIMEOUT_S, DEFAULT_TIMEOUT_S, RunRequest  # noqa: F401 - the page's defaults
-from tracker.capture.register import defines_kernel
 from tracker.common.errors import InputError
 from tracker.common.files import write_json_atomic
 from tracker.common.processes import child_env, process_alive
+from tracker.variants.register import defines_kernel
 from tracker.workloads import get_workload
 from tracker.workloads.problem_folder import is_problem_folder
 

@@ -51,7 +51,7 @@ class RunRequest:
     def suite_cases(self) -> tuple:
         return cases_for(get_suite(self.workload(), self.suite), self.mode)
 
-    name: str | None = None  # the variant's name; default from the path (tracker.capture.naming)
+    name: str | None = None  # the variant's name; default from the path (tracker.variants.naming)
     recorded_path: str | None = None  # a registered snapshot run from a temp copy: the path and commit it has
     commit: str | None = None
     gpu_present: bool | None = None  # None: probe (only when a variant needs CUDA)

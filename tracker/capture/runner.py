@@ -10,7 +10,6 @@ started is ended with the run.
 from __future__ import annotations
 
 import ast
-import hmac
 import json
 import os
 import re
@@ -31,13 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from tracker import store as store_mod
-from tracker.capture import devicelock, gpustate, handoff, plausibility, sandbox
-from tracker.capture.channel import sign
+from tracker.capture import devicelock, envinfo, gpustate, handoff, plausibility, sandbox
+from tracker.capture.channel import Lines
 from tracker.capture.evidence import FIRST_PASS, RESIDUAL_KEYS
 from tracker.capture.evidence import collect as collect_evidence
-from tracker.capture.gitinfo import EMPTY as NO_GIT
-from tracker.capture.gitinfo import capture_git, source_hash
-from tracker.capture.naming import variant_name
 from tracker.capture.record import (  # noqa: F401 - RunRequest and the defaults are this module's API too
     DEFAULT_COMPILE_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
@@ -47,10 +43,13 @@ from tracker.capture.record import (  # noqa: F401 - RunRequest and the defaults
     complete_record,
     exit_text,
 )
-from tracker.capture.scan import flags_as_dicts, scan_source
+from tracker.common.gitinfo import EMPTY as NO_GIT
+from tracker.common.gitinfo import capture_git, source_hash
 from tracker.common.processes import child_env, descendants, end_processes
 from tracker.common.vocabulary import CASE_STATS
 from tracker.store.schema import GPU_STATE_COLUMNS
+from tracker.variants.naming import variant_name
+from tracker.variants.scan import flags_as_dicts, scan_source
 
 LOG_TAIL_CHARS = 4000
 ORPHAN_ERROR = "the tracker process went away"
@@ -81,61 +80,6 @@ class Cancelled(Exception):
 
 def _new_run_id() -> str:
     return uuid.uuid4().hex[:12]
-
-
-MAX_LINE_BYTES = 16 << 20  # one event; a flood without newlines past this is cut off and counted as forged
-
-
-class _Lines:
-    """A non-blocking read end of JSON lines: whole lines only, at most MAX_LINE_BYTES buffered. With a key
-    (the worker's channel) only lines that carry a valid HMAC and the next sequence number are accepted; the
-    others are counted as forged. Without one (the checker's verdicts) every well-formed line is."""
-
-    def __init__(self, fd: int, key: bytes | None = None) -> None:
-        os.set_blocking(fd, False)
-        self.fd, self.key = fd, key
-        self.buf = b""
-        self.seq = 0
-        self.forged = 0
-
-    def read(self) -> list[dict[str, Any]]:
-        while True:
-            try:
-                chunk = os.read(self.fd, 1 << 16)
-            except BlockingIOError:
-                break
-            if not chunk:
-                break
-            self.buf += chunk
-            if len(self.buf) > MAX_LINE_BYTES and b"\n" not in self.buf:
-                self.buf = b""  # a line this long is no event of ours
-                self.forged += 1
-        *lines, self.buf = self.buf.split(b"\n")  # a line still being written is read next time
-        out = []
-        for raw in lines:
-            if self.key is None:
-                try:
-                    event = json.loads(raw)
-                    good = isinstance(event, dict)
-                except ValueError:
-                    good = False
-            else:
-                mac, _, line = raw.partition(b" ")
-                try:
-                    text = line.decode()
-                    event = json.loads(text)
-                    good = hmac.compare_digest(mac.decode(), sign(self.key, text)) and event.get("seq") == self.seq
-                except (UnicodeDecodeError, ValueError, AttributeError):
-                    good = False
-            if good:
-                self.seq += 1
-                out.append(event)
-            elif raw.strip():
-                self.forged += 1
-        return out
-
-    def close(self) -> None:
-        os.close(self.fd)
 
 
 def _tail(path: Path) -> str:
@@ -293,7 +237,7 @@ def capture_variant(
         complete_record(record, req, [], "cancelled", "the run was cancelled while waiting for the device", None, "")
         return []
     try:
-        record.run["device_load_start"] = devicelock.device_load(key)
+        record.run["device_load_start"] = envinfo.device_load(key)
         if req.method == "contest":  # the problem folder's own harness, in the same sandbox, lock and budgets
             from tracker.capture import contest_method
 
@@ -309,7 +253,7 @@ def capture_variant(
             if req.ncu:  # after the timed worker has ended, under the same lock: its timings are already taken
                 timed_s = time.monotonic() - driven - (compile_s or 0.0)
                 _ncu_profile(req, record, events, status, device, variant_path, req.timeout - timed_s)
-        record.run["device_load_end"] = devicelock.device_load(key)
+        record.run["device_load_end"] = envinfo.device_load(key)
     finally:
         lock.release()
     loads = (record.run["device_load_start"], record.run["device_load_end"])
@@ -400,7 +344,7 @@ def _start_checker(req, device: str, private: Path, workdir: Path, worker_end: i
         proc.stdin.close()
     except BrokenPipeError:
         pass
-    return proc, _Lines(verdict_r)
+    return proc, Lines(verdict_r)
 
 
 def _worker_command(
@@ -458,7 +402,7 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
     }
     status = error = None
     compile_s = None
-    channel = _Lines(read_fd, key)
+    channel = Lines(read_fd, key)
     verdicts: list[dict[str, Any]] = []
     gpu = gpustate.Sampler(devicelock.visible_device())
     if device == "cuda":  # from here on: the checker's clock bounds each case's timed loop inside these readings
@@ -580,7 +524,7 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
     return status, error, returncode, log_tail, compile_s, channel.forged
 
 
-def _finish_checker(checker: subprocess.Popen, verdicts: list, lines: _Lines) -> None:
+def _finish_checker(checker: subprocess.Popen, verdicts: list, lines: Lines) -> None:
     """The worker is gone, so the checker's socket is closed: it answers what it still holds and ends."""
     try:
         checker.wait(timeout=30)

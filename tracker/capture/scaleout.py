@@ -27,9 +27,9 @@ from typing import Any
 
 from tracker import store as store_mod
 from tracker.capture.cores import core_shares
-from tracker.capture.gitinfo import source_hash
 from tracker.capture.runner import RunOutcome, RunRequest, capture_variant, new_record
 from tracker.common.errors import InputError
+from tracker.common.gitinfo import source_hash
 from tracker.store import queries
 
 CANCEL_POLL_S = 0.5  # how often a running task asks the scheduler whether the queue was cancelled

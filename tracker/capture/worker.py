@@ -34,39 +34,11 @@ from pathlib import Path
 from typing import Any
 
 from tracker.capture import handoff
-from tracker.capture.channel import sign
+from tracker.capture.channel import Events
 from tracker.capture.evidence import FIRST_PASS
 
 SHIM_DIR = Path(__file__).resolve().parent / "shim"
 PR_SET_PDEATHSIG = 1
-
-
-class Events:
-    """Signed, numbered JSON lines on a private pipe fd; a copy of each is kept for the orphan case."""
-
-    def __init__(self, fd: int, key: bytes):
-        # A random high fd number: nothing in argv, the environment or a file says which fd is the channel.
-        self._fd = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, random.randrange(300, 900))
-        os.close(fd)
-        self._key = key
-        self._seq = 0
-        self._lock = threading.Lock()
-        self.sent: list[dict[str, Any]] = []
-        self.on_broken: Any = None  # called when the runner's end of the pipe is gone
-
-    def emit(self, event: str, **data: Any) -> None:
-        with self._lock:
-            body = {"event": event, "seq": self._seq, **data}
-            line = json.dumps(body, default=str)
-            self._seq += 1
-            self.sent.append(json.loads(line))
-            payload = (sign(self._key, line) + " " + line + "\n").encode()
-            try:
-                while payload:  # a blocking pipe: a full one waits for the runner to read
-                    payload = payload[os.write(self._fd, payload) :]
-            except BrokenPipeError:
-                if self.on_broken is not None:
-                    self.on_broken()
 
 
 def load_variant(path: str, task_dir: Path = SHIM_DIR):

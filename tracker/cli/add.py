@@ -13,7 +13,7 @@ from tracker.store import queries
 
 
 def cmd_add(args: argparse.Namespace) -> int:
-    from tracker.capture.register import register
+    from tracker.variants.register import register
 
     if not args.paths and not args.glob:
         raise InputError("give kernel files or folders, or --glob PATTERN")
@@ -40,8 +40,8 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 def _warn_dead_ends(args: argparse.Namespace, rows: list[dict]) -> None:
     """Each newly added variant that is a rejected one again gets `dead_ends` (and a warning) unless --force."""
-    from tracker.capture.deadends import repeated_dead_ends
     from tracker.cli.deadends import dead_end_line
+    from tracker.variants.deadends import repeated_dead_ends
 
     for row in rows:
         source = queries.variant_source(args.store, row["sha256"]) if row["added"] and not args.force else None

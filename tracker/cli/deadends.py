@@ -1,4 +1,4 @@
-"""Warnings about dead ends, as `run` and `add` print them (tracker.capture.deadends finds them)."""
+"""Warnings about dead ends, as `run` and `add` print them (tracker.variants.deadends finds them)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from tracker.store import NotAStoreError, StoreLockedError
 
 
 def dead_end_warnings(args: argparse.Namespace, paths: list[str]) -> list[dict[str, Any]]:
-    """Per kernel file the rejected variants it repeats (tracker.capture.deadends), each said on stderr, unless
+    """Per kernel file the rejected variants it repeats (tracker.variants.deadends), each said on stderr, unless
     acknowledged: --force, or a --note hypothesis that is not the rejected run's own."""
-    from tracker.capture.deadends import repeated_dead_ends
-    from tracker.capture.gitinfo import source_hash
+    from tracker.common.gitinfo import source_hash
+    from tracker.variants.deadends import repeated_dead_ends
 
     found = []
     for path in paths:

@@ -12,7 +12,7 @@ from tracker.store import finish_run
 
 
 def cmd_import_results(args: argparse.Namespace) -> int:
-    from tracker.capture.contest_results import build_import
+    from tracker.variants.contest_results import build_import
 
     log = Path(args.log)
     if not log.is_file():

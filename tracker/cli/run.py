@@ -107,8 +107,8 @@ def _gpu_name() -> str | None:
 
 def _targets(args: argparse.Namespace, suite: str, gpu: bool) -> list[dict[str, Any]]:
     """What to run: {path, name} for files, plus {source, recorded_path, commit, name, family} for --pending."""
-    from tracker.capture.naming import unique_names
-    from tracker.capture.register import find_variant_files, recorded_path
+    from tracker.variants.naming import unique_names
+    from tracker.variants.register import find_variant_files, recorded_path
 
     targets: list[dict[str, Any]] = []
     if args.path or args.glob:
@@ -196,8 +196,8 @@ def _resolve_parent(store: str, text: str) -> str:
 
 def _unique_name(path: str, store: str) -> str | None:
     """The variant's name from its path, told apart from other paths of the same name already in the store."""
-    from tracker.capture.naming import unique_names
-    from tracker.capture.register import recorded_path
+    from tracker.variants.naming import unique_names
+    from tracker.variants.register import recorded_path
 
     if not Path(path).is_file():
         return None

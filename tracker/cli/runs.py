@@ -8,7 +8,6 @@ import json
 
 from tracker.capture.devicelock import queue
 from tracker.capture.ncu_pass import MAX_KERNELS
-from tracker.capture.scan import describe
 from tracker.cli.common import (
     UsageError,
     clean,
@@ -23,6 +22,7 @@ from tracker.cli.common import (
 from tracker.cli.queue import queue_lines
 from tracker.common.jsonfields import parse_flags, parse_stalls, stalls_text
 from tracker.store import VERDICTS, check_store, queries, traces_dir
+from tracker.variants.scan import describe
 
 
 def short_name(kernel: str, width: int = 70) -> str:

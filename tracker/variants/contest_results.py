@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from tracker import store as store_mod
-from tracker.capture.gitinfo import head_commit, source_hash
-from tracker.capture.naming import variant_name
-from tracker.capture.register import recorded_path
 from tracker.common.errors import InputError
+from tracker.common.gitinfo import head_commit, source_hash
 from tracker.common.vocabulary import DEFAULT_WORKLOAD
+from tracker.variants.naming import variant_name
+from tracker.variants.register import recorded_path
 from tracker.workloads.qr_v2.suites import cases_for, get_suite
 
 _LINE = re.compile(r"^\s*([\w.-]+)\s*:\s*(.*?)\s*$")

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from tracker import store as store_mod
-from tracker.capture.gitinfo import GitError, git, repo_root, source_hash
-from tracker.capture.naming import unique_names
 from tracker.common.errors import InputError
+from tracker.common.gitinfo import GitError, git, repo_root, source_hash
 from tracker.store import queries
+from tracker.variants.naming import unique_names
 
 PARENT_LINE = re.compile(r"^[\s#*-]*Parent:\s*([\w./-]+)", re.MULTILINE | re.IGNORECASE)
 # What makes a file a kernel, for `run FOLDER`, `add` and the dashboard's list: it defines or imports custom_kernel.
