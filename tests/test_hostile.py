@@ -197,9 +197,8 @@ def test_killing_the_tracker_ends_a_kernel_that_ignores_sigterm_and_fakes_its_pa
             return torch.geqrf(data)
         """,
     )
-    progress = world["tmp"] / "progress.json"
     cmd = [sys.executable, "-m", "tracker", "run", str(kernel), "--suite", "smoke", "--mode", "test", "--cases",
-           "0,1", "--store", str(world["store"]), "--progress-file", str(progress), "--quiet"]  # fmt: skip
+           "0,1", "--store", str(world["store"]), "--quiet"]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 150
     while not host_processes("sleep", "778.25"):  # the second call is hanging now

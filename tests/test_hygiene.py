@@ -4,6 +4,7 @@ run, limits must be finite and positive, compilation has its own budget, and tem
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -58,14 +59,18 @@ def _workdirs(folder: Path) -> list[Path]:
     return list(folder.glob("kernelbeam-*"))
 
 
-def _start_tracker(tmp_path: Path, variant: str, *args: str) -> tuple[subprocess.Popen, Path, Path]:
-    store, progress = tmp_path / "s.duckdb", tmp_path / "progress.json"
+def _start_tracker(tmp_path: Path, variant: str, **request) -> tuple[subprocess.Popen, Path, Path]:
+    """A tracker process running one request: a dashboard job's program (tracker.capture.job), which writes
+    the progress file the test waits on."""
+    store, job = tmp_path / "s.duckdb", tmp_path / "job"
+    job.mkdir()
+    req = RunRequest(path=str(VARIANTS / variant), suite="smoke", store=str(store), **request)
+    (job / "job.json").write_text(json.dumps({"request": dataclasses.asdict(req), "gpus": None}))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tracker", "run", str(VARIANTS / variant), "--suite", "smoke", "--store", str(store),
-         "--progress-file", str(progress), "--quiet", *args],
+        [sys.executable, "-m", "tracker.capture.job", str(job / "job.json")],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    return proc, store, progress
+    return proc, store, job / "progress.json"
 
 
 def _wait_progress(progress: Path, done: int, seconds: float = 90) -> None:
@@ -85,7 +90,7 @@ def _worker_tree(tracker_pid: int) -> list[int]:
 
 
 def test_kill_9_of_the_tracker_ends_the_worker_which_keeps_what_it_finished(tmp_path, private_tmp):
-    proc, store, progress = _start_tracker(tmp_path, "hangs_second.py", "--mode", "test", "--cases", "0,1")
+    proc, store, progress = _start_tracker(tmp_path, "hangs_second.py", mode="test", cases=[0, 1])
     _wait_progress(progress, 1)
     wait_process("sleep", "300.25")  # the second call is hanging now, with its child
     tree = _worker_tree(proc.pid)
@@ -109,7 +114,7 @@ def test_kill_9_of_the_tracker_ends_the_worker_which_keeps_what_it_finished(tmp_
 
 
 def test_sigterm_of_the_tracker_stops_the_worker_and_records_the_run(tmp_path, private_tmp):
-    proc, store, progress = _start_tracker(tmp_path, "hangs_second.py", "--mode", "test", "--cases", "0,1")
+    proc, store, progress = _start_tracker(tmp_path, "hangs_second.py", mode="test", cases=[0, 1])
     _wait_progress(progress, 1)
     wait_process("sleep", "300.25")  # inside the hanging second call
     tree = _worker_tree(proc.pid)

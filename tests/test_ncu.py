@@ -284,7 +284,7 @@ def test_the_benchmark_checkbox_asks_for_ncu(own_demo_store, monkeypatch):
     at.button(key="bm_start").click().run()
     assert not at.error and "Started job" in " ".join(s.value for s in at.success)
     (job,) = jobs.list_jobs(path)
-    assert "--ncu" in job.spec["argv"] and job.spec["ncu"] is True
+    assert job.spec["request"]["ncu"] is True and job.spec["ncu"] is True
     final = jobs.wait(job, timeout=120)
     assert final["status"] == "passed", jobs.log_tail(job)
     assert "no Nsight Compute profile" in queries.get_run(path, final["run_id"])["warnings"]

@@ -338,7 +338,7 @@ def test_benchmark_page_runs_a_kernel_against_a_chosen_problem_folder(dashboard)
     at.button(key="bm_start").click().run()
     assert not at.error and "vecadd · smoke/test" in "\n".join(str(s.value) for s in at.success)
     (job,) = jobs.list_jobs(dashboard)
-    assert job.spec["argv"][job.spec["argv"].index("--problem") + 1] == str(runs_folder(dashboard, "vecadd"))
+    assert job.spec["request"]["problem"] == str(runs_folder(dashboard, "vecadd"))
     final = jobs.wait(job, timeout=200)
     assert final["state"] == "finished" and final["status"] == "passed", jobs.log_tail(job)
     assert queries.get_run(dashboard, final["run_id"])["problem"] == "vecadd"

@@ -14,6 +14,7 @@ import duckdb
 import pytest
 
 from tracker.capture import jobs
+from tracker.capture.record import RunRequest
 from tracker.cli.main import build_parser
 from tracker.cli.mcp_server import Tools
 from tracker.cli.run import run_requests
@@ -113,9 +114,8 @@ def test_the_same_options_through_each_route_give_the_same_requests(kernels, tmp
         mode="test", cases=[1], seed=5, timeout=30, family="f", note="n", device="cpu",
     )  # fmt: skip
     try:
-        argv = job.spec["argv"][3:]  # after `python -m tracker`
-        assert argv[0] == "run"
-        dashboard = run_requests(build_parser().parse_args(argv))
+        assert job.spec["argv"][1:3] == ["-m", "tracker.capture.job"]  # the capture layer's program, not the CLI
+        dashboard = [RunRequest(**job.spec["request"])]  # the request the job's process runs
     finally:
         assert jobs.wait(job, timeout=120)["status"] == "passed"
     assert one[0].problem == str(PROBLEM) and one[0].suite == "vectoradd" and one[0].timeout == 30

@@ -137,7 +137,7 @@ def test_option_looking_values_from_the_benchmark_form_are_recorded_verbatim(tmp
     assert st["state"] == "finished" and st["status"] == "passed", jobs.log_tail(job)
     run = queries.get_run(store, st["run_id"])
     assert run["note"] == note and run["family"] == family
-    assert f"--note={note}" in job.spec["argv"]
+    assert job.spec["request"]["note"] == note and job.spec["request"]["family"] == family
 
 
 def _rewrite(folder: Path, table: str, column: str, value, type_=None) -> None:

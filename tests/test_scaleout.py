@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 pytest.importorskip("distributed")
@@ -215,8 +216,11 @@ def test_a_dashboard_job_with_gpus_runs_the_queue_and_its_cancel_stops_it(tmp_pa
     job = jobs.start_job(
         store, "hangs_second.py", suite="smoke", kernels_dir=VARIANTS, cases=[0], device="cpu", gpus="1"
     )
-    assert "--gpus=1" in job.spec["argv"]
+    assert job.spec["gpus"] == "1"
     wait_process("sleep", "300.25")  # now inside the hanging kernel's warm-up
+    # the job's process is the capture layer's program, not the CLI
+    cmdline = psutil.Process(job.spec["pid"]).cmdline()
+    assert cmdline[1:] == ["-m", "tracker.capture.job", str(job.folder / "job.json")], cmdline
     assert jobs.cancel(store, job.job_id)
     final = jobs.wait(job, timeout=90)
     assert final["state"] == "finished" and final["status"] == "cancelled", final

@@ -1,19 +1,21 @@
 """Background benchmark jobs started from the dashboard.
 
-A job is `python -m tracker run PATH ... --trigger ui --progress-file F --cancel-file C --json` started as a
-detached process (its own session), so it outlives the page that started it, and a page reload finds it again:
-all its state is on disk, in `<store>.jobs/<job_id>/`:
+A job is `python -m tracker.capture.job <folder>/job.json` (the capture layer's own program, which runs the
+request through the library) started as a detached process (its own session), so it outlives the page that
+started it, and a page reload finds it again: all its state is on disk, in `<store>.jobs/<job_id>/`:
 
-    job.json       what was asked for: kernel, suite, mode, options, the command, pid, start time
-    progress.json  written by the tracker as cases finish (tracker.capture.progress.ProgressFile)
-    log            the tracker's stderr (a line per finished case, errors)
-    result.json    the tracker's stdout: the run summary (`--json`)
+    job.json       what was asked for: kernel, suite, mode, options, `request` (the RunRequest's fields), the
+                   command, pid, start time
+    progress.json  written by the job as cases finish (tracker.capture.progress.ProgressFile)
+    log            the job's stderr (a line per finished case, errors)
+    result.json    the job's stdout: the run summary (tracker.capture.record.run_summary, as `run --json`)
     exit           the exit status, written when the process ends (if the dashboard is still up)
-    cancel         created to ask the run to stop; the tracker then records it as cancelled
+    cancel         created to ask the run to stop; the job then records it as cancelled
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -192,13 +194,17 @@ def start_job(
     if problem:
         problem_path = resolve_problem(problem, problems_dir if problems_dir is not None else default_problems_dir())
     workload = get_workload(problem_path)
-    # The options are checked as `run` checks them (RunRequest.validate), before the job starts.
-    RunRequest(
-        path=str(path), suite=suite, mode=mode, cases=cases, seed=seed, family=family, parent=parent, note=note,
-        timeout=DEFAULT_TIMEOUT_S if timeout is None else timeout, profile=profile, ncu=ncu,
-        compile_timeout=DEFAULT_COMPILE_TIMEOUT_S if compile_timeout is None else compile_timeout,
-        store=str(store), device=device, problem=str(problem_path) if problem_path else None,
-    ).validate()  # fmt: skip
+    # The options are checked as `run` checks them (RunRequest.validate), before the job starts; the job's
+    # process (tracker.capture.job) runs this request.
+    request = RunRequest(
+        path=_display_path(path), suite=suite, mode=mode, cases=[int(i) for i in cases] if cases else None,
+        seed=None if seed is None else int(seed), family=family or None, parent=parent or None, note=note or None,
+        timeout=DEFAULT_TIMEOUT_S if timeout is None else float(timeout), profile=profile, ncu=ncu,
+        compile_timeout=DEFAULT_COMPILE_TIMEOUT_S if compile_timeout is None else float(compile_timeout),
+        store=str(Path(store).resolve()), trigger="ui", device=device,
+        problem=str(problem_path) if problem_path else None,
+    )  # fmt: skip
+    request.validate()
     if gpus is not None and not re.fullmatch(r"all|[1-9]\d*|\d+(,\d+)*,?", gpus):
         raise InputError(f"GPUs must be all, a count N or ids like 0,2; got {gpus!r}")
 
@@ -206,35 +212,7 @@ def start_job(
     folder = jobs_dir(store) / job_id
     folder.mkdir(parents=True)
     job = Job(job_id, folder, {})
-    # Every value goes as --name=value: a note or family starting with "-" stays a value, never an option.
-    argv = [
-        sys.executable, "-m", "tracker", "run", f"--store={Path(store).resolve()}",
-        f"--suite={suite}", f"--mode={mode}", f"--device={device}",
-        "--trigger=ui",
-        f"--progress-file={job.progress_file}",
-        f"--cancel-file={job.cancel_file}",
-        "--json",
-    ]  # fmt: skip
-    if problem_path is not None:
-        argv += ["--problem", str(problem_path)]
-    if cases:
-        argv.append("--cases=" + ",".join(str(int(i)) for i in cases))
-    if seed is not None:
-        argv.append(f"--seed={int(seed)}")
-    if timeout is not None:
-        argv.append(f"--timeout={float(timeout):g}")
-    if compile_timeout is not None:
-        argv.append(f"--compile-timeout={float(compile_timeout):g}")
-    for flag, value in (("--family", family), ("--parent", parent), ("--note", note)):
-        if value:
-            argv.append(f"{flag}={value}")
-    if profile:
-        argv.append("--profile")
-    if ncu:
-        argv.append("--ncu")
-    if gpus is not None:
-        argv.append(f"--gpus={gpus}")  # the scale-out queue on a local Dask cluster
-    argv += ["--", _display_path(path)]  # the kernel path last, after "--": never read as an option
+    argv = [sys.executable, "-m", "tracker.capture.job", str(folder / "job.json")]
     env = child_env(REPO_ROOT, PYTHONUNBUFFERED="1")
     job.spec = {
         "job_id": job_id,
@@ -254,10 +232,12 @@ def start_job(
         "profile": profile,
         "ncu": ncu,
         "store": str(Path(store).resolve()),
+        "request": dataclasses.asdict(request),
         "argv": argv,
         "created_at": datetime.now(UTC).isoformat(),
         "pid": None,
     }
+    write_json_atomic(folder / "job.json", job.spec)  # read by the job's process as it starts
     with open(job.log_file, "wb") as log, open(job.result_file, "wb") as out:
         proc = subprocess.Popen(
             argv,

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import signal
@@ -12,7 +13,8 @@ from typing import Any
 
 from tracker import store as store_mod
 from tracker.common.errors import InputError
-from tracker.common.vocabulary import DEFAULT_WORKLOAD
+from tracker.common.jsonfields import parse_flags
+from tracker.common.vocabulary import CASE_STATS, DEFAULT_WORKLOAD
 from tracker.workloads import cases_for, get_suite, get_workload
 from tracker.workloads.base import BENCHMARK_SEED_STEP, MAX_INPUTS_PER_REP, MODES, combine_seed
 
@@ -203,3 +205,36 @@ def _case_columns(req: RunRequest, case_idx: int) -> dict[str, Any]:
 
 
 # Static signs that a variant needs CUDA or a compiler (checked before the worker starts).
+
+
+def run_summary(outcome) -> dict[str, Any]:
+    """The JSON document of a finished run (`run --json` prints it, a dashboard job writes it)."""
+    run = outcome.record.run
+    return {
+        "run_id": run["run_id"],
+        "status": run["status"],
+        "suite": run["suite"],
+        "problem": run.get("problem"),
+        "mode": run["mode"],
+        "gpu": run.get("gpu"),
+        "geomean_us": run.get("geomean_us"),
+        "error": run.get("error"),
+        "warnings": run.get("warnings"),
+        "flags": parse_flags(run.get("flags"))[0],
+        "compile_s": run.get("compile_s"),
+        "shared_device": run.get("shared_device"),
+        "side_file": str(outcome.pending.path) if outcome.pending else None,
+        # Outside the store's side folder nothing brings the run in by itself: the whole record goes along.
+        "record": json.loads(outcome.record.to_json()) if outcome.pending and outcome.pending.fallback else None,
+        "unreadable_side_files": [{"path": str(p), "why": why} for p, why in outcome.flushed.unreadable],
+        "cases": [
+            {
+                "case_idx": c["case_idx"],
+                "spec": c["spec"],
+                "passed": c["passed"],
+                "message": c.get("message") or "",
+                **{k: c.get(k) for k in CASE_STATS},
+            }
+            for c in outcome.record.cases
+        ],
+    }

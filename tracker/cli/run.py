@@ -14,7 +14,7 @@ from typing import Any
 from tracker.cli.common import UsageError, int64, parse_cases, path_arg, positive_seconds
 from tracker.cli.deadends import dead_end_warnings
 from tracker.cli.summary import print_run, run_summary
-from tracker.store import NotAStoreError, StoreLockedError, check_store, queries
+from tracker.store import check_store, queries
 
 
 def _single(args: argparse.Namespace) -> bool:
@@ -27,6 +27,7 @@ def run_requests(args: argparse.Namespace) -> list:
     once. A UsageError for bad input."""
     from tracker.capture.envinfo import gpu_available
     from tracker.capture.runner import RunRequest
+    from tracker.variants.register import resolve_parent, unique_name_in_store
     from tracker.workloads import get_workload
 
     if not (args.path or args.glob or args.pending):
@@ -44,7 +45,7 @@ def run_requests(args: argparse.Namespace) -> list:
         gpu_present = gpu_available()
     suite = args.suite or workload.default_suite(bool(gpu_present))
     if _single(args):
-        targets = [{"path": args.path[0], "name": _unique_name(args.path[0], args.store)}]
+        targets = [{"path": args.path[0], "name": unique_name_in_store(args.path[0], args.store)}]
     else:
         targets = _targets(args, suite, bool(gpu_present))
     common = dict(
@@ -71,7 +72,7 @@ def run_requests(args: argparse.Namespace) -> list:
         raise UsageError(str(exc)) from None
     check_store(args.store, write=True)
     if args.parent:
-        parent = _resolve_parent(args.store, args.parent)
+        parent = resolve_parent(args.store, args.parent)
         for r in reqs:
             r.parent = parent
     full = workload.default_suite(True)
@@ -139,7 +140,7 @@ def _targets(args: argparse.Namespace, suite: str, gpu: bool) -> list[dict[str, 
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from tracker.capture.progress import ProgressFile, TerminalBar
+    from tracker.capture.progress import TerminalBar
     from tracker.capture.runner import run_variant
 
     reqs = run_requests(args)
@@ -150,24 +151,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     req = reqs[0]
     dead_ends = dead_end_warnings(args, [r.path for r in reqs])
     bar = TerminalBar() if not args.quiet else None
-    pfile = ProgressFile(args.progress_file) if args.progress_file else None
-    cancel_file = Path(args.cancel_file) if args.cancel_file else None
-
-    def on_event(event: dict[str, Any]) -> None:
-        for sink in (bar, pfile):
-            if sink is not None:
-                sink(event)
-
     if args.gpus or args.cluster:
         from tracker.cli.scaleout import run_queue_cli
 
-        return run_queue_cli(args, reqs, bar, pfile, cancel_file)
-    outcome = run_variant(req, on_event, (lambda: cancel_file.exists()) if cancel_file else None)
+        return run_queue_cli(args, reqs, bar)
+    outcome = run_variant(req, bar)
     if bar is not None:
         bar.close()
     summary = {**run_summary(outcome), "dead_ends": dead_ends}
-    if pfile is not None:
-        pfile.finish(outcome.status, outcome.run_id, summary["error"])
     if args.json:
         print(json.dumps(summary, default=str))
     else:
@@ -184,29 +175,6 @@ def cmd_run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0 if outcome.status == "passed" else 1
-
-
-def _resolve_parent(store: str, text: str) -> str:
-    """A run id, a unique prefix of one, or a variant name (its newest run), as the full run id."""
-    run_id = queries.resolve_run_id(store, text) or queries.latest_run_of_variant(store, text)
-    if run_id is None:
-        raise UsageError(f"--parent {text!r} is not a run in {store}, nor a variant with runs there")
-    return run_id
-
-
-def _unique_name(path: str, store: str) -> str | None:
-    """The variant's name from its path, told apart from other paths of the same name already in the store."""
-    from tracker.variants.naming import unique_names
-    from tracker.variants.register import recorded_path
-
-    if not Path(path).is_file():
-        return None
-    rel = recorded_path(Path(path))[0]
-    try:
-        taken = {v["name"]: v["path"] for v in queries.variant_index(store)} if Path(store).exists() else {}
-    except (StoreLockedError, NotAStoreError):  # the run itself copes with a busy store (side file)
-        taken = {}
-    return unique_names([rel], taken)[rel]
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -305,7 +273,5 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     )
     p.add_argument("--cluster", help="run the queue on the Dask scheduler at this address (tcp://HOST:PORT)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--progress-file", help=argparse.SUPPRESS)
-    p.add_argument("--cancel-file", help=argparse.SUPPRESS)
     p.add_argument("--trigger", default="cli", choices=("cli", "ui"), help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_run)

@@ -5,39 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
-from pathlib import Path
 from typing import Any
 
 from tracker.cli.common import UsageError
 
 
-class QueueProgress:
-    """Folds the queue's task messages into one run-like progress stream (all cases of all runs)."""
-
-    def __init__(self, sinks: list, total: int) -> None:
-        self.sinks = [s for s in sinks if s is not None]
-        self.total = total
-        self.start = time.monotonic()
-
-    def __call__(self, msg: dict[str, Any]) -> None:
-        kind = msg["event"]
-        if kind not in ("case_start", "case_done", "env"):
-            return
-        name = msg.get("variant", "?")
-        event = {**msg, "total": self.total, "elapsed_s": time.monotonic() - self.start}
-        if "spec" in msg:
-            event["spec"] = f"{name}: {msg['spec']}"
-        for sink in self.sinks:
-            sink(event)
-
-
-def queue_status(statuses: list[str]) -> str:
-    """One status for the whole queue: passed only if every run passed, else the first other one."""
-    return next((s for s in statuses if s != "passed"), "passed")
-
-
-def run_queue_cli(args: argparse.Namespace, requests: list, bar, pfile, cancel_file: Path | None) -> int:
+def run_queue_cli(args: argparse.Namespace, requests: list, bar) -> int:
     from tracker.cli.summary import print_run, run_summary
 
     try:
@@ -51,7 +24,7 @@ def run_queue_cli(args: argparse.Namespace, requests: list, bar, pfile, cancel_f
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     total = sum(len(r.cases or r.suite_cases()) for r in requests)
-    progress = QueueProgress([bar, pfile], total)
+    progress = scaleout.QueueProgress([bar], total)
 
     def on_result(outcome) -> None:
         run = outcome.record.run
@@ -70,7 +43,6 @@ def run_queue_cli(args: argparse.Namespace, requests: list, bar, pfile, cancel_f
             cluster=args.cluster,
             on_event=on_event,
             on_result=on_result,
-            should_cancel=(lambda: cancel_file.exists()) if cancel_file else None,
         )
     except scaleout.SchedulerLost as exc:
         lost, outcomes = str(exc), exc.outcomes
@@ -82,10 +54,7 @@ def run_queue_cli(args: argparse.Namespace, requests: list, bar, pfile, cancel_f
         if bar is not None:
             bar.close()
     summaries = [run_summary(o) for o in outcomes]
-    status = queue_status([s["status"] for s in summaries]) if not lost else "crashed"
-    if pfile is not None:
-        first = next((s for s in summaries if s["status"] == status), summaries[0] if summaries else None)
-        pfile.finish(status, first["run_id"] if first else None, lost or (first or {}).get("error"))
+    status = scaleout.queue_status([s["status"] for s in summaries]) if not lost else "crashed"
     if args.json:
         print(json.dumps(summaries[0] if len(summaries) == 1 else summaries, default=str))
     else:

@@ -214,3 +214,26 @@ def _summary(snap: Snapshot, name: str, parent: str | None, family: str | None, 
         "family": family,
         "added": added,
     }
+
+
+def unique_name_in_store(path: str, store: str) -> str | None:
+    """The variant's name from its path, told apart from other paths of the same name already in the store
+    (None for a path that is not a file). A busy or foreign store names it from the path alone: the run itself
+    copes with it (side file, its own error)."""
+    if not Path(path).is_file():
+        return None
+    rel = recorded_path(Path(path))[0]
+    try:
+        taken = {v["name"]: v["path"] for v in queries.variant_index(store)} if Path(store).exists() else {}
+    except (store_mod.StoreLockedError, store_mod.NotAStoreError):
+        taken = {}
+    return unique_names([rel], taken)[rel]
+
+
+def resolve_parent(store: str, text: str) -> str:
+    """A run id, a unique prefix of one, or a variant name (its newest run), as the full run id; InputError for
+    anything else."""
+    run_id = queries.resolve_run_id(store, text) or queries.latest_run_of_variant(store, text)
+    if run_id is None:
+        raise InputError(f"--parent {text!r} is not a run in {store}, nor a variant with runs there")
+    return run_id

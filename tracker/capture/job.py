@@ -1,0 +1,114 @@
+"""A dashboard job's process: `python -m tracker.capture.job FOLDER/job.json` (tracker.capture.jobs starts it).
+
+It reads the job's request from job.json (`request`: the RunRequest's fields, `gpus`: the scale-out queue's
+choice or null), runs it through the library (run_variant, or the queue on a local Dask cluster) and writes, in
+the job's folder, progress.json as cases finish; it stops when `cancel` appears there. Its stdout (result.json)
+is the run's summary (tracker.capture.record.run_summary), its stderr (log) a line per finished case and any
+error, as `error: ...` on the last line. Exit status: 0 passed, 1 any other run status or an internal error,
+2 bad input (the run then never started).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from tracker import store as store_mod
+from tracker.capture.progress import ProgressFile, TerminalBar
+from tracker.capture.record import RunRequest, run_summary
+from tracker.common.errors import InputError
+from tracker.variants.register import resolve_parent, unique_name_in_store
+
+BAD_INPUT = (InputError, FileNotFoundError, NotADirectoryError, store_mod.StoreError)
+
+
+def load_request(spec: dict[str, Any]) -> RunRequest:
+    """The job's request, validated, named and with its parent resolved, as `run` builds it."""
+    req = RunRequest(**spec["request"])
+    req.validate()
+    store_mod.check_store(req.store, write=True)
+    if req.name is None:
+        req.name = unique_name_in_store(req.path, req.store)
+    if req.parent:
+        req.parent = resolve_parent(req.store, req.parent)
+    return req
+
+
+def run_job(job_file: Path) -> int:
+    spec = json.loads(job_file.read_text())
+    req = load_request(spec)
+    folder = job_file.parent
+    cancel_file = folder / "cancel"
+    pfile = ProgressFile(folder / "progress.json")
+    bar = TerminalBar()
+    if spec.get("gpus") is not None:
+        return _run_queue(req, spec["gpus"], bar, pfile, cancel_file)
+
+    def on_event(event: dict[str, Any]) -> None:
+        bar(event)
+        pfile(event)
+
+    from tracker.capture.runner import run_variant
+
+    outcome = run_variant(req, on_event, cancel_file.exists)
+    bar.close()
+    summary = run_summary(outcome)
+    pfile.finish(outcome.status, outcome.run_id, summary["error"])
+    print(json.dumps(summary, default=str))
+    if outcome.pending:
+        print(
+            f"store {req.store}: {outcome.pending.reason}; the run was saved to {outcome.pending.path}", file=sys.stderr
+        )
+    return 0 if outcome.status == "passed" else 1
+
+
+def _run_queue(req: RunRequest, gpus: str, bar: TerminalBar, pfile: ProgressFile, cancel_file: Path) -> int:
+    """The request on the scale-out queue of a local Dask cluster (`run --gpus`)."""
+    from tracker.capture import scaleout
+
+    scaleout.parse_gpus(gpus)
+    progress = scaleout.QueueProgress([bar, pfile], len(req.cases or req.suite_cases()))
+
+    def on_result(outcome) -> None:
+        run = outcome.record.run
+        print(f"recorded {run['variant']} run {run['run_id']}: {run['status']}", file=sys.stderr)
+
+    lost = None
+    try:
+        outcomes = scaleout.run_queue(
+            [req], gpus=gpus, on_event=progress, on_result=on_result, should_cancel=cancel_file.exists
+        )
+    except scaleout.SchedulerLost as exc:
+        lost, outcomes = str(exc), exc.outcomes
+    finally:
+        bar.close()
+    summaries = [run_summary(o) for o in outcomes]
+    status = scaleout.queue_status([s["status"] for s in summaries]) if not lost else "crashed"
+    first = next((s for s in summaries if s["status"] == status), summaries[0] if summaries else None)
+    pfile.finish(status, first["run_id"] if first else None, lost or (first or {}).get("error"))
+    print(json.dumps(summaries[0] if len(summaries) == 1 else summaries, default=str))
+    if lost:
+        print(f"error: {lost} (the runs finished before were recorded; the others as crashed)", file=sys.stderr)
+    return 0 if status == "passed" else 1
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m tracker.capture.job FOLDER/job.json", file=sys.stderr)
+        return 2
+    try:
+        return run_job(Path(argv[0]))
+    except BAD_INPUT as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # a bug of ours: the traceback goes to the job's log, its last line says what
+        traceback.print_exc()
+        print(f"error: internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
