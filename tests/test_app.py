@@ -545,7 +545,7 @@ def test_benchmark_starts_a_cpu_job_and_links_the_run(own_demo_store):
     at.button(key="bm_start").click().run()
     assert not at.error and "Started job" in texts(at.success)
     (job,) = jobs.list_jobs(path)
-    assert job.spec["suite"] == "smoke" and job.spec["cases"] == [0, 1] and "--trigger=ui" in job.spec["argv"]
+    assert job.spec["suite"] == "smoke" and job.spec["cases"] == [0, 1] and job.spec["request"]["trigger"] == "ui"
     final = jobs.wait(job, timeout=120)
     assert final["state"] == "finished" and final["status"] == "passed", jobs.log_tail(job)
     run = queries.get_run(path, final["run_id"])
@@ -584,7 +584,7 @@ def test_a_first_call_without_progress_is_said_long_before_the_compile_budget_en
     (kernels / "hangs_first.py").write_text("import time\n\n\ndef custom_kernel(data):\n    time.sleep(120)\n")
     job = jobs.start_job(path, "hangs_first.py", suite="smoke", mode="test", cases=[0], kernels_dir=kernels,
                          device="cpu", compile_timeout=8)  # fmt: skip
-    assert "--compile-timeout=8" in job.spec["argv"]
+    assert job.spec["request"]["compile_timeout"] == 8
     deadline = time.monotonic() + 90
     while not jobs.first_call_stalled(job, jobs.status(job)) and time.monotonic() < deadline:
         time.sleep(0.3)

@@ -120,20 +120,21 @@ def _set_subreaper(on: bool) -> None:
 def reap_orphaned_kernels() -> list[int]:
     """Kill the process group of every runner worker process orphaned to this process (its Dask worker
     died under it) so it cannot keep a GPU busy under the next run; return their pids."""
-    me, killed = os.getpid(), []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+    import psutil
+
+    killed = []
+    for child in psutil.Process().children():
         try:
-            pid, ppid = int(stat.parent.name), int(stat.read_text().rsplit(")", 1)[1].split()[1])
-            cmdline = (stat.parent / "cmdline").read_bytes().split(b"\0")
-        except (OSError, IndexError, ValueError):
+            cmdline = child.cmdline()
+        except psutil.Error:
             continue
-        if ppid == me and b"tracker.capture.worker" in cmdline:
+        if "tracker.capture.worker" in cmdline:
             try:
-                os.killpg(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
+                os.killpg(child.pid, signal.SIGKILL)
+                os.waitpid(child.pid, 0)
             except (ProcessLookupError, ChildProcessError, PermissionError):
                 pass
-            killed.append(pid)
+            killed.append(child.pid)
     return killed
 
 

@@ -1,8 +1,11 @@
-"""Whether a process still runs: used to reap `running` rows and to follow dashboard jobs."""
+"""Processes (through psutil): whether one still runs (to reap `running` rows and follow dashboard jobs), the
+tree a run started, and ending it."""
 
 from __future__ import annotations
 
 import os
+
+import psutil
 
 
 def child_env(root: str | os.PathLike, **extra: str) -> dict[str, str]:
@@ -14,83 +17,57 @@ def child_env(root: str | os.PathLike, **extra: str) -> dict[str, str]:
 
 def process_alive(pid: int | None) -> bool:
     """True while `pid` runs on this host (a zombie, finished but not yet reaped, counts as gone)."""
-    if not pid:
+    if not pid or int(pid) <= 0:
         return False
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return psutil.Process(int(pid)).status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+    except psutil.NoSuchProcess:
         return False
-    except PermissionError:  # it exists, owned by someone else
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
+    except psutil.AccessDenied:  # it exists, owned by someone else
         return True
 
 
-def _stat(pid: int) -> tuple[int, int, int] | None:
-    """(ppid, session id, start time) of a process, None when it is gone."""
+def descendants(root: int) -> set[tuple[int, float]]:
+    """(pid, start time) of every live descendant of `root` (empty when `root` is gone)."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return int(fields[1]), int(fields[3]), int(fields[19])
-
-
-def _pids() -> list[int]:
-    try:
-        return [int(name) for name in os.listdir("/proc") if name.isdigit()]
-    except OSError:
-        return []
-
-
-def descendants(root: int) -> set[tuple[int, int]]:
-    """(pid, start time) of every live descendant of `root`, found through /proc (Linux; empty elsewhere)."""
-    children: dict[int, list[int]] = {}
-    starts: dict[int, int] = {}
-    for pid in _pids():
-        st = _stat(pid)
-        if st is not None:
-            children.setdefault(st[0], []).append(pid)
-            starts[pid] = st[2]
-    out, todo = set(), [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.add((child, starts[child]))
-            todo.append(child)
+        children = psutil.Process(root).children(recursive=True)
+    except psutil.Error:
+        return set()
+    out = set()
+    for child in children:
+        try:
+            out.add((child.pid, child.create_time()))
+        except psutil.Error:  # ended meanwhile
+            pass
     return out
 
 
-def _has_env(pid: int, marker: bytes) -> bool:
+def _has_env(proc: psutil.Process, marker: str) -> bool:
+    """Whether the process's environment holds `marker` (NAME=value)."""
+    name, _, value = marker.partition("=")
     try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            return marker in f.read().split(b"\0")
-    except OSError:
+        return proc.environ().get(name) == value
+    except psutil.Error:  # gone, or someone else's
         return False
 
 
-def end_processes(session: int, known: set[tuple[int, int]], env_marker: str | None = None) -> list[int]:
+def end_processes(session: int, known: set[tuple[int, float]], env_marker: str | None = None) -> list[int]:
     """SIGKILL everything a run started: the worker's session (it leads its own), processes seen as its
     descendants (matched by start time, so a reused pid is spared), and any process whose environment carries
     `env_marker` (children that called setsid or double-forked away). Returns the pids signalled."""
     import signal
 
-    marker = env_marker.encode() if env_marker else None
     me = os.getpid()
     known_pids = dict(known)
     hit = []
-    for pid in _pids():
-        if pid == me:
+    for proc in psutil.process_iter():
+        if proc.pid == me:
             continue
-        st = _stat(pid)
-        if st is None:
-            continue
-        if st[1] == session or known_pids.get(pid) == st[2] or (marker and _has_env(pid, marker)):
-            try:
-                os.kill(pid, signal.SIGKILL)
-                hit.append(pid)
-            except OSError:
-                pass
+        try:
+            ours = os.getsid(proc.pid) == session or known_pids.get(proc.pid) == proc.create_time()
+            if ours or (env_marker and _has_env(proc, env_marker)):
+                proc.send_signal(signal.SIGKILL)  # psutil checks the pid still names the same process
+                hit.append(proc.pid)
+        except (psutil.Error, OSError):
+            pass
     return hit
