@@ -51,7 +51,7 @@ def run_requests(args: argparse.Namespace) -> list:
     common = dict(
         suite=suite, mode=args.mode, cases=parse_cases(args.cases), seed=args.seed, timeout=args.timeout,
         compile_timeout=args.compile_timeout, note=args.note, profile=args.profile, ncu=args.ncu, store=args.store,
-        trigger=args.trigger, device=args.device, problem=args.problem, sandbox=not args.no_sandbox,
+        device=args.device, problem=args.problem, sandbox=not args.no_sandbox,
         method=args.method, gpu_present=gpu_present if args.device == "cuda" else None,
     )  # fmt: skip
     reqs = [
@@ -273,5 +273,4 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     )
     p.add_argument("--cluster", help="run the queue on the Dask scheduler at this address (tcp://HOST:PORT)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--trigger", default="cli", choices=("cli", "ui"), help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_run)
