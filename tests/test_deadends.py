@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import open_url
+from tracker.capture import jobs
 from tracker.cli.main import main
 from tracker.variants.deadends import code_shape
 
@@ -52,6 +53,7 @@ def _json(capsys, argv: list[str], code: int = 0):
     return json.loads(out.out), out.err
 
 
+@pytest.mark.timeout(240)
 def test_rejected_variant_warns_on_add_and_run_and_is_listed(tmp_path: Path, capsys, monkeypatch):
     store = str(tmp_path / "s.duckdb")
     files = {}
@@ -79,6 +81,11 @@ def test_rejected_variant_warns_on_add_and_run_and_is_listed(tmp_path: Path, cap
     assert [d["run_id"] for d in ran["dead_ends"]] == [rid] and f"(run {rid}" in err
     ran, err = _json(capsys, ["run", str(files["b_again"]), "--note", "a blocked copy overlaps", *cpu])
     assert ran["dead_ends"] == [] and "warning" not in err  # a new hypothesis acknowledges it
+    # a dashboard job of the same file (tracker.capture.job) says it too: in its log and its result
+    job = jobs.start_job(store, "b_again.py", kernels_dir=tmp_path, suite="smoke", cases=[0], device="cpu")
+    assert jobs.wait(job, timeout=90)["status"] == "passed", jobs.log_tail(job)
+    assert [d["run_id"] for d in json.loads(job.result_file.read_text())["dead_ends"]] == [rid]
+    assert f"is rejected variant a_clone again (run {rid}" in jobs.log_tail(job)
 
     since, _ = _json(capsys, ["since", "1d", "--json", "--store", store])
     (dead,) = since["dead_ends"]

@@ -44,6 +44,7 @@ def run_job(job_file: Path) -> int:
     cancel_file = folder / "cancel"
     pfile = ProgressFile(folder / "progress.json")
     bar = TerminalBar()
+    dead_ends = _dead_ends(req)
     if spec.get("gpus") is not None:
         return _run_queue(req, spec["gpus"], bar, pfile, cancel_file)
 
@@ -55,7 +56,7 @@ def run_job(job_file: Path) -> int:
 
     outcome = run_variant(req, on_event, cancel_file.exists)
     bar.close()
-    summary = run_summary(outcome)
+    summary = {**run_summary(outcome), "dead_ends": dead_ends}
     pfile.finish(outcome.status, outcome.run_id, summary["error"])
     print(json.dumps(summary, default=str))
     if outcome.pending:
@@ -63,6 +64,20 @@ def run_job(job_file: Path) -> int:
             f"store {req.store}: {outcome.pending.reason}; the run was saved to {outcome.pending.path}", file=sys.stderr
         )
     return 0 if outcome.status == "passed" else 1
+
+
+def _dead_ends(req: RunRequest) -> list[dict[str, Any]]:
+    """The rejected variants the kernel repeats (its note acknowledges them), each said in the log, as `run`."""
+    from tracker.variants.deadends import dead_end_line, dead_ends_of
+
+    try:
+        found = dead_ends_of(req.store, req.path, note=req.note)
+    except (store_mod.StoreLockedError, store_mod.NotAStoreError) as exc:  # the run copes with a busy store
+        print(f"warning: dead ends not checked: {exc}", file=sys.stderr)
+        return []
+    for d in found:
+        print(dead_end_line(d["path"], d), file=sys.stderr)
+    return found
 
 
 def _run_queue(req: RunRequest, gpus: str, bar: TerminalBar, pfile: ProgressFile, cancel_file: Path) -> int:

@@ -7,8 +7,9 @@ import json
 import sys
 from pathlib import Path
 
-from tracker.cli.common import clean, print_columns, print_table, time_column
+from tracker.cli.common import print_columns, print_table, time_column
 from tracker.common.errors import InputError
+from tracker.common.jsonfields import clean
 from tracker.store import queries
 
 

@@ -6,7 +6,8 @@ import argparse
 import json
 from typing import Any
 
-from tracker.cli.common import UsageError, clean, fmt_us, print_columns, readable_store, time_column
+from tracker.cli.common import UsageError, fmt_us, print_columns, readable_store, time_column
+from tracker.common.jsonfields import clean
 from tracker.store import queries
 
 

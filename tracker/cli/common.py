@@ -10,6 +10,7 @@ import sys
 from typing import Any, NoReturn
 
 from tracker.common.errors import InputError
+from tracker.common.jsonfields import clean
 from tracker.store import DEFAULT_STORE, StoreError, check_store, queries
 
 
@@ -144,22 +145,6 @@ def print_table(rows: list[list[str]], headers: list[str]) -> None:
     print("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)))
     for row in rows:
         print("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
-
-
-def clean(value: Any) -> Any:
-    """JSON-safe scalars: NaN/NaT become null, timestamps become ISO strings."""
-    if value is None:
-        return None
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if hasattr(value, "isoformat"):
-        try:
-            return value.isoformat()
-        except ValueError:
-            return None
-    if hasattr(value, "item"):
-        return clean(value.item())
-    return value
 
 
 def readable_store(store: str) -> None:

@@ -20,13 +20,13 @@ from tracker.cli.common import (
     BAD_INPUT,
     Parser,
     UsageError,
-    clean,
     common_options,
     error_message,
     internal_error_message,
     prog_name,
     resolve,
 )
+from tracker.common.jsonfields import clean
 from tracker.store import queries
 
 HOST = "127.0.0.1"  # streamable HTTP is for agents on this machine only: no token, no TLS

@@ -13,8 +13,9 @@ import math
 from typing import Any
 
 from tracker.capture.evidence import RESIDUAL_KEYS, unpack
-from tracker.cli.common import UsageError, clean, resolve
+from tracker.cli.common import UsageError, resolve
 from tracker.common.errors import InputError
+from tracker.common.jsonfields import clean
 from tracker.store import queries
 
 KERNEL_WRONG = "the kernel's output is wrong"

@@ -10,7 +10,6 @@ from tracker.capture.devicelock import queue
 from tracker.capture.ncu_pass import MAX_KERNELS
 from tracker.cli.common import (
     UsageError,
-    clean,
     fmt_us,
     positive_int,
     print_cases,
@@ -20,7 +19,7 @@ from tracker.cli.common import (
     time_column,
 )
 from tracker.cli.queue import queue_lines
-from tracker.common.jsonfields import parse_flags, parse_stalls, stalls_text
+from tracker.common.jsonfields import clean, parse_flags, parse_stalls, stalls_text
 from tracker.store import VERDICTS, check_store, queries, traces_dir
 from tracker.variants.scan import describe
 

@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 from tracker.analysis.summaries import parse_since, since_summary
-from tracker.cli.common import clean, fmt_us, print_table
+from tracker.cli.common import fmt_us, print_table
+from tracker.common.jsonfields import clean
 from tracker.store import queries
 
 

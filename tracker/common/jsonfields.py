@@ -5,6 +5,7 @@ safe value for one already stored."""
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 JSON_OBJECT_COLUMNS = {
@@ -94,3 +95,19 @@ def stalls_text(value: Any) -> str:
     barrier 4.1` (or `-`)."""
     stalls = value if isinstance(value, dict) else parse_stalls(value)
     return ", ".join(f"{reason} {cycles:.1f}" for reason, cycles in stalls.items()) or "-"
+
+
+def clean(value: Any) -> Any:
+    """JSON-safe scalars: NaN/NaT become null, timestamps become ISO strings."""
+    if value is None:
+        return None
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if hasattr(value, "isoformat"):
+        try:
+            return value.isoformat()
+        except ValueError:
+            return None
+    if hasattr(value, "item"):
+        return clean(value.item())
+    return value

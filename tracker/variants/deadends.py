@@ -10,8 +10,10 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
+from pathlib import Path
 from typing import Any
 
+from tracker.common.jsonfields import clean
 from tracker.store import queries
 
 
@@ -84,3 +86,30 @@ def repeated_dead_ends(store: str | os.PathLike, source: str, sha256: str | None
     if sha256 is not None and queries.latest_verdict(store, sha256) not in (None, "rejected"):
         return []
     return [{k: v for k, v in d.items() if k != "source"} for d in rejected if code_shape(d["source"]) == shape]
+
+
+def dead_ends_of(store: str | os.PathLike, path: str, *, note: str | None = None, force: bool = False) -> list[dict]:
+    """The rejected variants the kernel file repeats, as JSON-safe rows with its path, unless acknowledged: force,
+    or a note (hypothesis) that is not the rejected run's own. Empty for an unreadable file (the run reports it);
+    StoreLockedError or NotAStoreError for a store that cannot be read."""
+    from tracker.common.gitinfo import source_hash
+
+    try:
+        source = Path(path).read_text()
+    except (OSError, UnicodeDecodeError):
+        return []
+    found = []
+    for d in repeated_dead_ends(store, source, source_hash(source)):
+        if force or (note and note != d["note"]):
+            continue
+        found.append({"path": path, **{k: clean(v) for k, v in d.items()}})
+    return found
+
+
+def dead_end_line(what: str, d: dict[str, Any]) -> str:
+    said = f"; assumption: {d['assumption']}" if d.get("assumption") else ""
+    return (
+        f"warning: {what} is rejected variant {d['variant']} again (run {d['run_id']}, but for constants, names "
+        f"and formatting): {d['reason'] or 'no reason given'}{said}. --force, or a --note with a new hypothesis, "
+        "acknowledges it"
+    )
