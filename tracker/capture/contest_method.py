@@ -87,14 +87,7 @@ def _command(req, workdir: Path, private: Path, channel_fd: int, token: str) -> 
         inner["POPCORN_SEED"] = str(req.seed)
     name, value = token.split("=", 1)
     inner[name] = value  # how the harness's own children are found and ended without a sandbox
-    if not req.sandbox:
-        return argv, dict(os.environ, **inner), "off: --no-sandbox"
-    reason = sandbox.unavailable()
-    if reason is not None:
-        return argv, dict(os.environ, **inner), f"none: {reason}"
-    bwrap = sandbox.find_bwrap()
-    env = sandbox.sandbox_env(workdir, inner)
-    return sandbox.command(bwrap, argv, workdir, env, [store_mod.side_key_path(), private]), {}, sandbox.version(bwrap)
+    return sandbox.wrap(argv, workdir, inner, [store_mod.side_key_path(), private], sandboxed=req.sandbox)
 
 
 def _tail(path: Path) -> str:

@@ -356,15 +356,8 @@ def _worker_command(
     inner = {"PYTHONPATH": str(_PACKAGE_ROOT), "PYTHONUNBUFFERED": "1", "PYTHONSAFEPATH": "1"}
     name, value = token.split("=", 1)
     inner[name] = value  # every process the kernel starts inherits it: how setsid'd children are found and ended
-    if not req.sandbox:
-        return argv, dict(os.environ, **inner), "off: --no-sandbox"
-    reason = sandbox.unavailable()
-    if reason is not None:
-        return argv, dict(os.environ, **inner), f"none: {reason}"
-    bwrap = sandbox.find_bwrap()
-    env = sandbox.sandbox_env(workdir, inner)
     hidden = [store_mod.side_key_path(), *([private] if private is not None else [])]
-    return sandbox.command(bwrap, argv, workdir, env, hidden, writable), {}, sandbox.version(bwrap)
+    return sandbox.wrap(argv, workdir, inner, hidden, writable, sandboxed=req.sandbox)
 
 
 def _drive_worker(req, record, events, emit, should_cancel, device, variant_path=None, checkpoint=None):

@@ -105,6 +105,25 @@ def command(
     return [*cmd, "--", *argv]
 
 
+def wrap(
+    argv: list[str],
+    workdir: Path,
+    inner: dict[str, str],
+    hidden: list[Path],
+    writable: list[Path] = (),
+    sandboxed: bool = True,
+) -> tuple[list[str], dict[str, str], str]:
+    """(command line, environment for Popen, how it runs) for `argv` with `inner` in its environment: in the
+    sandbox where one can be made, else in the tracker's own environment, saying why (runs.sandbox)."""
+    if not sandboxed:
+        return argv, dict(os.environ, **inner), "off: --no-sandbox"
+    reason = unavailable()
+    if reason is not None:
+        return argv, dict(os.environ, **inner), f"none: {reason}"
+    bwrap = find_bwrap()
+    return command(bwrap, argv, workdir, sandbox_env(workdir, inner), hidden, writable), {}, version(bwrap)
+
+
 @functools.cache
 def unavailable() -> str | None:
     """Why no sandbox can be made on this machine, or None when one works (tried once per process)."""
