@@ -426,8 +426,13 @@ def test_a_new_cpu_run_leaves_every_page_with_data(fresh_server, fresh_page):
     for name, heading in (("leaderboard", "Leaderboard"), ("lineage", "Lineage"), ("regressions", "Regressions")):
         goto(pg, f"{base}/{name}")
         no_exception(pg)
+        data = pg.locator(".js-plotly-plot" if name == "regressions" else "[data-testid='stDataFrame']")
+        try:  # the table or chart draws after the page's text: wait for it rather than count too early
+            data.first.wait_for(state="visible", timeout=30_000)
+        except playwright_api.TimeoutError:
+            pass
         main = pg.get_by_test_id("stMain").inner_text()
-        shown = pg.locator(".js-plotly-plot" if name == "regressions" else "[data-testid='stDataFrame']").count()
+        shown = data.count()
         assert pg.get_by_role("heading", name=heading, level=1).is_visible() and shown, main[:500]
         assert not any(e in main for e in ("No benchmark", "No runs match", "No variants")), main[:500]
     goto(pg, base)
