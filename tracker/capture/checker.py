@@ -77,6 +77,11 @@ def main() -> int:
         cases = [workload.hidden_seed(c, int(job["seed"])) for c in cases]
     verdicts.emit(event="ready")
 
+    def case_inputs(pos: int) -> list[Any]:
+        if job["mode"] == "test":
+            return [workload.generate(cases[pos], device=device)]
+        return workload.benchmark_inputs(cases[pos], device)
+
     receiver = handoff.Receiver(device)
     held_pos, inputs, limit = None, None, 0
     evidence_kept: set[int] = set()
@@ -90,18 +95,23 @@ def main() -> int:
             return 0
         received = time.monotonic()
         sent = 0
+        if message.get("prepare") is True:  # the worker starts a timed case: make its inputs now, no reply
+            pos = message.get("pos")
+            if fd is not None:
+                os.close(fd)
+            if job["mode"] != "test" and type(pos) is int and 0 <= pos < len(cases) and pos != held_pos:
+                inputs = None
+                held_pos, inputs = pos, case_inputs(pos)
+                limit = 4 * _nbytes(inputs) + OUTPUT_SLACK_BYTES
+            continue
         try:
             pos, rep = message.get("pos"), message.get("rep")
             if type(pos) is not int or not 0 <= pos < len(cases) or type(rep) is not int or rep < FIRST_PASS:
                 raise handoff.BadOutput("the worker named a case or repetition that does not exist")
             if pos != held_pos:  # a new case: its inputs, made here exactly as the worker made its own
                 inputs = None
-                case = cases[pos]
-                if job["mode"] == "test":
-                    inputs = [workload.generate(case, device=device)]
-                else:
-                    inputs = workload.benchmark_inputs(case, device)
-                held_pos, limit = pos, 4 * _nbytes(inputs) + OUTPUT_SLACK_BYTES
+                held_pos, inputs = pos, case_inputs(pos)
+                limit = 4 * _nbytes(inputs) + OUTPUT_SLACK_BYTES
             if message.get("error"):  # the worker refused the outputs itself (not plain tensors, ...)
                 raise handoff.BadOutput(str(message["error"])[:2000])
             outputs = receiver.unpack(message.get("outputs"), fd, limit)

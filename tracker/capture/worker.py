@@ -73,7 +73,14 @@ class RemoteCheck:
         self.device = device
         self._sender = handoff.Sender(device)
 
-    def __call__(self, pos: int, rep: int, outputs: list) -> Any:
+    def prepare(self, pos: int) -> None:
+        """Let the checker make a case's inputs while this process makes its own (no reply): so the wait for the
+        first verdict, and the idle GPU before the first timed repetition, are no longer than in the harness."""
+        handoff.send(self._sock, {"pos": pos, "prepare": True})
+
+    def submit(self, pos: int, rep: int, outputs: list) -> Callable[[], Any]:
+        """Send the outputs to be judged; returns the wait for the verdict, so this process can do its own
+        shadow check meanwhile (the harness's gap between repetitions is one check long, not two)."""
         from tracker.workloads.base import CheckResult
 
         message: dict[str, Any] = {"pos": pos, "rep": rep}
@@ -83,15 +90,23 @@ class RemoteCheck:
         except handoff.BadOutput as exc:
             message["error"] = str(exc)
         handoff.send(self._sock, message, fd)  # the Sender keeps its memfd for the next repetition
-        reply, _ = handoff.recv(self._sock)
-        if reply is None:
-            raise RuntimeError("the checker process went away")
-        return CheckResult(bool(reply.get("passed")), str(reply.get("message", "")))
 
-    def for_case(self, pos: int) -> Callable[[list, list], Any]:
-        """run_loop's check(copies, outputs) for the timed repetitions of one case: repetition 0, 1, ..."""
+        def verdict() -> CheckResult:
+            reply, _ = handoff.recv(self._sock)
+            if reply is None:
+                raise RuntimeError("the checker process went away")
+            return CheckResult(bool(reply.get("passed")), str(reply.get("message", "")))
+
+        return verdict
+
+    def __call__(self, pos: int, rep: int, outputs: list) -> Any:
+        return self.submit(pos, rep, outputs)()
+
+    def for_case(self, pos: int) -> Callable[[list, list], Callable[[], Any]]:
+        """run_loop's check(copies, outputs) for the timed repetitions of one case (repetition 0, 1, ...): it
+        returns the wait for the verdict."""
         reps = iter(range(1 << 30))
-        return lambda _copies, outputs: self(pos, next(reps), outputs)
+        return lambda _copies, outputs: self.submit(pos, next(reps), outputs)
 
 
 def run_test_case(kernel, case, pos, device, workload, remote: RemoteCheck) -> dict[str, Any]:
@@ -139,6 +154,7 @@ def rep_reporter(emit: Callable[..., None], case_idx: int, rules) -> Callable[[i
 def run_benchmark_case(kernel, case, pos, device, clock, rules, workload, remote, on_rep=None) -> dict[str, Any]:
     from tracker.capture.timing import clone_data, inputs_changed, run_loop
 
+    remote.prepare(pos)
     inputs = workload.benchmark_inputs(case, device)
     copies = [clone_data(x) for x in inputs]
     try:
@@ -147,7 +163,9 @@ def run_benchmark_case(kernel, case, pos, device, clock, rules, workload, remote
         mutation = inputs_changed(scratch, copies) if workload.flags_mutation else ""
         if mutation:
             return {"passed": False, "message": mutation}
-        first = remote(pos, FIRST_PASS, outs)
+        verdict = remote.submit(pos, FIRST_PASS, outs)
+        _shadow(workload, copies, outs)  # the harness checks the untimed pass in its own process too
+        first = verdict()
         if not first.passed:
             return {"passed": False, "message": first.message}
         del outs
@@ -160,7 +178,7 @@ def run_benchmark_case(kernel, case, pos, device, clock, rules, workload, remote
             check=remote.for_case(pos),
             flag_mutation=workload.flags_mutation,
             on_rep=on_rep,
-            shadow_check=workload.check_outputs,
+            shadow_check=lambda c, o: _shadow(workload, c, o),
         )
     except BaseException as exc:  # KeyboardInterrupt and SystemExit too: a failure of this kernel, not a crash
         return {"passed": False, "message": _kernel_error(exc)}
@@ -175,6 +193,14 @@ def run_benchmark_case(kernel, case, pos, device, clock, rules, workload, remote
         except BaseException as exc:
             return {"passed": False, "message": _kernel_error(exc)}
     return result
+
+
+def _shadow(workload, copies: list, outputs: list) -> None:
+    """The workload's own check in this process, verdict unused (see timing.run_loop's shadow_check)."""
+    try:
+        workload.check_outputs(copies, outputs)
+    except Exception:  # malformed outputs: the checker's verdict says so
+        pass
 
 
 def warm_up(kernel, case, device, clock, rules, workload) -> None:
