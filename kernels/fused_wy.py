@@ -16,7 +16,9 @@ for few tall matrices), 3 pipeline stages in the fused kernel (microbenchmark 1,
 60x1024 ~6.6, 2x4096 <= 25.8: geomean ~3,400 us (measured: run 7980a68485d4, 3,312 us). Knob _FUSED_VT: phase
 1 of the trailing update reads a transposed copy of V (K-major operand for tf32 wgmma); microbenchmark 942 ->
 756 us on the first 640x512 update, 404 -> 338 on 60x1024; as knob variant fused_wy_vt (run d42688781019): 3,276 us,
-60x1024 6.23 -> 6.00 ms, 640x512 equal; now the default.
+60x1024 6.23 -> 6.00 ms, 640x512 equal; now the default. Knobs _LEAF_VT (the leaf writes V^T), _T_BUILD (outer T
+by one kernel) and _REUSE (buffers zeroed once per call): together as knob variant fused_wy_ltr (run
+89a5b2574255): 3,208 us, 640x512 7.06 -> 6.66 ms, 60x1024 5.99 -> 5.60 ms; now the defaults.
 """
 
 import os  # noqa: E402
@@ -365,9 +367,10 @@ if _HAVE_TRITON:
             tl.store(ap, a, mask=am)
 
 
-_LEAF_VT = False  # leaf kernels write V^T; every fused update reads it (no torch transpose copy per panel)
-_T_BUILD = False  # batch-rich panels: outer T by one kernel (Gram + blockwise merge) instead of ~4 launches per leaf
-_REUSE = False  # V, V^T and T buffers zeroed once per factorization, not once per outer panel
+# On by default since run 89a5b2574255 (the three together as knob variant fused_wy_ltr: 3,208 us against 3,276).
+_LEAF_VT = True  # leaf kernels write V^T; every fused update reads it (no torch transpose copy per panel)
+_T_BUILD = True  # batch-rich panels: outer T by one kernel (Gram + blockwise merge) instead of ~4 launches per leaf
+_REUSE = True  # V, V^T and T buffers zeroed once per factorization, not once per outer panel
 _TB_PREC = "tf32x3"
 
 if _HAVE_TRITON:

@@ -228,6 +228,38 @@ def test_timing_loop_keeps_every_sample_up_to_max_reps():
     assert set(result.check.residuals) == {"factor_res", "tril_res", "recon_res", "orth_res"}
 
 
+def test_timing_loop_runs_its_shadow_check_while_the_checker_judges():
+    """A check may hand back the wait for its verdict: the shadow check runs between sending and waiting (so the
+    worker's own check overlaps the checker's, as one check does in the harness), and a failing verdict still
+    ends the loop at that repetition."""
+    import torch
+
+    from tracker.capture.timing import Clock, ModeRules, run_loop
+    from tracker.workloads.base import CheckResult
+
+    order = []
+
+    def check(copies, outputs):
+        order.append("sent")
+        verdict = QR_CHECK(copies, outputs)
+
+        def wait():
+            order.append("waited")
+            return verdict if len(order) < 9 else CheckResult(False, "planted failure")
+
+        return wait
+
+    xs, copies = _loop_inputs()
+    rules = ModeRules(case_budget_s=1e9, max_reps=5, warmup_s=0.0, warm_every_case=False)
+    result = run_loop(
+        torch.geqrf, xs, copies, Clock(torch.device("cpu")), rules, check=check,
+        shadow_check=lambda c, o: order.append("shadow"),
+    )  # fmt: skip
+    assert order == ["sent", "shadow", "waited"] * 3
+    assert not result.passed and result.failed_rep == 2 and "planted failure" in result.message
+    assert len(result.samples) == 2
+
+
 def test_timing_loop_stops_on_the_case_budget_after_the_minimum_time():
     import time
 

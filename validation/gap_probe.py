@@ -1,0 +1,140 @@
+"""What between two timed repetitions changes the next one's time? An in-process probe on one GPU (issue 19).
+
+The tracker's worker reads 640x512 2-4% slower than the contest's harness (H200, 2026-12-01) while the loop
+itself is the harness's; this times qr_v2 cases 4 (60x1024) and 10 (640x512), N repetitions each, with one thing
+the tracker does between repetitions added at a time:
+  harness   first-pass outputs alive into repetition 0, one in-process check per repetition
+  tracker   first pass released before repetition 0, two in-process checks per repetition
+  other     harness + another process doing GPU work between repetitions (a stand-in for the checker)
+  idle      harness + 0.5 s of idle GPU between repetitions
+  otherfp   harness, with the other process busy once, just before repetition 0
+  handoff   harness + the outputs packed into the worker's memfd and copied back to the GPU (handoff.py)
+  nvml      harness + the runner's NVML sampler (gpustate.Sampler) reading the GPU throughout
+
+    python validation/gap_probe.py KERNEL_FILE [REPS]      (prints one JSON line per case and variant)
+
+Measured (H200, fused_wy_ltr, 25 repetitions; means in us): case 4 harness 5,627 / idle 5,706; case 10 harness
+6,492 / idle 6,735 / other 6,462 / tracker 6,450: idle GPU time between repetitions is what costs.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.getcwd())
+from tracker.capture import gpustate, handoff  # noqa: E402
+from tracker.capture.timing import Clock, clone_data, stats  # noqa: E402
+from tracker.capture.worker import load_variant  # noqa: E402
+from tracker.workloads import for_suite  # noqa: E402
+
+OTHER = r"""
+import sys, torch
+dev = torch.device("cuda")
+a = torch.randn(64, 1024, 1024, device=dev)
+for line in sys.stdin:
+    for _ in range(int(line)):
+        b = torch.bmm(a, a)
+    torch.cuda.synchronize()
+    del b
+    sys.stdout.write("ok\n"); sys.stdout.flush()
+"""
+
+
+class Other:
+    """Another process with its own CUDA context that does GPU work on request and says when it is done."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", OTHER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        self.busy(1)
+
+    def busy(self, n: int = 40) -> None:
+        self.proc.stdin.write(f"{n}\n")
+        self.proc.stdin.flush()
+        self.proc.stdout.readline()
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def time_variant(kernel, workload, inputs, copies, clock, variant: str, reps: int, other: Other) -> list[float]:
+    """One case's repetitions as the harness times them, with the variant's extra step between repetitions."""
+    sender, receiver = handoff.Sender(inputs[0].device), handoff.Receiver(inputs[0].device)
+    sampler = gpustate.Sampler("0").start() if variant == "nvml" else None
+    held = [kernel(clone_data(x)) for x in inputs]  # the untimed pass, alive into repetition 0 as in the harness
+    workload.check_outputs(copies, held)
+    if variant == "tracker":
+        held = None
+    if variant == "otherfp":
+        other.busy()
+
+    def calls() -> list:
+        nonlocal held
+        outputs = [kernel(x) for x in inputs]
+        held = None  # released inside the timed window
+        return outputs
+
+    samples = []
+    for _ in range(reps):
+        seconds, outputs = clock.time_loop(calls)
+        workload.check_outputs(copies, outputs)
+        if variant == "tracker":
+            workload.check_outputs(copies, outputs)
+        elif variant == "other":
+            other.busy()
+        elif variant == "idle":
+            time.sleep(0.5)
+        elif variant == "handoff":
+            header, fd = sender.pack(outputs)
+            receiver.unpack(header, fd, 1 << 40)
+        held = outputs
+        del outputs
+        samples.append(seconds / len(inputs) * 1e6)
+    if sampler is not None:
+        sampler.stop()
+    sender.close()
+    receiver.close()
+    return samples
+
+
+VARIANTS = ("harness", "tracker", "other", "idle", "otherfp", "handoff", "nvml", "harness")
+
+
+def main() -> None:
+    kernel = load_variant(sys.argv[1])
+    reps = int(sys.argv[2]) if len(sys.argv) > 2 else 25
+    workload, suite = for_suite("qr_v2")
+    dev = torch.device("cuda")
+    clock = Clock(dev)
+    other = Other()
+    out = {}
+    for idx in (4, 10):
+        inputs = workload.benchmark_inputs(suite.benchmarks[idx], dev)
+        copies = [clone_data(x) for x in inputs]
+        for _ in range(3):  # warm-up (compile, graphs)
+            [kernel(clone_data(x)) for x in inputs]
+        torch.cuda.synchronize()
+        for variant in VARIANTS:
+            t0 = time.perf_counter()
+            samples = time_variant(kernel, workload, inputs, copies, clock, variant, reps, other)
+            st = stats(samples)
+            row = {
+                "case": idx, "variant": variant, "first": [round(x) for x in samples[:4]],
+                "median": round(st.median), "mean": round(st.mean), "std": round(st.std), "best": round(st.best),
+                "worst": round(st.worst), "wall_per_rep_s": round((time.perf_counter() - t0) / reps, 3),
+            }  # fmt: skip
+            print(json.dumps(row), flush=True)
+            out.setdefault(idx, []).append(row)
+    other.close()
+    with open(os.path.join(os.environ.get("OUT", "/tmp"), "gap_probe.json"), "w") as f:
+        json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
