@@ -11,7 +11,8 @@ the tracker does between repetitions added at a time:
   handoff   harness + the outputs packed into the worker's memfd and copied back to the GPU (handoff.py)
   nvml      harness + the runner's NVML sampler (gpustate.Sampler) reading the GPU throughout
 
-    python validation/gap_probe.py KERNEL_FILE [REPS]      (prints one JSON line per case and variant)
+    python validation/gap_probe.py KERNEL_FILE [REPS] [CASES] [VARIANTS]   e.g. 25 4,10 harness,idle,harness
+    (prints one JSON line per case and variant; defaults: 25 repetitions, cases 4 and 10, every variant)
 
 Measured (H200, fused_wy_ltr, 25 repetitions; means in us): case 4 harness 5,627 / idle 5,706; case 10 harness
 6,492 / idle 6,735 / other 6,462 / tracker 6,450: idle GPU time between repetitions is what costs.
@@ -109,18 +110,20 @@ VARIANTS = ("harness", "tracker", "other", "idle", "otherfp", "handoff", "nvml",
 def main() -> None:
     kernel = load_variant(sys.argv[1])
     reps = int(sys.argv[2]) if len(sys.argv) > 2 else 25
+    cases = [int(c) for c in sys.argv[3].split(",")] if len(sys.argv) > 3 else [4, 10]
+    variants = sys.argv[4].split(",") if len(sys.argv) > 4 else VARIANTS
     workload, suite = for_suite("qr_v2")
     dev = torch.device("cuda")
     clock = Clock(dev)
     other = Other()
     out = {}
-    for idx in (4, 10):
+    for idx in cases:
         inputs = workload.benchmark_inputs(suite.benchmarks[idx], dev)
         copies = [clone_data(x) for x in inputs]
         for _ in range(3):  # warm-up (compile, graphs)
             [kernel(clone_data(x)) for x in inputs]
         torch.cuda.synchronize()
-        for variant in VARIANTS:
+        for variant in variants:
             t0 = time.perf_counter()
             samples = time_variant(kernel, workload, inputs, copies, clock, variant, reps, other)
             st = stats(samples)
