@@ -100,13 +100,13 @@ def test_kill_9_of_the_tracker_ends_the_worker_which_keeps_what_it_finished(tmp_
     assert _wait_gone(tree) == []
     side = list((tmp_path / "s.duckdb.pending").glob("*.json"))
     assert len(side) == 1
-    saved = {"run": read_side_file(side[0]).run}  # signed by the tracker, which wrote it after each case
-    assert saved["run"]["status"] == "crashed" and saved["run"]["error"] == "the tracker process went away"
+    saved = read_side_file(side[0]).run  # signed by the tracker, which wrote it after each case
+    assert saved.status == "crashed" and saved.error == "the tracker process went away"
     # `import` with no folders brings it in; the first case's pass is kept
     out = subprocess.run([sys.executable, "-m", "tracker", "import", "--store", str(store)], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)  # fmt: skip
     assert out.returncode == 0 and "wrote 1 pending" in out.stderr, out.stderr
-    run = Store(store).get_run(saved["run"]["run_id"])
+    run = Store(store).get_run(saved.run_id)
     assert run["status"] == "crashed" and run["error"] == "the tracker process went away"
     cases = Store(store).case_results(run["run_id"]).sort_values("case_idx")
     assert cases["passed"].tolist() == [True, False]

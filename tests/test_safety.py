@@ -369,7 +369,7 @@ from test_store import make_run
 from tracker import store as s
 record = make_run(sys.argv[2])
 t0 = time.monotonic()
-pending = s.finish_run(sys.argv[1], record)
+pending = s.Store(sys.argv[1]).finish_run(record)
 print(json.dumps({"wait_s": time.monotonic() - t0, "pending": str(pending.path) if pending else None}))
 """
 
@@ -457,12 +457,12 @@ def test_waiting_writer_says_what_it_waits_for(tmp_path, monkeypatch):
         pass
     code = textwrap.dedent(
         f"""
-        from tracker.store import db
-        db.WAIT_REPORT_SECONDS = 0.5
+        from tracker.store import Store, StoreLockedError, connection
+        connection.WAIT_REPORT_SECONDS = 0.5
         try:
             with Store({str(store)!r}).connect(retry_seconds=1.6):
                 pass
-        except db.StoreLockedError as exc:
+        except StoreLockedError as exc:
             print("gave up:", exc)
         """
     )

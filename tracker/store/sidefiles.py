@@ -42,7 +42,7 @@ def pending_run_ids(path: str | os.PathLike) -> set[str]:
         sides = list(folder.glob("*.json")) if folder.is_dir() else []
     except OSError:
         return set()
-    return {p.stem for p in sides if not _owner_alive(p)}
+    return {p.stem for p in sides if not owner_alive(p)}
 
 
 # Side files: "kernelbeam-side-v1 <owner pid> <HMAC-SHA256>" on the first line, the record's JSON after it. The
@@ -94,7 +94,7 @@ def _header(side: Path) -> tuple[int, str]:
     return int(first[1]), first[2]
 
 
-def _owner_alive(side: Path) -> bool:
+def owner_alive(side: Path) -> bool:
     """A checkpoint whose recording process still runs: not a pending run yet."""
     try:
         owner, _ = _header(side)

@@ -19,8 +19,8 @@ from tracker.store.records import RunRecord
 from tracker.store.schema import RUN_TABLES, TABLE_COLUMNS, VERDICTS
 from tracker.store.sidefiles import (
     PendingRun,
-    _owner_alive,
     drop_checkpoint,
+    owner_alive,
     pending_dir,
     read_side_file,
     save_side_file,
@@ -119,7 +119,7 @@ def _flush_pending(con: duckdb.DuckDBPyConnection, path: str | os.PathLike) -> F
     folder = pending_dir(path)
     result = FlushResult()
     for side in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        if _owner_alive(side):  # a run still being recorded
+        if owner_alive(side):  # a run still being recorded
             continue
         try:
             record = read_side_file(side)

@@ -35,7 +35,7 @@ class RunReads:
             side = folder / f"{run_id}.json"
             try:
                 run = read_side_file(side).run
-                run = {c: run.get(c) for c in RUN_LIST_COLUMNS.split(", ")}
+                run = {c: getattr(run, c) for c in RUN_LIST_COLUMNS.split(", ")}
             except (OSError, ValueError, KeyError, TypeError, AttributeError):
                 continue  # unreadable or not the tracker's own: `import` reports it
             run.update(status="pending", side_file=str(side))
