@@ -23,9 +23,8 @@ if str(ROOT) not in sys.path:
 from pages import _common as common  # noqa: E402
 from tracker.store import (  # noqa: E402
     NotAStoreError,
+    Store,
     StoreLockedError,
-    connect,
-    queries,  # noqa: E402
 )
 from tracker.store.transfer import seed_from_samples  # noqa: E402
 
@@ -57,11 +56,11 @@ def default_store() -> str:
 def _seed(store: str, version: tuple[int, ...]) -> tuple[int, str | None]:
     """Seed the dashboard's own store from samples/ when it is missing or has no runs: (runs added, problem)."""
     try:
-        if Path(store).exists() and (queries.store_problem(store) or queries.count_runs(store)):
+        if Path(store).exists() and (Store(store).store_problem() or Store(store).count_runs()):
             return 0, None  # a foreign file is refused below; a store with runs is left as it is
         added = seed_from_samples(store, os.environ.get("KERNELBEAM_SAMPLES_DIR") or ROOT / "samples")
         if not Path(store).exists():  # no samples: an empty store, so the Benchmark page can record the first run
-            with connect(store):
+            with Store(store).connect():
                 pass
         return added, None
     except NotAStoreError:
@@ -75,7 +74,7 @@ def _seed(store: str, version: tuple[int, ...]) -> tuple[int, str | None]:
 @st.cache_data(show_spinner=False)
 def _problem(store: str, version: tuple[int, ...]) -> str | None:
     try:
-        return queries.store_problem(store)
+        return Store(store).store_problem()
     except NotAStoreError:
         return f"**{store}** is not a KernelBeam store (not a DuckDB file); it is left as is."
     except StoreLockedError:
@@ -158,12 +157,12 @@ with st.sidebar:
         "only its own experiments.duckdb is ever created, from samples/)",
     )
     store = common.store()
-    added, problem = _seed(store, queries.store_version(store)) if common.is_own_store(store) else (0, None)
-    problem = problem or _problem(store, queries.store_version(store))
+    added, problem = _seed(store, Store(store).store_version()) if common.is_own_store(store) else (0, None)
+    problem = problem or _problem(store, Store(store).store_version())
     if added:
         st.success(f"Seeded {added} runs from samples/ into the empty store {store}.")
-    n_runs, _ = common.try_read("count_runs") if not problem else (0, None)
-    facts, _ = common.try_read("facets") if n_runs else (None, None)
+    n_runs, _ = common.try_read(Store.count_runs) if not problem else (0, None)
+    facts, _ = common.try_read(Store.facets) if n_runs else (None, None)
     options = [common.ALL_GPUS, *(facts["gpu"] if facts else [])]
     if st.session_state.get(common.GPU_KEY) not in options:
         st.session_state[common.GPU_KEY] = common.ALL_GPUS

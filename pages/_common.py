@@ -1,4 +1,4 @@
-"""Shared page helpers: the chosen store, cached reads through tracker.store.queries, and clear messages.
+"""Shared page helpers: the chosen store, cached reads through tracker.store.Store, and clear messages.
 
 Reads are cached with st.cache_data keyed on the store path and its version (modification times and sizes of
 the file and its WAL), so a write by a tracker run shows on the next render. No connection is ever cached or
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import runpy
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ import streamlit as st
 from pages.ui.text import code, md  # noqa: F401 - the pages' escaping, defined once in ui
 from tracker.analysis import margins
 from tracker.analysis import series as analysis
-from tracker.store import DEFAULT_STORE, NotAStoreError, StoreError, StoreLockedError, queries
+from tracker.store import DEFAULT_STORE, NotAStoreError, Store, StoreError, StoreLockedError
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "app.py"
@@ -100,16 +101,29 @@ def gpu_filter() -> str | None:
     return None if value in (None, ALL_GPUS) else value
 
 
+# A read is a method of Store, passed unbound (`read(Store.count_runs)`): renames and lint see it. st.cache_data
+# cannot hash a function, so the method itself is not hashed (`_method`) and its qualified name keys the entry.
+StoreRead = Callable[..., Any]
+
+
 @st.cache_data(show_spinner=False, max_entries=512)
-def _cached(name: str, store_path: str, version: tuple[int, ...], args: tuple, kwargs: tuple) -> Any:
-    return getattr(queries, name)(store_path, *args, **dict(kwargs))
+def _cached(
+    _method: StoreRead, method: str, store_path: str, version: tuple[int, ...], args: tuple, kwargs: tuple
+) -> Any:
+    return _method(Store(store_path), *args, **dict(kwargs))
 
 
-def try_read(name: str, *args: Any, **kwargs: Any) -> tuple[Any, str | None]:
+def _read(method: StoreRead, args: tuple, kwargs: dict[str, Any]) -> Any:
+    path = store()
+    key = f"{method.__module__}.{method.__qualname__}"
+    return _cached(method, key, path, Store(path).store_version(), args, tuple(sorted(kwargs.items())))
+
+
+def try_read(method: StoreRead, *args: Any, **kwargs: Any) -> tuple[Any, str | None]:
     """Like read(), but returns (value, problem) instead of stopping the page."""
     path = store()
     try:
-        return _cached(name, path, queries.store_version(path), args, tuple(sorted(kwargs.items()))), None
+        return _read(method, args, kwargs), None
     except NotAStoreError:
         return None, f"**{path}** is not a KernelBeam store (not a DuckDB file)."
     except StoreLockedError:
@@ -120,11 +134,12 @@ def try_read(name: str, *args: Any, **kwargs: Any) -> tuple[Any, str | None]:
         return None, str(exc)
 
 
-def read(name: str, *args: Any, **kwargs: Any) -> Any:
-    """queries.<name>(store, *args, **kwargs), cached on the store's version; clear messages on failure."""
+def read(method: StoreRead, *args: Any, **kwargs: Any) -> Any:
+    """method(Store(chosen store), *args, **kwargs), e.g. read(Store.get_run, run_id), cached on the store's
+    version; clear messages on failure."""
     path = store()
     try:
-        return _cached(name, path, queries.store_version(path), args, tuple(sorted(kwargs.items())))
+        return _read(method, args, kwargs)
     except NotAStoreError:
         st.error(f"**{path}** is not a KernelBeam store (not a DuckDB file). Choose another store in the sidebar.")
         st.stop()
@@ -141,8 +156,8 @@ def read(name: str, *args: Any, **kwargs: Any) -> Any:
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def _cached_compare(store_path: str, version: tuple[int, ...], a: str, b: str) -> Any:
-    bundle_a = queries.run_bundle(store_path, a)
-    bundle_b = queries.run_bundle(store_path, b)
+    bundle_a = Store(store_path).run_bundle(a)
+    bundle_b = Store(store_path).run_bundle(b)
     if bundle_a is None or bundle_b is None:
         return bundle_a, bundle_b, None
     return bundle_a, bundle_b, analysis.compare_bundles(bundle_a, bundle_b)
@@ -151,15 +166,15 @@ def _cached_compare(store_path: str, version: tuple[int, ...], a: str, b: str) -
 def compare(a: str, b: str) -> Any:
     path = store()
     try:
-        return _cached_compare(path, queries.store_version(path), a, b)
+        return _cached_compare(path, Store(path).store_version(), a, b)
     except (StoreError, FileNotFoundError):
-        read("count_runs")  # shows the message and stops
+        read(Store.count_runs)  # shows the message and stops
         raise
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def _cached_history(store_path: str, version: tuple[int, ...], kwargs: tuple) -> Any:
-    hist = queries.case_history(store_path, **dict(kwargs))
+    hist = Store(store_path).case_history(**dict(kwargs))
     points = analysis.history_points(hist)
     changes = analysis.detect_all(points)
     # The samples only serve the change detection; caching them would cost more (pickling) than it saves.
@@ -171,15 +186,15 @@ def history(**kwargs: Any) -> Any:
     """The case history along a family or kernel file with its change points (cached)."""
     path = store()
     try:
-        return _cached_history(path, queries.store_version(path), tuple(sorted(kwargs.items())))
+        return _cached_history(path, Store(path).store_version(), tuple(sorted(kwargs.items())))
     except (StoreError, FileNotFoundError):
-        read("count_runs")
+        read(Store.count_runs)
         raise
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def _cached_margins(store_path: str, version: tuple[int, ...], sha256s: tuple[str, ...]) -> Any:
-    return margins.gate_margins(queries.gate_residuals(store_path, list(sha256s)))
+    return margins.gate_margins(Store(store_path).gate_residuals(list(sha256s)))
 
 
 def gate_margins(sha256s: list[str]) -> dict[str, Any]:
@@ -187,15 +202,15 @@ def gate_margins(sha256s: list[str]) -> dict[str, Any]:
     more than the page's reads)."""
     path = store()
     try:
-        return _cached_margins(path, queries.store_version(path), tuple(sha256s))
+        return _cached_margins(path, Store(path).store_version(), tuple(sha256s))
     except (StoreError, FileNotFoundError):
-        read("count_runs")
+        read(Store.count_runs)
         raise
 
 
 def require_runs() -> int:
     """Stop the page with a clear message when the store is unusable or has no runs; else the run count."""
-    n = read("count_runs")
+    n = read(Store.count_runs)
     if not n:
         st.info(
             f"The store **{store()}** has no runs yet. Start one on the **Benchmark** page, or from a shell: "
@@ -210,9 +225,9 @@ def resolve_run(text: str) -> str | None:
     text = (text or "").strip()
     if not text:
         return None
-    run_id = read("resolve_run_id", text)
+    run_id = read(Store.resolve_run_id, text)
     if run_id is None:
-        candidates = read("run_candidates", text)
+        candidates = read(Store.run_candidates, text)
         if len(candidates) > 1:
             st.error(f"**{md(text)}** is ambiguous: {len(candidates)} runs start with it. Give more characters:")
             table(

@@ -8,6 +8,7 @@ from pages import _common as common
 from tracker.capture import jobs
 from tracker.capture.envinfo import gpu_available
 from tracker.common.vocabulary import DEFAULT_WORKLOAD
+from tracker.store import Store
 from tracker.workloads import cases_for, get_suite, get_workload
 from tracker.workloads.base import MODES
 
@@ -16,7 +17,7 @@ BUILT_IN = f"{DEFAULT_WORKLOAD} (built in)"
 common.page_setup()
 st.title("Run a benchmark")
 store = common.store()
-_, problem = common.try_read("count_runs")
+_, problem = common.try_read(Store.count_runs)
 if problem and "no store" not in problem.lower():
     st.error(problem + " Choose another store in the sidebar.")
     st.stop()
@@ -188,7 +189,7 @@ def _run_text(entry: dict | None) -> str:
     if not entry:
         return "free"
     run_id = str(entry.get("run_id") or "")
-    found, _ = common.try_read("resolve_run_id", run_id) if run_id else (None, None)
+    found, _ = common.try_read(Store.resolve_run_id, run_id) if run_id else (None, None)
     if found == run_id:
         return f"[run {run_id}](run?id={run_id}) (pid {entry.get('pid')})"
     return f"a run of another store (pid {entry.get('pid')})"

@@ -12,6 +12,7 @@ from pages.ui import tables as views
 from tracker.analysis import gpustate, series
 from tracker.common.gitinfo import diff_commits
 from tracker.common.vocabulary import DEFAULT_WORKLOAD
+from tracker.store import Store
 
 common.page_setup()
 st.title("Compare")
@@ -28,7 +29,7 @@ def _to_url(side: str, key: str) -> None:
         st.query_params.pop(side, None)
 
 
-recent = common.read("run_choices", gpu=common.gpu_filter(), limit=300)
+recent = common.read(Store.run_choices, gpu=common.gpu_filter(), limit=300)
 labels = {
     r[
         "run_id"
@@ -88,7 +89,7 @@ if (run_a.get("gpu") or "?") != (run_b.get("gpu") or "?"):
         f"B on **{md(run_b.get('gpu') or 'unknown')}**. "
         "Timings of different GPU models are not compared; only the sources are."
     )
-_shared = common.read("shared_device_runs", (run_a["run_id"], run_b["run_id"]))
+_shared = common.read(Store.shared_device_runs, (run_a["run_id"], run_b["run_id"]))
 if _shared:
     _sides = " and ".join(side for side, r in (("A", run_a), ("B", run_b)) if r["run_id"] in _shared)
     st.warning(
@@ -97,7 +98,7 @@ if _shared:
     )
 _pair_id = run_a.get("pair_id")
 if isinstance(_pair_id, str) and _pair_id == run_b.get("pair_id") and run_a.get("pair_side") != run_b.get("pair_side"):
-    _paired = series.paired_cases(common.read("pair_runs", _pair_id))  # the session's verdict, over all its rounds
+    _paired = series.paired_cases(common.read(Store.pair_runs, _pair_id))  # the session's verdict, over all its rounds
     st.info(f"A and B are runs of one interleaved A/B session ({common.code(_pair_id)}): each case is judged by a "
             "paired t-test on the per-round ratios B/A, which cancels the machine's drift between rounds.")  # fmt: skip
     common.table(

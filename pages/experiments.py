@@ -10,7 +10,8 @@ from pages import _common as common
 from pages.ui import charts
 from pages.ui import tables as views
 from tracker.common.vocabulary import DEFAULT_WORKLOAD
-from tracker.store.queries import VARIANT_SORTS
+from tracker.store import Store
+from tracker.store.reads.variants import VARIANT_SORTS
 
 ANY = "any"
 MAX_POINTS = 5000
@@ -18,7 +19,7 @@ MAX_POINTS = 5000
 common.page_setup()
 st.title("Experiments")
 common.require_runs()
-facets = common.read("facets")
+facets = common.read(Store.facets)
 gpu = common.gpu_filter()
 
 c_search, c_sort = st.columns([3, 1])
@@ -55,14 +56,14 @@ filters = {
     "problem": None if problem == ANY else problem,
 }
 filters_status = None if status == ANY else status
-table = common.read("variant_table", status=filters_status, sort=sort, **filters)
+table = common.read(Store.variant_table, status=filters_status, sort=sort, **filters)
 if table.empty:
     st.info("No runs match these filters" + (f" and the search “{common.md(search)}”." if search else "."))
     st.stop()
 
 # Every filter of the table, status included, applies to the chart; a few thousand points draw the same chart as
-# 100,000 (queries.progress_points keeps every new best and each family's extremes per time slice).
-points = common.read("progress_points", status=filters_status, max_points=MAX_POINTS, **filters)
+# 100,000 (Store.progress_points keeps every new best and each family's extremes per time slice).
+points = common.read(Store.progress_points, status=filters_status, max_points=MAX_POINTS, **filters)
 contexts = table[["problem", "suite", "gpu"]].drop_duplicates()
 m = st.columns(4)
 m[0].metric("Variants", f"{table['variant_sha256'].nunique():,}")

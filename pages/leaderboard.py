@@ -9,13 +9,14 @@ import streamlit as st
 from pages import _common as common
 from pages.ui import heatmap
 from tracker.analysis import context, gaps, margins, summaries
+from tracker.store import Store
 
 ANY = "any"
 
 common.page_setup()
 st.title("Leaderboard")
 common.require_runs()
-contexts = common.read("run_contexts")
+contexts = common.read(Store.run_contexts)
 timed = context.TIMED_MODES
 # Each choice offers only what has timed runs under the choices before it, most recently passed first.
 cols = st.columns([2, 1, 1, 1, 2])
@@ -31,7 +32,7 @@ mode = cols[2].selectbox("Mode", context.choices(contexts, "mode", modes=timed, 
                          bind="query-params")  # fmt: skip
 families = context.choices(contexts, "family", modes=(mode,), gpu=gpu, suite=suite)
 family = cols[3].selectbox("Family", [ANY, *families], key="family", bind="query-params")
-data = common.read("leaderboard_cells", suite=suite, mode=mode, gpu=gpu, family=None if family == ANY else family)
+data = common.read(Store.leaderboard_cells, suite=suite, mode=mode, gpu=gpu, family=None if family == ANY else family)
 board = summaries.leaderboard(data)
 if board["table"].empty:
     md = common.md

@@ -8,14 +8,15 @@ import streamlit as st
 
 from pages import _common as common
 from tracker.analysis import context, summaries
+from tracker.store import Store
 
 ALL = "all variants"
 
 common.page_setup()
 st.title("Lineage")
 common.require_runs()
-contexts = common.read("run_contexts")
-families = common.read("variant_families")
+contexts = common.read(Store.run_contexts)
+families = common.read(Store.variant_families)
 c = st.columns([2, 2, 1])
 family = c[0].selectbox("Family", [ALL, *families], key="family", bind="query-params")
 # GPU and suite follow the runs (of the family, when one is chosen), most recently passed first.
@@ -25,7 +26,7 @@ gpu = c[1].selectbox("GPU", gpus or ["CPU"], key="gpu", bind="query-params",
                      help="Geomeans and runs are taken in this suite and GPU")  # fmt: skip
 suites = context.choices(contexts, "suite", gpu=gpu, family=fam, loose=("family",))
 suite = c[2].selectbox("Suite", suites or ["smoke"], key="suite", bind="query-params")
-nodes = common.read("lineage_nodes", family=None if family == ALL else family, suite=suite, gpu=gpu)
+nodes = common.read(Store.lineage_nodes, family=None if family == ALL else family, suite=suite, gpu=gpu)
 tree = summaries.lineage_tree(nodes)
 if tree.empty:
     st.info("No variants" + (f" in family {common.md(family)}." if family != ALL else "."))
@@ -76,7 +77,7 @@ common.table(
 )
 
 # Dead ends: what was tried and rejected, so that it is not tried again unchanged (`run` and `add` warn).
-dead = common.read("dead_ends", families=None if family == ALL else [family])
+dead = common.read(Store.dead_ends, families=None if family == ALL else [family])
 st.subheader("Dead ends")
 if not dead:
     st.caption("No rejected variants" + (f" in family {family}." if family != ALL else "."))

@@ -10,6 +10,7 @@ from pages.ui import charts
 from pages.ui import tables as views
 from tracker.analysis import context, gpustate, summaries
 from tracker.analysis import series as analysis
+from tracker.store import Store
 
 # Change detection is quadratic in the number of runs: the default window keeps the page under a second.
 WINDOWS = {"last 100 runs": 100, "last 200 runs": 200, "last 500 runs": 500, "last 1000 runs": 1000, "all runs": None}
@@ -17,7 +18,7 @@ WINDOWS = {"last 100 runs": 100, "last 200 runs": 200, "last 500 runs": 500, "la
 common.page_setup()
 st.title("Regressions")
 common.require_runs()
-scopes = common.read("history_scopes")
+scopes = common.read(Store.history_scopes)
 families, paths = scopes["family"], scopes["path"]
 
 qp_family, qp_path = st.query_params.get("family"), st.query_params.get("path")
@@ -55,13 +56,13 @@ if wanted:
     st.session_state[key] = wanted
 elif st.session_state.get(key) not in options:
     # The family whose timed runs passed most recently, with at least two of them: a history to show.
-    ranked = context.choices(common.read("run_contexts"), "family", modes=context.TIMED_MODES, min_passed=2,
+    ranked = context.choices(common.read(Store.run_contexts), "family", modes=context.TIMED_MODES, min_passed=2,
                              prefer=None, gpu=common.gpu_filter()) if kind == "Family" else []  # fmt: skip
     st.session_state[key] = next((f for f in ranked if f in options), options[0])
 scope_value = c_value.selectbox(label, options, key=key, on_change=_set_scope)
 scope = {"family": scope_value} if kind == "Family" else {"path": scope_value}
 
-contexts = common.read("history_contexts", **scope)
+contexts = common.read(Store.history_contexts, **scope)
 gpu = common.gpu_filter()
 if gpu is not None:
     contexts = contexts[contexts["gpu"] == gpu]
@@ -83,7 +84,7 @@ gpu_value = ctx["gpu"] if isinstance(ctx["gpu"], str) else None
 
 lineage = {}
 if kind == "Family":  # one line of descent: a variant's runs and its ancestors', never its siblings'
-    nodes = common.read("lineage_nodes", family=scope_value, suite=ctx["suite"], gpu=gpu_value)
+    nodes = common.read(Store.lineage_nodes, family=scope_value, suite=ctx["suite"], gpu=gpu_value)
     leaves = summaries.path_leaves(nodes)
     if leaves:
         names = dict(zip(nodes["sha256"], nodes["variant"], strict=True))
@@ -101,7 +102,7 @@ if runs.empty or not points:
     st.info("No cases recorded along this history.")
     st.stop()
 
-_shared = common.read("shared_device_runs", tuple(runs["run_id"]))
+_shared = common.read(Store.shared_device_runs, tuple(runs["run_id"]))
 if _shared:
     st.warning(
         f"{len(_shared)} run(s) of this history ran on a shared device (other GPU processes or host load): a change "
@@ -109,7 +110,9 @@ if _shared:
     )
 kinds = ("regression", "improvement") if show_improvements else ("regression",)
 _states = gpustate.change_point_notes(
-    changes, points, gpustate.states_by_run_case(common.read("gpu_states", gpustate.change_point_runs(changes, points)))
+    changes,
+    points,
+    gpustate.states_by_run_case(common.read(Store.gpu_states, gpustate.change_point_runs(changes, points))),
 )
 _states = {k: v for k, v in _states.items() if any(cp.kind in kinds for cp in changes[k[0]] if cp.run_id == k[1])}
 if _states:  # a step between two clock states may be the machine's, not the code's

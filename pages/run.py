@@ -11,7 +11,7 @@ from tracker.analysis import margins
 from tracker.analysis import series as analysis
 from tracker.common.jsonfields import parse_flags
 from tracker.common.vocabulary import DEFAULT_WORKLOAD
-from tracker.store import VERDICTS, StoreLockedError, add_verdict, traces_dir
+from tracker.store import VERDICTS, Store, StoreLockedError
 
 PROFILE_KERNEL_COLUMNS = {
     "kernel": st.column_config.TextColumn("kernel", help="Short name; the whole signature is in the last column"),
@@ -41,7 +41,7 @@ st.session_state["id"] = typed
 st.text_input("Run id", key="id", on_change=_to_url, args=("id",), placeholder="a run id or a unique prefix")
 run_id = common.resolve_run(typed)
 find = st.text_input("Search runs", key="run_search", placeholder="variant, path, family, note or run id")
-recent = common.read("run_choices", gpu=common.gpu_filter(), limit=500, search=find or None)
+recent = common.read(Store.run_choices, gpu=common.gpu_filter(), limit=500, search=find or None)
 choices = dict.fromkeys(([run_id] if run_id else []) + recent["run_id"].tolist())
 _rows = {r["run_id"]: r for r in recent.to_dict("records")}
 
@@ -67,7 +67,7 @@ if run_id is None:
     )
     st.stop()
 
-bundle = common.read("run_bundle", run_id)
+bundle = common.read(Store.run_bundle, run_id)
 if bundle is None:  # deleted between the two reads
     st.error(f"No run {run_id} in {common.store()}.")
     st.stop()
@@ -132,7 +132,7 @@ m[1].metric("Cases passed", f"{int(cases['passed'].sum())} / {len(cases)}")
 m[2].metric("Commit", (run.get("git_commit") or "–")[:10] if isinstance(run.get("git_commit"), str) else "–")
 if isinstance(run.get("parent_run"), str) and run["parent_run"]:
     with m[3]:
-        parent = common.read("get_run", run["parent_run"]) or {}  # its name; the id stays in the link and tooltip
+        parent = common.read(Store.get_run, run["parent_run"]) or {}  # its name; the id stays in the link and tooltip
         st.page_link("pages/compare.py", label=f"vs parent {parent.get('variant') or run['parent_run']}",
                      icon=":material/compare_arrows:", help=f"compare with run {run['parent_run']}",
                      query_params={"a": run["parent_run"], "b": run["run_id"]})  # fmt: skip
@@ -164,12 +164,12 @@ with tabs[0]:
         )
         st.caption("Rates use the work per call that the workload records (qr_v2: 4/3 n³ + 2n² + 14n/3 flops per "
                    "matrix, times the batch; a problem folder records none). Residuals are scaled.")  # fmt: skip
-    evidence = common.read("run_evidence", run_id)
+    evidence = common.read(Store.run_evidence, run_id)
     if not evidence.empty:
         st.markdown("**Evidence of failed checks** (the worst matrix; judge it again with `python -m tracker recheck`)")
         common.table(views.evidence_table(evidence), key="evidence")
         for row in evidence.itertuples():
-            blob = common.read("evidence_arrays", run_id, int(row.case_idx)) if row.arrays_bytes else None
+            blob = common.read(Store.evidence_arrays, run_id, int(row.case_idx)) if row.arrays_bytes else None
             if blob:
                 st.download_button(
                     f"Download case {row.case_idx}: input, H, tau (.npz)",
@@ -206,7 +206,7 @@ with tabs[2]:
             common.table(views.ncu_table(bundle["ncu_kernels"]), column_config=PROFILE_KERNEL_COLUMNS)
         for row in bundle["ncu_cases"].itertuples():
             has = isinstance(row.report, str) and row.report  # NULL reads as NaN here
-            kept = f"report {common.code(str(traces_dir(common.store(), run_id) / row.report))}" if has else ""
+            kept = f"report {common.code(str(Store(common.store()).traces_dir(run_id) / row.report))}" if has else ""
             why = f" · {common.md(row.error)}" if isinstance(row.error, str) and row.error else ""
             st.caption(f"case {row.case_idx}: {kept or 'no report'}{why}")
 
@@ -255,7 +255,7 @@ with tabs[6]:
                 st.error("Choose a verdict first.")
             elif submitted:
                 try:
-                    add_verdict(common.store(), run_id, verdict, reason)
+                    Store(common.store()).add_verdict(run_id, verdict, reason)
                 except StoreLockedError:
                     st.error("The store stayed locked by another process; try again in a moment.")
                 except (KeyError, ValueError) as exc:

@@ -11,6 +11,7 @@ import streamlit as st
 from pages import _common as common
 from pages.ui import tables as views
 from tracker.analysis import summaries
+from tracker.store import Store
 
 VISIT_KEY = "kb_since_last_visit"
 VISIT_COOKIE = "kb_since_visit"  # the browser keeps the last visit (Unix seconds) for the next session
@@ -49,7 +50,7 @@ st.iframe(
     height=1,
 )
 when = when.replace(second=0, microsecond=0)  # one cached read per minute
-summary = summaries.since_summary(common.read("since_activity", when))
+summary = summaries.since_summary(common.read(Store.since_activity, when))
 st.caption(f"Since {when:%Y-%m-%d %H:%M} UTC.")
 m = st.columns(5)
 for col, key in zip(m, ("runs", "new_bests", "regressions", "failures", "verdicts"), strict=True):

@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import bench_dashboard  # noqa: E402
 
-from tracker.store import queries  # noqa: E402
+from tracker.store import Store  # noqa: E402
 
 SWITCH_LIMIT_S, FRESH_LIMIT_S = 1.0, 2.0
 # (sidebar label, page title) in the order a session clicks through them; a page's name is its label in lower case
@@ -99,7 +99,7 @@ def wait_done(pg, title: str, timeout_s: float = 60.0) -> None:
 
 def fresh_urls(store: Path) -> list[tuple[str, str, str]]:
     """(name, path with query, title) of each page as a shared link opens it."""
-    runs = queries.list_runs(store, limit=50)
+    runs = Store(store).list_runs(limit=50)
     passed = runs[runs["status"] == "passed"]["run_id"].tolist()
     family = bench_dashboard.FAMILIES[0]
     gpu = bench_dashboard.GPU.replace(" ", "%20")
@@ -163,7 +163,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     store = Path(args.store)
-    if not store.exists() or queries.count_runs(store) != args.runs:
+    if not store.exists() or Store(store).count_runs() != args.runs:
         print(f"building a store of {args.runs:,} runs (bench_dashboard.build_bulk) ...", file=sys.stderr)
         bench_dashboard.build_bulk(store, args.runs, args.variants, 12, 50)
     log = Path(tempfile.gettempdir()) / "kb-bench-browser-streamlit.log"
@@ -174,7 +174,7 @@ def main() -> int:
         proc.terminate()
         proc.wait(timeout=30)
     load = os.getloadavg()[0]
-    print(f"store {store}: {queries.count_runs(store):,} runs · {os.cpu_count()} cores · load {load:.2f}")
+    print(f"store {store}: {Store(store).count_runs():,} runs · {os.cpu_count()} cores · load {load:.2f}")
     print(f"first load of a fresh server (untimed below): {first:.2f} s")
     print(f"\n{'page':<14}{'switch (s)':>11}{'fresh (s)':>11}   median of {args.repeat}, in Chromium")
     ok = True

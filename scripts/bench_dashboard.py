@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from tracker import store as store_mod  # noqa: E402
 from tracker.common.gitinfo import source_hash  # noqa: E402
-from tracker.store import queries  # noqa: E402
+from tracker.store import Store  # noqa: E402
 from tracker.workloads.qr_v2.suites import QR_V2  # noqa: E402
 
 FAMILIES = ["householder", "blocked_wy", "triton_panel", "triton_small", "graphed", "cholqr", "tsqr", "recursive"]
@@ -96,7 +96,7 @@ def records(n_runs: int, n_cases: int, n_samples: int, seed: int = 0):
         }  # fmt: skip
         variant = {"sha256": sha, "name": f"{family}_v{v}", "path": run["path"], "source": source,
                    "first_seen": started}  # fmt: skip
-        yield store_mod.RunRecord(run, variant, rec_cases, samples)
+        yield store_mod.RunRecord(store_mod.RunRow(**run), variant, rec_cases, samples)
 
 
 def build(path: Path, n_runs: int, n_cases: int, n_samples: int) -> None:
@@ -104,7 +104,7 @@ def build(path: Path, n_runs: int, n_cases: int, n_samples: int) -> None:
     for p in (path, Path(f"{path}.wal")):
         p.unlink(missing_ok=True)
     start = time.perf_counter()
-    with store_mod.connect(path) as con:
+    with Store(path).connect() as con:
         for i, rec in enumerate(records(n_runs, n_cases, n_samples), 1):
             store_mod.write_run(con, rec)
             if i % 1000 == 0:
@@ -123,7 +123,7 @@ def build_bulk(path: Path, n_runs: int, n_variants: int, n_cases: int, n_samples
     start = time.perf_counter()
     cases = QR_V2.benchmarks[:n_cases]
     base = BASE_US[:n_cases]
-    with store_mod.connect(path) as con:
+    with Store(path).connect() as con:
         con.execute("SET preserve_insertion_order = false")
         con.execute("CREATE TEMP TABLE fam AS SELECT unnest(?) AS family, generate_subscripts(?, 1) - 1 AS f",
                     [FAMILIES, FAMILIES])  # fmt: skip
@@ -211,7 +211,7 @@ def render_times(store: Path, repeat: int) -> list[tuple[str, float, float]]:
     from streamlit.testing.v1 import AppTest
 
     os.environ["KERNELBEAM_STORE"] = str(store)
-    runs = queries.list_runs(store, limit=200)
+    runs = Store(store).list_runs(limit=200)
     passed = runs[runs["status"] == "passed"]
     ids = {"RUN": passed.iloc[0]["run_id"], "A": passed.iloc[1]["run_id"], "B": passed.iloc[0]["run_id"]}
     last = runs.iloc[0]["started_at"]
@@ -254,7 +254,7 @@ def main() -> int:
     parser.add_argument("--variants", type=int, default=2000, help="with --bulk: number of variants")
     args = parser.parse_args()
     path = Path(args.store)
-    have = queries.count_runs(path) if path.exists() else 0
+    have = Store(path).count_runs() if path.exists() else 0
     if args.rebuild or have != args.runs:
         print(f"building a store of {args.runs:,} runs x {args.cases} cases x {args.samples} samples ...",
               file=sys.stderr)  # fmt: skip
@@ -263,7 +263,7 @@ def main() -> int:
         else:
             build(path, args.runs, args.cases, args.samples)
     size = path.stat().st_size / 2**20
-    print(f"store {path}: {queries.count_runs(path):,} runs, {size:,.0f} MiB")
+    print(f"store {path}: {Store(path).count_runs():,} runs, {size:,.0f} MiB")
     results = render_times(path, args.repeat)
     print(f"\n{'page':<13}{'cold (s)':>10}{'warm (s)':>10}   median of {args.repeat}, server-side (AppTest)")
     for name, cold, warm in results:

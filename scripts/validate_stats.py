@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tracker.analysis.series import case_data, detect_all, history_points  # noqa: E402
 from tracker.analysis.stats import compare_runs  # noqa: E402
-from tracker.store import queries  # noqa: E402
+from tracker.store import Store  # noqa: E402
 
 
 def main() -> int:
@@ -33,12 +33,12 @@ def main() -> int:
     parser.add_argument("--min-effect", type=float, default=0.02)
     args = parser.parse_args()
 
-    contexts = queries.history_contexts(args.store, family=args.family)
+    contexts = Store(args.store).history_contexts(family=args.family)
     if contexts.empty:
         print(f"no timed runs of family {args.family!r} in {args.store}")
         return 1
     suite, gpu = contexts.iloc[0]["suite"], contexts.iloc[0]["gpu"]
-    hist = queries.case_history(args.store, family=args.family, suite=suite, gpu=gpu, last=None)
+    hist = Store(args.store).case_history(family=args.family, suite=suite, gpu=gpu, last=None)
     runs = hist["runs"]
     a_ids = list(runs.loc[runs["variant"] == args.base, "run_id"])
     planted = (runs["variant"] == args.planted) & runs["note"].fillna("").str.contains(args.planted_note, regex=False)
@@ -46,7 +46,7 @@ def main() -> int:
     keep = set(a_ids) | set(b_ids)  # the history of this plant alone: baseline runs, then its planted runs
     hist = {name: frame[frame["run_id"].isin(keep)].reset_index(drop=True) for name, frame in hist.items()}
     runs = hist["runs"]
-    bundles = {r: queries.run_bundle(args.store, r) for r in a_ids + b_ids}
+    bundles = {r: Store(args.store).run_bundle(r) for r in a_ids + b_ids}
     data = {r: case_data(b) for r, b in bundles.items()}
     print(f"{len(a_ids)} A runs ({args.base}), {len(b_ids)} B runs ({args.planted}), suite {suite}, GPU {gpu}")
 

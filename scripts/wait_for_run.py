@@ -12,15 +12,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tracker.store import queries  # noqa: E402
+from tracker.store import Store  # noqa: E402
 
 
 def main() -> int:
     store, variant, since = sys.argv[1], sys.argv[2], float(sys.argv[3])
     deadline = time.monotonic() + (float(sys.argv[4]) if len(sys.argv) > 4 else 60.0)
     while time.monotonic() < deadline:
-        run_id = queries.latest_run_of_variant(store, variant)
-        started = queries.get_run(store, run_id)["started_at"] if run_id else None
+        run_id = Store(store).latest_run_of_variant(variant)
+        started = Store(store).get_run(run_id)["started_at"] if run_id else None
         if started is not None and started.astimezone(UTC) >= datetime.fromtimestamp(since, UTC):
             return 0
         time.sleep(1.0)

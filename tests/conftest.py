@@ -18,6 +18,7 @@ from hypothesis import configuration
 
 from tracker import store as store_mod
 from tracker.common.gitinfo import source_hash
+from tracker.store import Store
 from tracker.workloads.qr_v2.suites import QR_V2, SMOKE
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -185,7 +186,7 @@ def make_record(
                 {"case_idx": i, "kernel": "trailing_update_gemm", "calls": 8, "device_us": 250.0, "self_us": 250.0},
             ]
     variant_row = {"sha256": sha, "name": variant, "path": path, "source": source, "first_seen": started}
-    return store_mod.RunRecord(run, variant_row, rec_cases, samples, prof_cases, prof_kernels)
+    return store_mod.RunRecord(store_mod.RunRow(**run), variant_row, rec_cases, samples, prof_cases, prof_kernels)
 
 
 def kernel_source(name: str, version: int) -> str:
@@ -249,8 +250,8 @@ def build_demo_store(path: Path) -> dict:
         )
     )  # fmt: skip
     for rec in records:
-        assert store_mod.finish_run(path, rec) is None
-    store_mod.add_verdict(path, ids["wy"][1], "promoted", "faster on every shape")
+        assert Store(path).finish_run(rec) is None
+    Store(path).add_verdict(ids["wy"][1], "promoted", "faster on every shape")
     ids.update(
         regressed=ids["householder"][5], before_regression=ids["householder"][4], timeout=ids["householder"][7],
         cpu="cpu00ccccccc", profiled=ids["householder"][4], commits=(old_commit, new_commit),
@@ -284,7 +285,7 @@ def own_demo_store(demo_store, monkeypatch) -> tuple[Path, dict]:
 @pytest.fixture
 def empty_store(tmp_path, monkeypatch) -> Path:
     path = tmp_path / "empty.duckdb"
-    with store_mod.connect(path):
+    with Store(path).connect():
         pass
     monkeypatch.setenv("KERNELBEAM_STORE", str(path))
     return path

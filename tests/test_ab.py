@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tracker.analysis.stats import paired_case
-from tracker.store import queries
+from tracker.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 SESSIONS: dict[str, str] = {}  # pair ids of the sessions recorded by the tests above, for the page test
@@ -53,7 +53,7 @@ def test_a_planted_slowdown_is_detected_and_an_a_a_pair_stays_near_one(store, tm
     SESSIONS["planted"] = doc["pair_id"]
     assert doc["rounds"] == 2 and len(doc["a"]["runs"]) == len(doc["b"]["runs"]) == 2
     assert case["verdict"] == "slower" and case["mark"] == "+" and case["rounds"] == 2 and case["ratio"] > 2, case
-    runs = queries.pair_runs(store, doc["pair_id"])["runs"]
+    runs = Store(store).pair_runs(doc["pair_id"])["runs"]
     assert list(runs["pair_side"]) == ["A", "B", "B", "A"]  # round 2 runs B first
     # A/A: a stored variant by name against itself. Two rounds on a loaded 2-core CPU cannot establish "same" (a
     # first-run effect of ~10% was seen in CI; the A/A statistics belong to the H200, issue 19 item 6), but the
@@ -62,7 +62,7 @@ def test_a_planted_slowdown_is_detected_and_an_a_a_pair_stays_near_one(store, tm
     aa = same["cases"][0]
     assert aa["rounds"] == 2 and 0.8 < aa["ratio"] < 1.25, same["cases"]
     # real CPU runs: the GPU state is left empty and nothing fails for it
-    states = queries.gpu_states(store, doc["a"]["runs"] + same["b"]["runs"])
+    states = Store(store).gpu_states(doc["a"]["runs"] + same["b"]["runs"])
     assert len(states) == 4 and states["sm_mhz_median"].isna().all() and states["throttle"].isna().all()
     # compare of two runs of one session shows the session's paired verdict
     proc = subprocess.run(
@@ -79,7 +79,7 @@ def test_the_compare_page_shows_a_pairs_verdict(store, monkeypatch, tmp_path):
 
     from tests.conftest import open_page
 
-    runs = queries.pair_runs(store, SESSIONS["planted"])["runs"]  # the planted session of the test above
+    runs = Store(store).pair_runs(SESSIONS["planted"])["runs"]  # the planted session of the test above
     a, b = (runs[runs["pair_side"] == side].iloc[0]["run_id"] for side in ("A", "B"))
     monkeypatch.setenv("KERNELBEAM_STORE", str(store))
     monkeypatch.setenv("KERNELBEAM_OWN_STORE", str(tmp_path / "own.duckdb"))

@@ -28,7 +28,7 @@ from pages.ui import tables as views
 from tests.conftest import open_page, open_url
 from tracker import store as store_mod
 from tracker.capture import envinfo, jobs
-from tracker.store import queries
+from tracker.store import Store
 from tracker.store.transfer import export_runs
 
 APP = str(ROOT / "app.py")
@@ -88,7 +88,7 @@ def test_experiments_one_row_per_variant_with_best_and_latest(demo_store):
     }
     wy0 = df[df["variant"] == "wy_v0"].iloc[0]
     assert wy0["best run"] == f"run?id={ids['wy'][0]}" and wy0["latest run"] == f"run?id={ids['wy'][0]}"
-    assert wy0["best geomean (µs)"] == pytest.approx(queries.get_run(path, ids["wy"][0])["geomean_us"])
+    assert wy0["best geomean (µs)"] == pytest.approx(Store(path).get_run(ids["wy"][0])["geomean_us"])
     timeout = df[df["variant"] == "householder_v7"].iloc[0]
     assert timeout["latest"] == "timeout" and math.isnan(timeout["best geomean (µs)"]) and timeout["passed"] == 0
     failed = df[df["variant"] == "wy_v2"].iloc[0]
@@ -204,15 +204,15 @@ def test_progress_points_downsampled_draw_the_same_best_line(tmp_path):
 
     path = tmp_path / "bulk.duckdb"
     bench_dashboard.build_bulk(path, 20_000, 40, 2, 2)
-    full = queries.progress_points(path)
-    few = queries.progress_points(path, max_points=1000)
+    full = Store(path).progress_points()
+    few = Store(path).progress_points(max_points=1000)
     assert len(full) > 18_000 and len(few) < len(full) / 3 and set(few["run_id"]) <= set(full["run_id"])
     assert (few["context_runs"] == len(full)).all()
     assert set(few["family"]) == set(full["family"])
     a, b = charts_mod.best_so_far(full), charts_mod.best_so_far(few)
     assert a["run_id"].tolist() == b["run_id"].tolist() and a["best_us"].tolist() == b["best_us"].tolist()
     assert few["geomean_us"].max() == full["geomean_us"].max()  # the extremes of the cloud stay
-    assert len(queries.progress_points(path, max_points=len(full))) == len(full)  # under the cap: every run
+    assert len(Store(path).progress_points(max_points=len(full))) == len(full)  # under the cap: every run
 
 
 @pytest.mark.parametrize(
@@ -237,7 +237,7 @@ def test_experiments_search_is_literal_and_safe(demo_store, text, expected):
     else:
         assert not find_tables(at, "variants")
         assert "No runs match" in texts(at.info)
-    assert queries.count_runs(path) == 14
+    assert Store(path).count_runs() == 14
 
 
 def test_experiments_shares_search_in_url(demo_store):
@@ -254,7 +254,7 @@ def test_run_page_cases_samples_profile_source_env(demo_store):
     assert not at.error
     cases = table(at, "cases")
     assert len(cases) == 12 and set(cases["ok"]) == {"pass"}
-    raw = queries.case_results(path, ids["profiled"])
+    raw = Store(path).case_results(ids["profiled"])
     row, rec = cases.iloc[3], raw.iloc[3]
     flops = rec["batch"] * (4 / 3 * rec["n"] ** 3 + 2 * rec["n"] ** 2 + 14 * rec["n"] / 3)
     assert row["GFLOP/s"] == pytest.approx(flops / (rec["mean_us"] * 1e3))
@@ -275,10 +275,10 @@ def test_run_page_cases_samples_profile_source_env(demo_store):
     assert kernels.columns[-1] == "full name" and kernels.iloc[0]["full name"] == "householder_panel_kernel"
     env = next(v for cols, v in frames.items() if cols == ("field", "value")).set_index("field")["value"]
     assert env["gpu"] == H200
-    started = queries.get_run(path, ids["profiled"])["started_at"]
+    started = Store(path).get_run(ids["profiled"])["started_at"]
     assert env["started at"] == f"{started:%Y-%m-%d %H:%M:%S}" and env["finished at"]  # to the second
     assert "O'Brien" in texts(at.markdown)
-    geomean = views.fmt_us(queries.get_run(path, ids["profiled"])["geomean_us"])
+    geomean = views.fmt_us(Store(path).get_run(ids["profiled"])["geomean_us"])
     assert [m.value for m in at.metric][:2] == [f"{geomean} µs", "12 / 12"]
 
 
@@ -351,7 +351,7 @@ def test_verdict_form_writes_and_shows_in_experiments(own_demo_store):
     at.text_input(key="verdict_reason").input("slower on 640x512 dense")
     at.button(key="verdict_submit").click().run()
     assert not at.exception and "Recorded: rejected" in texts(at.success)
-    bundle = queries.run_bundle(path, ids["householder"][9])
+    bundle = Store(path).run_bundle(ids["householder"][9])
     assert bundle["verdicts"].iloc[0]["verdict"] == "rejected"
     at.switch_page("pages/experiments.py").run()
     df = table(at, "variants")
@@ -440,8 +440,8 @@ def test_compare_git_diff_between_commits(demo_store, tmp_path):
             f"git{k}dddddddd", variant="k", source=kernel.read_text() + f"# {k}\n", path=str(kernel),
             family="git", started=T0, means=list(BASE_US), commit=commit, seed=50 + k,
         )  # fmt: skip
-        rec.run["git_repo"] = str(repo)
-        assert store_mod.finish_run(path, rec) is None
+        rec.run.git_repo = str(repo)
+        assert Store(path).finish_run(rec) is None
     at = open_page("pages/compare.py", a="git0dddddddd", b="git1dddddddd")
     # The recorded git_repo is data and never used: the diff comes once the user names the repository.
     assert not [c for c in at.code if c.language == "diff" and "diff --git" in c.value]
@@ -548,7 +548,7 @@ def test_benchmark_starts_a_cpu_job_and_links_the_run(own_demo_store):
     assert job.spec["suite"] == "smoke" and job.spec["cases"] == [0, 1] and job.spec["request"]["trigger"] == "ui"
     final = jobs.wait(job, timeout=120)
     assert final["state"] == "finished" and final["status"] == "passed", jobs.log_tail(job)
-    run = queries.get_run(path, final["run_id"])
+    run = Store(path).get_run(final["run_id"])
     assert run["trigger"] == "ui" and run["family"] == "reference" and run["gpu"] == "CPU"
     at = open_page("pages/benchmark.py")  # a reload finds the job on disk
     assert "finished: **passed**" in texts(at.success)
@@ -571,7 +571,7 @@ def test_job_cancel_records_a_cancelled_run(own_demo_store):
     assert not at.exception and job.cancel_file.exists()
     final = jobs.wait(job, timeout=60)
     assert final["state"] == "finished" and final["status"] == "cancelled"
-    assert queries.get_run(path, final["run_id"])["status"] == "cancelled"
+    assert Store(path).get_run(final["run_id"])["status"] == "cancelled"
 
 
 def test_a_first_call_without_progress_is_said_long_before_the_compile_budget_ends(own_demo_store, tmp_path):
@@ -660,7 +660,7 @@ def test_empty_store_is_seeded_from_samples(demo_store, tmp_path, monkeypatch):
     at = open_page()
     assert "Seeded 3 runs" in texts(at.sidebar.success)
     assert set(table(at, "variants")["variant"]) == {"wy_v0", "wy_v1", "wy_v2"}
-    assert queries.count_runs(fresh) == 3
+    assert Store(fresh).count_runs() == 3
 
 
 def test_store_from_script_argument(demo_store, monkeypatch):
@@ -708,7 +708,7 @@ def test_tracker_run_writes_while_pages_render(demo_store):
     assert "running" in seen  # the page read the store between the run's two writes
     at.switch_page("pages/experiments.py").run()
     assert "geqrf_reference" in set(table(at, "variants")["variant"])
-    assert queries.get_run(path, summary["run_id"])["status"] == "passed"
+    assert Store(path).get_run(summary["run_id"])["status"] == "passed"
 
 
 # ----------------------------------------------------------------------------------- the shipped samples
@@ -726,9 +726,9 @@ def test_fresh_store_shows_the_shipped_h200_runs(tmp_path, monkeypatch):
     monkeypatch.setenv("KERNELBEAM_OWN_STORE", str(store))
     at = open_page()
     assert f"Seeded {expected} runs" in texts(at.sidebar.success) and not at.error
-    assert queries.count_runs(store) == expected
+    assert Store(store).count_runs() == expected
     assert len(table(at, "variants")) >= 1 and charts(at)
-    runs = queries.list_runs(store)
+    runs = Store(store).list_runs()
     timed = runs[(runs["status"] == "passed") & runs["geomean_us"].notna()]
     a, b = timed.iloc[-1]["run_id"], timed.iloc[0]["run_id"]  # the oldest and the newest timed run
     at = open_page("pages/run.py", id=b)
@@ -752,8 +752,8 @@ def test_latest_geomean_is_the_latest_runs_own(tmp_path, monkeypatch):
     for i, status in enumerate(("passed", "timeout")):  # the latest run (a timeout) has no geomean
         rec = make_record(f"lat{i}", variant="v", source=src, path="kernels/v.py", family=None,
                           started=T0 + timedelta(hours=i), means=BASE_US, status=status)  # fmt: skip
-        store_mod.finish_run(store, rec)
-    df = queries.variant_table(store)
+        Store(store).finish_run(rec)
+    df = Store(store).variant_table()
     assert df.loc[0, "latest_run"] == "lat1" and math.isnan(df.loc[0, "latest_geomean_us"])
     assert df.loc[0, "best_geomean_us"] > 0
 
@@ -769,7 +769,7 @@ def _with_new_runs(path: Path) -> None:
         rec = make_record(f"mine{i}aaaaaaa", variant=f"mine_v{i}", source=src + f"# {i}\n", path=f"kernels/mine{i}.py",
                           family="mine", started=later + timedelta(minutes=i), means=means, suite="smoke", mode=mode,
                           gpu="CPU")  # fmt: skip
-        assert store_mod.finish_run(path, rec) is None
+        assert Store(path).finish_run(rec) is None
 
 
 def test_pages_open_on_a_context_with_runs(demo_store):
@@ -803,7 +803,7 @@ def test_leaderboard_without_timed_runs_on_the_newest_gpu(tmp_path, monkeypatch)
         rec = make_record(run_id, variant=f"v_{run_id}", source=src + run_id, path=f"kernels/{run_id}.py", family=None,
                           started=when, means=BASE_US if mode == "benchmark" else None, mode=mode, gpu=gpu,
                           suite="qr_v2" if gpu == H200 else "smoke")  # fmt: skip
-        store_mod.finish_run(path, rec)
+        Store(path).finish_run(rec)
     monkeypatch.setenv("KERNELBEAM_STORE", str(path))
     at = open_page("pages/leaderboard.py")
     assert at.selectbox(key="gpu").options == [H200] and list(at.dataframe[0].value["variant"]) == ["v_h1"]
@@ -848,7 +848,7 @@ def test_regressions_follow_one_line_of_descent(tmp_path, monkeypatch):
         rec = make_record(run_id, variant=name, source=f"# {name}\n", path=f"kernels/{name}.py", family="fam",
                           started=T0 + timedelta(hours=k), means=[b * factor for b in BASE_US], parent=parent,
                           seed=k)  # fmt: skip
-        assert store_mod.finish_run(path, rec) is None
+        assert Store(path).finish_run(rec) is None
     monkeypatch.setenv("KERNELBEAM_STORE", str(path))
     at = open_url("pages/regressions.py", family="fam")
     leaf = at.selectbox(key="reg_leaf")
@@ -872,7 +872,7 @@ def test_compare_says_what_it_compares(demo_store, tmp_path):
                       started=T0 + timedelta(days=3), means=full)  # fmt: skip
     rec.cases[:] = [c for c in rec.cases if c["case_idx"] in (0, 3)]
     rec.samples[:] = [s for s in rec.samples if s[0] in (0, 3)]
-    assert store_mod.finish_run(path, rec) is None
+    assert Store(path).finish_run(rec) is None
     at = open_url("pages/compare.py", a=ids["before_regression"], b="part0aaaaaaa")
     info = texts(at.info)
     assert "2 of 12 cases are timed in both runs" in info and "10 only in A, 0 only in B" in info
@@ -881,7 +881,7 @@ def test_compare_says_what_it_compares(demo_store, tmp_path):
     assert folded == [r"Source diff of householder\_v4 and part"]  # markdown, the name escaped
     test_run = make_record("test0aaaaaaa", variant="t", source="# t\n", path="kernels/t.py", family=None,
                            started=T0 + timedelta(days=3, hours=1), means=None, mode="test")  # fmt: skip
-    assert store_mod.finish_run(path, test_run) is None
+    assert Store(path).finish_run(test_run) is None
     at = open_url("pages/compare.py", a="test0aaaaaaa", b=ids["before_regression"])
     assert "A is a test run" in texts(at.info) and "no case has timings in both" in texts(at.info)
 
@@ -897,7 +897,7 @@ def test_verdict_form_has_no_preselected_verdict_and_parent_by_name(own_demo_sto
     at = open_url("pages/run.py", id=ids["householder"][5])
     assert at.radio(key="verdict_choice").value is None
     at.button(key="verdict_submit").click().run()
-    assert "Choose a verdict first." in texts(at.error) and queries.run_bundle(path, ids["householder"][5])[
+    assert "Choose a verdict first." in texts(at.error) and Store(path).run_bundle(ids["householder"][5])[
         "verdicts"].empty  # fmt: skip
     links = [el.proto.label for el in at.get("page_link")]
     assert "vs parent householder_v4" in links

@@ -71,7 +71,7 @@ def _imports(path: Path, module: str) -> list[tuple[int, str]]:
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
-            # `from tracker.store import queries` imports the submodule tracker.store.queries
+            # `from tracker.store import connection` imports the submodule tracker.store.connection
             found += [(node.lineno, f"{target}.{alias.name}") for alias in node.names]
     return [(line, name) for line, name in found if name.split(".")[0] in ("tracker", "pages", "app")]
 
@@ -118,7 +118,7 @@ def test_no_import_cycles_between_modules() -> None:
             if target and target != module and not module.startswith(target + "."):
                 deps.add(target)
         graph[module] = deps
-    # Packages re-export their submodules (tracker.store -> tracker.store.db): an edge into a package's own
+    # Packages re-export their submodules (tracker.store -> tracker.store.connection): an edge into a package's own
     # children is not a cycle worth reporting, so drop parent -> child edges before the search.
     for module in graph:
         graph[module] = {d for d in graph[module] if not d.startswith(module + ".")}

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tracker.capture.runner import RunRequest, run_variant
-from tracker.store import queries
+from tracker.store import Store
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -55,7 +55,7 @@ def bench(tmp_path_factory):
             path=str(copy), suite="smoke", mode="benchmark", cases=[0], store=str(store), timeout=150, parent=parent
         )
     )
-    assert other.status == "passed", other.record.run["error"]
+    assert other.status == "passed", other.record.run.error
     return {"store": store, "proc": proc, "b": other.run_id}
 
 
@@ -89,21 +89,21 @@ def test_run_json_prints_one_object_with_the_documented_keys(bench):
 
 def test_every_sample_is_kept_and_the_stats_are_theirs(bench):
     store, run_id = bench["store"], json.loads(bench["proc"].stdout)["run_id"]
-    (case,) = queries.case_results(store, run_id).to_dict("records")
-    times = queries.run_samples(store, run_id)["time_us"].tolist()
+    (case,) = Store(store).case_results(run_id).to_dict("records")
+    times = Store(store).run_samples(run_id)["time_us"].tolist()
     assert len(times) == case["runs"]
     assert case["mean_us"] == pytest.approx(sum(times) / len(times))
     assert case["best_us"] == min(times) and case["worst_us"] == max(times)
     std = math.sqrt(sum((t - case["mean_us"]) ** 2 for t in times) / (len(times) - 1))
     assert case["std_us"] == pytest.approx(std) and case["err_us"] == pytest.approx(std / math.sqrt(len(times)))
     assert case["inputs"] == 4 and case["kind"] == "benchmark"
-    run = queries.get_run(store, run_id)
+    run = Store(store).get_run(run_id)
     assert run["family"] == "ref" and run["note"] == "baseline run" and run["trigger"] == "cli"
 
 
 def test_profile_rows_and_the_trace_file_are_kept(bench):
     store, run_id = bench["store"], json.loads(bench["proc"].stdout)["run_id"]
-    bundle = queries.run_bundle(store, run_id)
+    bundle = Store(store).run_bundle(run_id)
     (prof,) = bundle["profile_cases"].to_dict("records")
     assert prof["case_idx"] == 0 and prof["host_us"] > 0
     assert Path(prof["trace_path"]).is_file()
@@ -123,7 +123,7 @@ def test_list_json_has_the_documented_keys(bench):
     assert [r["run_id"] for r in runs] == [bench["b"], a]  # newest first
     assert {r["variant"] for r in runs} == {"geqrf_reference", "geqrf_copy"}
     assert runs[1]["started_at"] < runs[0]["started_at"]
-    assert queries.get_run(bench["store"], bench["b"])["parent_run"] == a
+    assert Store(bench["store"]).get_run(bench["b"])["parent_run"] == a
     text = cli("list", "--store", str(bench["store"]))
     assert text.returncode == 0 and bench["b"] in text.stdout and "geqrf_copy" in text.stdout
 
@@ -160,7 +160,7 @@ def test_verdict_is_recorded(bench):
         "run_id": bench["b"],
         "verdict": "rejected",
     }
-    bundle = queries.run_bundle(store, bench["b"])
+    bundle = Store(store).run_bundle(bench["b"])
     assert bundle["verdicts"][["verdict", "reason"]].values.tolist() == [["rejected", "no faster"]]
     bad = cli("verdict", bench["b"], "wonderful", "--store", store)
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
@@ -223,7 +223,7 @@ def test_bad_input_exits_2_with_a_clear_message_and_no_traceback(bench, tmp_path
     assert words in proc.stderr
     assert "Traceback" not in proc.stderr
     assert proc.stdout == ""
-    assert len(queries.list_runs(bench["store"])) == 2  # nothing was recorded
+    assert len(Store(bench["store"]).list_runs()) == 2  # nothing was recorded
 
 
 def test_repeated_case_numbers_are_refused_or_recorded_once(tmp_path):
@@ -235,7 +235,7 @@ def test_repeated_case_numbers_are_refused_or_recorded_once(tmp_path):
         return
     doc = json.loads(proc.stdout)
     assert doc["side_file"] is None, proc.stderr
-    assert queries.get_run(store, doc["run_id"])["status"] == "passed"
+    assert Store(store).get_run(doc["run_id"])["status"] == "passed"
 
 
 def test_parent_may_be_a_run_id_prefix_or_a_variant_name_and_is_stored_as_the_full_run_id(tmp_path):
@@ -244,7 +244,7 @@ def test_parent_may_be_a_run_id_prefix_or_a_variant_name_and_is_stored_as_the_fu
     first = cli_json("run", REFERENCE, *base)["run_id"]
     by_prefix = cli_json("run", REFERENCE, *base, "--parent", first[:6])["run_id"]
     by_name = cli_json("run", REFERENCE, *base, "--parent", "geqrf_reference")["run_id"]
-    assert queries.get_run(store, by_prefix)["parent_run"] == first  # the full id, not the prefix
-    assert queries.get_run(store, by_name)["parent_run"] == by_prefix  # the variant's newest run
+    assert Store(store).get_run(by_prefix)["parent_run"] == first  # the full id, not the prefix
+    assert Store(store).get_run(by_name)["parent_run"] == by_prefix  # the variant's newest run
     proc = cli("run", REFERENCE, *base, "--parent", "no_such_variant")
     assert proc.returncode == 2 and "nor a variant with runs there" in proc.stderr

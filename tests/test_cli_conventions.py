@@ -21,7 +21,7 @@ from tracker.capture.progress import TerminalBar
 from tracker.capture.runner import RunRequest, run_variant
 from tracker.cli.common import time_column, time_unit
 from tracker.cli.main import build_parser, main
-from tracker.store import MIGRATIONS, SCHEMA_VERSION, connect, migrate, queries
+from tracker.store import MIGRATIONS, SCHEMA_VERSION, Store, migrate
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -79,7 +79,7 @@ def test_tables_use_scaled_units_and_json_stays_in_microseconds(demo_store, caps
         assert col in header, header
     assert main(["show", run_id, "--json", "--store", str(path)]) == 0
     doc = json.loads(capsys.readouterr().out)
-    stored = queries.case_results(path, run_id)
+    stored = Store(path).case_results(run_id)
     assert [c["mean_us"] for c in doc["cases"]] == pytest.approx(stored["mean_us"].tolist())
     assert {"median_us", "std_us", "err_us"} <= set(doc["cases"][0])
 
@@ -106,7 +106,7 @@ def test_migration_v3_fills_the_median_of_older_runs_from_their_samples(tmp_path
             "VALUES ('r1', 0, 's', 'benchmark', true, 4.0)"
         )
         con.executemany("INSERT INTO samples VALUES ('r1', 0, ?, ?)", [[i, t] for i, t in enumerate([1, 2, 3, 10])])
-    with connect(path) as con:
+    with Store(path).connect() as con:
         assert migrate(con) == SCHEMA_VERSION
         assert con.execute("SELECT median_us FROM case_results").fetchone()[0] == 2.5
 
@@ -124,7 +124,7 @@ def test_a_real_run_reports_repetitions_within_a_case_and_records_the_median(tmp
         ),
         events.append,
     )
-    assert outcome.status == "passed", outcome.record.run["error"]
+    assert outcome.status == "passed", outcome.record.run.error
     reps = [e for e in events if e["event"] == "rep"]
     assert reps, "no progress within the case"
     done = [e["done"] for e in reps]
@@ -133,7 +133,7 @@ def test_a_real_run_reports_repetitions_within_a_case_and_records_the_median(tmp
     assert len(reps) <= case["runs"]  # throttled: never more events than repetitions
     samples = [t for (_, _, t) in outcome.record.samples]
     assert case["median_us"] == pytest.approx(statistics.median(samples))
-    assert queries.case_results(tmp_path / "runs.duckdb", outcome.run_id)["median_us"][0] == pytest.approx(
+    assert Store(tmp_path / "runs.duckdb").case_results(outcome.run_id)["median_us"][0] == pytest.approx(
         statistics.median(samples)
     )
 

@@ -13,7 +13,7 @@ import duckdb
 import pytest
 
 from tracker.cli.main import main
-from tracker.store import SCHEMA_VERSION, connect, queries
+from tracker.store import SCHEMA_VERSION, Store
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -281,7 +281,7 @@ def test_an_internal_error_is_one_line_with_a_hint_and_exit_1(capsys, demo_store
     def broken(*args, **kwargs):
         raise ZeroDivisionError("division by zero")
 
-    monkeypatch.setattr(queries, "list_runs", broken)  # a bug in a read, not a stand-in for the product
+    monkeypatch.setattr(Store, "list_runs", broken)  # a bug in a read, not a stand-in for the product
     rc, out, err = call(capsys, "list", "--store", str(path))
     assert rc == 1 and err.startswith("error: internal error: ZeroDivisionError") and "KERNELBEAM_DEBUG=1" in err
     assert "Traceback" not in err
@@ -297,7 +297,7 @@ def test_a_value_or_key_error_of_ours_is_an_internal_error_not_bad_input(capsys,
     def broken(*args, **kwargs):
         raise error
 
-    monkeypatch.setattr(queries, "list_runs", broken)  # a bug in a read: not the user's input
+    monkeypatch.setattr(Store, "list_runs", broken)  # a bug in a read: not the user's input
     rc, out, err = call(capsys, "list", "--store", str(path))
     assert rc == 1 and err.startswith(f"error: internal error: {type(error).__name__}"), err
 
@@ -306,7 +306,7 @@ def test_a_good_store_still_reads_after_the_checks(capsys, demo_store):
     path, ids = demo_store
     rc, out, err = call(capsys, "list", "--store", str(path))
     assert rc == 0 and ids["householder"][0] in out
-    with connect(path, read_only=True) as con:
+    with Store(path).connect(read_only=True) as con:
         assert con.execute("SELECT max(version) FROM schema_version").fetchone()[0] == SCHEMA_VERSION
 
 

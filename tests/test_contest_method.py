@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tracker.store import queries
+from tracker.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -133,7 +133,7 @@ def run(tmp_path: Path, behaviour: str, source: str, *extra: str) -> tuple[subpr
 
 
 def stored(store: Path, run_id: str) -> dict:
-    return queries.run_bundle(store, run_id)
+    return Store(store).run_bundle(run_id)
 
 
 def test_a_good_harness_report_is_the_run_with_its_method_and_harness_hashes(tmp_path):

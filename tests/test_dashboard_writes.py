@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import ROOT, open_page
 from tracker.capture import envinfo, jobs
-from tracker.store import queries
+from tracker.store import Store
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -63,7 +63,7 @@ def test_on_another_store_the_verdict_form_is_read_only(demo_store):
     assert "not this dashboard's own store" in texts(at.info)
     assert "verdict_submit" not in _buttons(at) and not at.get("form")
     assert _fingerprint(path) == before
-    assert queries.run_bundle(path, run_id)["verdicts"].empty
+    assert Store(path).run_bundle(run_id)["verdicts"].empty
 
 
 def test_on_another_store_the_benchmark_page_is_read_only(demo_store):

@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import open_page, open_url
-from tracker import store as store_mod
 from tracker.capture import devicelock
-from tracker.store import queries
+from tracker.store import Store
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -67,8 +66,8 @@ def test_two_runs_on_one_device_wait_for_each_other_and_the_queue_shows_it(tmp_p
     out_a, err_a = first.communicate(timeout=120)
     out_b, err_b = second.communicate(timeout=120)
     assert first.returncode == 0 and second.returncode == 0, err_a + err_b
-    run_a = queries.get_run(store_a, queries.list_runs(store_a)["run_id"][0])
-    run_b = queries.get_run(store_b, queries.list_runs(store_b)["run_id"][0])
+    run_a = Store(store_a).get_run(Store(store_a).list_runs()["run_id"][0])
+    run_b = Store(store_b).get_run(Store(store_b).list_runs()["run_id"][0])
     assert f"waiting for device cpu (held by pid {first.pid}, run {run_a['run_id']})" in err_b
     # The compile time the progress shows is the run's compile_s, not the wait for the device before it.
     shown = float(re.search(r"^compiled \(([\d.]+) s\)", err_b, re.M).group(1))
@@ -83,7 +82,7 @@ def test_a_run_records_the_device_and_host_load_at_start_and_end(tmp_path, lock_
     store = tmp_path / "s.duckdb"
     proc = _tracker(store, dict(lock_env, KB_CALL_SLEEP="0"), "--cases", "0")
     proc.communicate(timeout=120)
-    run = queries.get_run(store, queries.list_runs(store)["run_id"][0])
+    run = Store(store).get_run(Store(store).list_runs()["run_id"][0])
     start, end = json.loads(run["device_load_start"]), json.loads(run["device_load_end"])
     for load in (start, end):
         assert len(load["loadavg"]) == 3 and load["cores"] == os.cpu_count()
@@ -117,12 +116,12 @@ def test_compare_and_regressions_warn_about_a_shared_device(demo_store):
     from tests.conftest import T0, make_record  # the demo store's record builder
 
     path, ids = demo_store
-    base = queries.get_run(path, ids["householder"][9])
+    base = Store(path).get_run(ids["householder"][9])
     rec = make_record("shared0aaaaa", variant="householder_v10", source="x = 1\n", path=base["path"],
                       family="householder", started=T0.replace(day=2), means=[20.0] * 12, seed=5)  # fmt: skip
-    rec.run["shared_device"] = True
-    assert store_mod.finish_run(path, rec) is None
-    assert queries.shared_device_runs(path, [ids["householder"][9], "shared0aaaaa"]) == ["shared0aaaaa"]
+    rec.run.shared_device = True
+    assert Store(path).finish_run(rec) is None
+    assert Store(path).shared_device_runs([ids["householder"][9], "shared0aaaaa"]) == ["shared0aaaaa"]
     at = open_page("pages/compare.py", a=ids["householder"][9], b="shared0aaaaa")
     assert any("B ran on a shared device" in w.value for w in at.warning), [w.value for w in at.warning]
     at = open_url("pages/regressions.py", family="householder")

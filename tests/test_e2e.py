@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from tracker.capture import jobs
-from tracker.store import queries
+from tracker.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 SHOTS = Path(os.environ.get("KERNELBEAM_SCREENSHOTS_DIR") or Path(tempfile.gettempdir()) / "kernelbeam-screenshots")
@@ -273,7 +273,7 @@ def test_every_page_and_a_shared_compare_url(server, page):
     # follow the compare link of that regression (the table is a canvas: take the link the page was given)
     from tracker.analysis import series as analysis
 
-    hist = queries.case_history(path, family="householder", suite="qr_v2", gpu="NVIDIA H200")
+    hist = Store(path).case_history(family="householder", suite="qr_v2", gpu="NVIDIA H200")
     points = analysis.history_points(hist)
     link = analysis.regression_table(analysis.detect_all(points), points, hist["runs"]).iloc[0]["compare"]
     goto(page, f"{base}/{link}")
@@ -334,7 +334,7 @@ def test_start_a_cpu_smoke_run_from_the_browser(shared_server, shared_page):
     shot(page, "benchmark-finished")
     (job,) = jobs.list_jobs(path)
     run_id = jobs.status(job)["run_id"]
-    assert queries.get_run(path, run_id)["status"] == "passed"
+    assert Store(path).get_run(run_id)["status"] == "passed"
     page.get_by_text(f"open run {run_id}").first.click()
     settle(page)
     assert f"id={run_id}" in page.url and "geqrf_reference" in page.get_by_test_id("stMain").inner_text()

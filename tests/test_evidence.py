@@ -21,7 +21,7 @@ from tracker import store as store_mod
 from tracker.capture import envinfo
 from tracker.capture.evidence import pack, unpack
 from tracker.capture.runner import RunRequest, run_variant
-from tracker.store import queries
+from tracker.store import Store
 from tracker.store.transfer import export_runs, import_runs
 from tracker.workloads.qr_v2 import checks, numerics
 from tracker.workloads.qr_v2.inputs import generate
@@ -112,10 +112,10 @@ def test_verdicts_and_residuals_do_not_depend_on_the_kernels_settings(blocked):
 @pytest.mark.parametrize("mode", ["test", "benchmark"])
 def test_a_kernel_that_turns_tf32_on_at_import_passes_the_smoke_suite(tmp_path, mode):
     store, outcome = run(tmp_path, "tf32_geqrf.py", mode)
-    assert outcome.status == "passed", outcome.record.run["error"]
+    assert outcome.status == "passed", outcome.record.run.error
     assert len(outcome.record.cases) == (9 if mode == "test" else 4)
     assert all(c["passed"] for c in outcome.record.cases)
-    assert queries.run_evidence(store, outcome.run_id).empty
+    assert Store(store).run_evidence(outcome.run_id).empty
 
 
 # ------------------------------------------------------------------------------------------------ evidence
@@ -126,12 +126,12 @@ def test_a_repetition_that_fails_keeps_its_evidence_shown_and_rechecked(tmp_path
     assert outcome.status == "failed"
     case = outcome.record.cases[0]
     assert case["message"].startswith("repetition 1: factor gate failed on matrix 1 of input 1")
-    ev = queries.run_evidence(store, outcome.run_id).to_dict("records")
+    ev = Store(store).run_evidence(outcome.run_id).to_dict("records")
     assert len(ev) == 1
     row = ev[0]
     assert (row["case_idx"], row["repetition"], row["input_idx"], row["matrix_idx"], row["n"]) == (1, 1, 1, 1, 48)
     assert row["factor_res"] > checks.FACTOR_TOL and row["orth_res"] < checks.ORTH_TOL
-    arrays = unpack(queries.evidence_arrays(store, outcome.run_id, 1))
+    arrays = unpack(Store(store).evidence_arrays(outcome.run_id, 1))
     assert arrays["a"].shape == arrays["h"].shape == (48, 48) and arrays["tau"].shape == (48,)
     assert arrays["a"].dtype == np.float32
     # the kept input is the case's input 1, matrix 1; H is its factorization with the planted error
@@ -162,20 +162,20 @@ def test_a_repetition_that_fails_keeps_its_evidence_shown_and_rechecked(tmp_path
 
 def test_a_first_pass_failure_in_test_mode_keeps_evidence_and_travels_with_export(tmp_path):
     store, outcome = run(tmp_path, "wrong_r.py", "test", cases=[0, 2])
-    ev = queries.run_evidence(store, outcome.run_id)
+    ev = Store(store).run_evidence(outcome.run_id)
     assert ev["case_idx"].tolist() == [0, 2] and ev["repetition"].tolist() == [-1, -1]
     assert ev["matrix_idx"].tolist() == [1, 1] and ev["input_idx"].tolist() == [0, 0]
     out = tmp_path / "export"
     export_runs(store, out, [outcome.run_id])
     other = tmp_path / "other.duckdb"
     assert import_runs(other, out) == 1
-    assert queries.evidence_arrays(other, outcome.run_id, 2) == queries.evidence_arrays(store, outcome.run_id, 2)
+    assert Store(other).evidence_arrays(outcome.run_id, 2) == Store(store).evidence_arrays(outcome.run_id, 2)
     assert cli("recheck", outcome.run_id, "--store", str(other)).returncode == 0
 
 
 def test_a_nan_output_keeps_the_matrix_it_is_in(tmp_path):
     store, outcome = run(tmp_path, "returns_nan.py", "test", cases=[0])
-    row = queries.run_evidence(store, outcome.run_id).iloc[0]
+    row = Store(store).run_evidence(outcome.run_id).iloc[0]
     assert row["matrix_idx"] == 0 and row["repetition"] == -1
     report = json.loads(cli("recheck", outcome.run_id, "--store", str(store), "--json").stdout)
     assert report["cases"][0]["conclusion"] == "the kernel's output is wrong"
@@ -201,7 +201,7 @@ def _inconsistent_record(run_id: str) -> store_mod.RunRecord:
 
 def test_recheck_says_the_checker_disagreed_when_the_evidence_passes(tmp_path):
     store = tmp_path / "forced.duckdb"
-    assert store_mod.finish_run(store, _inconsistent_record("forced000001")) is None
+    assert Store(store).finish_run(_inconsistent_record("forced000001")) is None
     proc = cli("recheck", "forced000001", "--store", str(store))
     assert proc.returncode == 1
     assert "the tracker's checker disagreed" in proc.stdout and "repetition 7" in proc.stdout
@@ -219,8 +219,8 @@ def test_evidence_survives_the_pending_side_file(tmp_path):
 def test_run_page_shows_the_evidence_with_a_download(tmp_path, monkeypatch):
     store = tmp_path / "page.duckdb"
     rec = _inconsistent_record("page00000001")
-    rec.run["finished_at"] = T0 + timedelta(minutes=1)
-    assert store_mod.finish_run(store, rec) is None
+    rec.run.finished_at = T0 + timedelta(minutes=1)
+    assert Store(store).finish_run(rec) is None
     empty = tmp_path / "no-samples"
     empty.mkdir()
     monkeypatch.setenv("KERNELBEAM_SAMPLES_DIR", str(empty))

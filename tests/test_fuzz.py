@@ -22,8 +22,8 @@ from streamlit.testing.v1 import AppTest
 from test_safety import fingerprint
 from test_store import make_run
 
-from tracker import store as store_mod
 from tracker.capture import envinfo
+from tracker.store import Store
 from tracker.store.transfer import export_runs, import_runs
 from tracker.store.validate import InvalidImport
 
@@ -56,10 +56,10 @@ def base(tmp_path_factory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("fuzz")
     src, target = root / "src.duckdb", root / "target.duckdb"
     for rec in (make_run("fuzz00000001"), make_run("fuzz00000002", source="# v2\n")):
-        assert store_mod.finish_run(src, rec) is None
-    store_mod.add_verdict(src, "fuzz00000001", "promoted", "ok")
+        assert Store(src).finish_run(rec) is None
+    Store(src).add_verdict("fuzz00000001", "promoted", "ok")
     export_runs(src, root / "export")
-    assert store_mod.finish_run(target, make_run("mine00000001")) is None
+    assert Store(target).finish_run(make_run("mine00000001")) is None
     return root / "export", target
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from tracker.capture.runner import RunRequest, run_variant
 from tracker.common.gitinfo import EMPTY, capture_git, diff_commits, source_hash
-from tracker.store import queries
+from tracker.store import Store
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -93,8 +93,8 @@ def _run(path: Path, store: Path):
     outcome = run_variant(
         RunRequest(path=str(path), suite="smoke", mode="test", cases=[0], store=str(store), timeout=90)
     )
-    assert outcome.status == "passed", outcome.record.run["error"]
-    return queries.run_bundle(store, outcome.run_id)
+    assert outcome.status == "passed", outcome.record.run.error
+    return Store(store).run_bundle(outcome.run_id)
 
 
 def test_a_run_in_a_repository_records_its_git_state_and_source(repo, tmp_path):

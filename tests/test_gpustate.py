@@ -17,11 +17,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import BASE_US, T0, kernel_source, make_record
-from tracker import store as store_mod
 from tracker.capture import gpustate
 from tracker.capture.evidence import FIRST_PASS
 from tracker.capture.runner import RunRequest, judge
-from tracker.store import queries
+from tracker.store import Store
 from tracker.store.schema import GPU_STATE_COLUMNS
 from tracker.store.validate import InvalidImport, check_record
 
@@ -128,7 +127,7 @@ def stored(tmp_path_factory) -> Path:
                     {3: state(1500.0)} if after else {})
         )  # fmt: skip
     for record in records:
-        assert store_mod.finish_run(path, record) is None
+        assert Store(path).finish_run(record) is None
     return path
 
 
@@ -155,7 +154,7 @@ def test_regressions_name_a_change_point_whose_sides_ran_at_different_clocks(sto
 def test_the_run_page_table_shows_the_state_beside_the_timings(stored):
     from pages.ui.tables import run_case_table
 
-    table = run_case_table(queries.run_bundle(stored, "hot000000001")["cases"])
+    table = run_case_table(Store(stored).run_bundle("hot000000001")["cases"])
     cols = list(table.columns)
     assert cols.index("SM MHz") == cols.index("runs") + 1 and "throttle" in cols
     row = table.iloc[3]
@@ -169,7 +168,7 @@ def test_exports_keep_the_state_and_imports_check_it(stored, tmp_path):
     home = tmp_path / "home.duckdb"
     proc = cli("import", str(out), "--store", str(home))
     assert proc.returncode == 0, proc.stderr
-    states = queries.gpu_states(home, ["hot000000001"])
+    states = Store(home).gpu_states(["hot000000001"])
     assert states.iloc[3]["throttle"] == "sw-power-cap,sw-thermal" and states.iloc[3]["sm_mhz_median"] == 1410.0
     bad = _record("badstate0001", T0, BASE_US, {0: state(throttle="turbo")})
     with pytest.raises(InvalidImport, match="throttle"):

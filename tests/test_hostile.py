@@ -22,9 +22,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, T0, host_processes, make_record, wait_no_process
-from tracker import store as store_mod
 from tracker.capture import sandbox
-from tracker.store import queries
+from tracker.store import Store
 
 pytestmark = [
     pytest.mark.timeout(240),
@@ -46,7 +45,7 @@ def world(tmp_path, monkeypatch):
         "earlier00001", variant="earlier", source="# earlier\n", path="kernels/earlier.py", family="f",
         started=T0, means=[10.0] * 12,
     )  # fmt: skip
-    store_mod.finish_run(store, record)
+    Store(store).finish_run(record)
     canary = tmp_path / "canary"
     canary.mkdir()
     locks = tmp_path / "locks"
@@ -56,10 +55,10 @@ def world(tmp_path, monkeypatch):
 
 def _snapshot(store: Path) -> dict:
     """Every run as text (NaN compares equal to itself there)."""
-    runs = queries.list_runs(store)
+    runs = Store(store).list_runs()
     return {
         run_id: json.dumps(
-            [queries.get_run(store, run_id), queries.case_results(store, run_id).to_dict("records")],
+            [Store(store).get_run(run_id), Store(store).case_results(run_id).to_dict("records")],
             default=str,
             sort_keys=True,
         )
@@ -91,12 +90,12 @@ def _assert_store_kept(world: dict, run_id: str) -> None:
     assert set(after) == set(world["before"]) | {run_id}
     for old, value in world["before"].items():
         assert after[old] == value
-    assert store_mod.pending_run_ids(world["store"]) == set()
+    assert Store(world["store"]).pending_run_ids() == set()
     assert list(world["canary"].iterdir()) == []
 
 
 def _log(world: dict, run_id: str) -> str:
-    return queries.get_run(world["store"], run_id)["log_tail"] or ""
+    return Store(world["store"]).get_run(run_id)["log_tail"] or ""
 
 
 def _flags(doc: dict) -> set[str]:
@@ -157,7 +156,7 @@ def test_the_record_cannot_be_rewritten_destroyed_or_forged_and_no_code_can_be_p
     assert log.count("KB-HOSTILE-BLOCKED") == 9, log
     assert not Path(site, "kb_planted.pth").exists() and not (ROOT / "tracker" / "kb_planted.py").exists()
     assert not any(p.is_symlink() for p in world["locks"].iterdir())
-    assert queries.get_run(world["store"], doc["run_id"])["sandbox"].startswith("bubblewrap")
+    assert Store(world["store"]).get_run(doc["run_id"])["sandbox"].startswith("bubblewrap")
 
 
 def test_a_daemon_the_kernel_double_forks_with_setsid_and_an_empty_environment_dies_with_the_run(world):
@@ -346,7 +345,7 @@ def test_a_hack_in_a_helper_module_is_recorded_and_scanned(world):
     _kernel(world, "import time\ntime.perf_counter = lambda: 0.0\n", name="kb_helper.py")
     kernel = _kernel(world, "import kb_helper\n\ndef custom_kernel(data):\n    return torch.geqrf(data)\n")
     doc = _run(world, kernel)
-    run = queries.get_run(world["store"], doc["run_id"])
+    run = Store(world["store"]).get_run(doc["run_id"])
     assert "kb_helper.py" in json.loads(run["helper_sources"])
     assert any("kb_helper.py" in f["message"] for f in doc["flags"]), doc["flags"]
 

@@ -32,8 +32,8 @@ from tracker import store as store_mod
 from tracker.capture import envinfo, evidence
 from tracker.cli.main import main
 from tracker.common.gitinfo import capture_git, diff_commits
-from tracker.store import validate
-from tracker.store.db import save_side_file
+from tracker.store import Store, validate
+from tracker.store.sidefiles import save_side_file
 from tracker.store.transfer import export_runs, import_runs
 from tracker.store.validate import InvalidImport
 from tracker.variants.register import file_snapshots
@@ -67,7 +67,7 @@ def exported(tmp_path: Path, *records: store_mod.RunRecord) -> Path:
     """An export folder made by the real export from a store written through the tracker's write path."""
     store = tmp_path / "source.duckdb"
     for rec in records:
-        assert store_mod.finish_run(store, rec) is None
+        assert Store(store).finish_run(rec) is None
     folder = tmp_path / "export"
     export_runs(store, folder)
     return folder
@@ -138,7 +138,7 @@ def test_the_cli_refuses_with_one_error_line_and_the_store_is_unchanged(tmp_path
     folder = exported(tmp_path, record("good00000001"))
     corrupt(folder, "samples", "time_us", float("nan"), row=3)
     target = tmp_path / "target.duckdb"
-    assert store_mod.finish_run(target, record("mine00000001", source="y = 2\n")) is None
+    assert Store(target).finish_run(record("mine00000001", source="y = 2\n")) is None
     before = target.read_bytes()
     proc = cli("import", str(folder), "--store", str(target))
     assert proc.returncode == 2, proc.stderr
@@ -172,14 +172,14 @@ def test_per_run_bounds_over_all_tables(tmp_path, monkeypatch):
 
 def test_a_side_file_with_bad_values_is_kept_out_of_the_store(tmp_path):
     store = tmp_path / "s.duckdb"
-    assert store_mod.finish_run(store, record("first0000001")) is None
+    assert Store(store).finish_run(record("first0000001")) is None
     bad = record("nanrun000001", source="z = 3\n")
     bad.samples[0] = (0, 0, float("nan"))
     future = record("future000001", source="w = 4\n", started_at="2099-05-05 00:00:00+00:00")
     good = record("okrun0000001", source="q = 5\n")
     for rec in (bad, future, good):
         save_side_file(store, rec, "the store stayed locked")
-    result = store_mod.flush_pending(store)
+    result = Store(store).flush_pending()
     assert result.written == ["okrun0000001"]
     why = {side.stem: reason for side, reason in result.unreadable}
     assert "time_us" in why["nanrun000001"] and "not a finite number" in why["nanrun000001"]
@@ -279,7 +279,7 @@ def test_imported_strings_render_as_text_on_the_run_and_compare_pages(tmp_path, 
         problem="qr_v2", flags=flags, git_commit="a" * 40, git_repo=f"/r {MD_PAYLOAD}", git_branch=MD_PAYLOAD,
     )  # fmt: skip
     b = record("mdrun0000002", source="x = 2\n", gpu=f"GPU {MD_PAYLOAD}")
-    b.variant["name"] = b.run["variant"] = "v[x](https://evil.example/v)"
+    b.variant["name"] = b.run.variant = "v[x](https://evil.example/v)"
     folder = exported(tmp_path, a, b)
     store = tmp_path / "imported.duckdb"
     assert import_runs(store, folder) == 2
@@ -298,7 +298,7 @@ def test_imported_strings_render_as_text_on_the_run_and_compare_pages(tmp_path, 
 def test_malformed_json_already_in_a_store_breaks_neither_page_nor_show(tmp_path, monkeypatch, capsys):
     """A store written before import checked JSON columns: the tracker's own write path takes anything."""
     store = tmp_path / "old.duckdb"
-    assert store_mod.finish_run(store, record("badflags0001", flags='{"not": "a list"')) is None
+    assert Store(store).finish_run(record("badflags0001", flags='{"not": "a list"')) is None
     monkeypatch.setenv("KERNELBEAM_STORE", str(store))
     at = open_page("pages/run.py", id="badflags0001")
     assert any("flags are not readable" in str(e.value) for e in at.warning)
@@ -309,7 +309,7 @@ def test_malformed_json_already_in_a_store_breaks_neither_page_nor_show(tmp_path
 def test_terminal_control_sequences_never_reach_the_terminal(tmp_path, capsys):
     ansi = "\x1b[31mRED\x1b[0m\x1b[2J\x1b]0;pwned-title\x07\x1b]8;;https://evil.example\x1b\\click\x1b]8;;\x1b\\\x9b1A"
     rec = record("ansi00000001", gpu=f"GPU {ansi}", error=f"boom {ansi}\nsecond line", note=ansi)
-    rec.variant["name"] = rec.run["variant"] = f"v{ansi}"
+    rec.variant["name"] = rec.run.variant = f"v{ansi}"
     rec.cases[0].update(passed=False, message=f"bad {ansi}")
     folder = exported(tmp_path, rec)
     store = tmp_path / "imported.duckdb"

@@ -21,7 +21,7 @@ from tests.conftest import wait_no_process, wait_process
 from tracker.capture.progress import ProgressState
 from tracker.capture.runner import RunRequest, run_variant
 from tracker.common.processes import descendants
-from tracker.store import queries, read_side_file
+from tracker.store import Store, read_side_file
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -100,15 +100,15 @@ def test_kill_9_of_the_tracker_ends_the_worker_which_keeps_what_it_finished(tmp_
     assert _wait_gone(tree) == []
     side = list((tmp_path / "s.duckdb.pending").glob("*.json"))
     assert len(side) == 1
-    saved = {"run": read_side_file(side[0]).run}  # signed by the tracker, which wrote it after each case
-    assert saved["run"]["status"] == "crashed" and saved["run"]["error"] == "the tracker process went away"
+    saved = read_side_file(side[0]).run  # signed by the tracker, which wrote it after each case
+    assert saved.status == "crashed" and saved.error == "the tracker process went away"
     # `import` with no folders brings it in; the first case's pass is kept
     out = subprocess.run([sys.executable, "-m", "tracker", "import", "--store", str(store)], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)  # fmt: skip
     assert out.returncode == 0 and "wrote 1 pending" in out.stderr, out.stderr
-    run = queries.get_run(store, saved["run"]["run_id"])
+    run = Store(store).get_run(saved.run_id)
     assert run["status"] == "crashed" and run["error"] == "the tracker process went away"
-    cases = queries.case_results(store, run["run_id"]).sort_values("case_idx")
+    cases = Store(store).case_results(run["run_id"]).sort_values("case_idx")
     assert cases["passed"].tolist() == [True, False]
     assert _workdirs(private_tmp) == []
 
@@ -121,10 +121,10 @@ def test_sigterm_of_the_tracker_stops_the_worker_and_records_the_run(tmp_path, p
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=60)
     assert _wait_gone(tree) == []
-    run_id = queries.list_runs(store)["run_id"][0]
-    run = queries.get_run(store, run_id)
+    run_id = Store(store).list_runs()["run_id"][0]
+    run = Store(store).get_run(run_id)
     assert run["status"] == "cancelled" and run["error"] == "the tracker was stopped by SIGTERM"
-    assert queries.case_results(store, run_id).sort_values("case_idx")["passed"].tolist() == [True, False]
+    assert Store(store).case_results(run_id).sort_values("case_idx")["passed"].tolist() == [True, False]
     assert _workdirs(private_tmp) == []
 
 
@@ -132,8 +132,8 @@ def test_every_process_a_kernel_starts_ends_with_the_run(tmp_path, private_tmp):
     req = RunRequest(path=str(VARIANTS / "spawns_children.py"), suite="smoke", mode="test", cases=[0],
                      store=str(tmp_path / "s.duckdb"), timeout=60)  # fmt: skip
     outcome = run_variant(req)
-    assert outcome.status == "passed", outcome.record.run["error"]
-    assert re.search(r"KB-CHILDREN (\d+) (\d+) (\d+)", outcome.record.run["log_tail"])
+    assert outcome.status == "passed", outcome.record.run.error
+    assert re.search(r"KB-CHILDREN (\d+) (\d+) (\d+)", outcome.record.run.log_tail)
     for seconds in ("1000", "1001", "1002"):  # the plain child, the double-forked daemon, the setsid child
         assert wait_no_process("sleep", seconds, seconds=5) == []
     assert _workdirs(private_tmp) == []
@@ -144,7 +144,7 @@ def test_a_non_daemon_thread_does_not_turn_a_finished_run_into_a_timeout(tmp_pat
     req = RunRequest(path=str(VARIANTS / "nondaemon_thread.py"), suite="smoke", mode="test", cases=[0, 1],
                      store=str(tmp_path / "s.duckdb"), timeout=60)  # fmt: skip
     outcome = run_variant(req)
-    assert outcome.status == "passed", outcome.record.run["error"]
+    assert outcome.status == "passed", outcome.record.run.error
     assert time.monotonic() - start < 40
 
 
@@ -176,15 +176,15 @@ def test_compilation_has_its_own_budget_and_the_timeout_covers_the_timed_work(tm
     outcome = run_variant(
         RunRequest(path=slow, suite="smoke", mode="test", cases=[0], store=store, timeout=3), on_event=follow
     )
-    assert outcome.status == "passed", outcome.record.run["error"]
-    assert outcome.record.run["compile_s"] >= 5
+    assert outcome.status == "passed", outcome.record.run.error
+    assert outcome.record.run.compile_s >= 5
     assert phases == ["starting", "compiling", "running"]
-    assert queries.get_run(store, outcome.run_id)["compile_s"] >= 5
+    assert Store(store).get_run(outcome.run_id)["compile_s"] >= 5
     # a compile budget shorter than the import: failed (not a timeout), with the log tail
     outcome = run_variant(
         RunRequest(path=slow, suite="smoke", mode="test", cases=[0], store=store, timeout=60, compile_timeout=2)
     )
-    run = queries.get_run(store, outcome.run_id)
+    run = Store(store).get_run(outcome.run_id)
     assert run["status"] == "failed" and run["error"].startswith("compiling took longer than 2 s")
     assert run["log_tail"] is not None
     assert _workdirs(private_tmp) == []
@@ -207,7 +207,7 @@ def test_a_first_call_whose_build_fails_is_a_compile_failure(tmp_path, private_t
     req = RunRequest(path=str(VARIANTS / "build_fails.py"), suite="smoke", mode=mode, cases=[0, 1],
                      store=str(tmp_path / "s.duckdb"), timeout=60)  # fmt: skip
     outcome = run_variant(req)
-    run = queries.get_run(req.store, outcome.run_id)
+    run = Store(req.store).get_run(outcome.run_id)
     assert run["status"] == "failed"
     assert run["error"].startswith("compile failed: custom_kernel raised RuntimeError: Error building extension")
     assert "Error building extension" in run["log_tail"]
@@ -229,5 +229,5 @@ def test_after_sigterm_no_further_run_of_the_session_starts(tmp_path, private_tm
     time.sleep(2.0)  # into the first run's hang
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 128 + signal.SIGTERM
-    runs = queries.list_runs(store)
+    runs = Store(store).list_runs()
     assert runs["status"].tolist() == ["cancelled"] and runs["variant"].tolist() == ["hangs_second"]

@@ -8,10 +8,9 @@ import json
 from datetime import timedelta
 
 from tests.conftest import T0, kernel_source, make_record, open_page
-from tracker import store as store_mod
 from tracker.analysis.margins import gate_margins
 from tracker.cli.main import main
-from tracker.store import queries
+from tracker.store import Store
 from tracker.workloads.qr_v2.gates import FACTOR_TOL
 
 
@@ -26,13 +25,13 @@ def _store(tmp_path):
     ]  # fmt: skip
     edgy[1].cases[3]["factor_res"] = 0.6 * FACTOR_TOL  # one seed of one case came close
     for rec in (base, *edgy):
-        assert store_mod.finish_run(path, rec) is None
-    return path, base.run["variant_sha256"], edgy[0].run["variant_sha256"]
+        assert Store(path).finish_run(rec) is None
+    return path, base.run.variant_sha256, edgy[0].run.variant_sha256
 
 
 def test_margins_take_the_worst_run_and_flag_within_a_factor_2(tmp_path):
     path, base, edgy = _store(tmp_path)
-    m = gate_margins(queries.gate_residuals(str(path)))
+    m = gate_margins(Store(str(path)).gate_residuals())
     assert m[edgy]["near"] and not m[base]["near"]
     c = m[edgy]["closest"]
     assert (c["gate"], c["case_idx"], c["runs"]) == ("factor_res", 3, 2) and c["ratio"] == 0.6

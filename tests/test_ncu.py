@@ -15,10 +15,9 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, make_record
 
-from tracker import store as store_mod
 from tracker.capture import ncu, ncu_pass, runner
 from tracker.cli.main import main
-from tracker.store import queries, transfer
+from tracker.store import Store, transfer
 
 SECTIONS_METRICS = {
     "gpu__time_duration.sum": 12_500.0,
@@ -190,7 +189,7 @@ def test_a_run_without_ncu_says_so_and_goes_on(tmp_path):
     assert summary["status"] == "passed"
     assert "ncu: no Nsight Compute profile: ncu is not installed here" in done.stderr
     assert "no Nsight Compute profile: ncu is not installed here" in summary["warnings"]
-    found = queries.ncu_profile(store, summary["run_id"])
+    found = Store(store).ncu_profile(summary["run_id"])
     assert found["cases"].empty and found["kernels"].empty
 
 
@@ -210,14 +209,14 @@ def _profiled_record(run_id: str):
 
 def test_the_profile_goes_through_the_store_export_import_and_show(tmp_path, capsys):
     src, dst = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
-    assert store_mod.finish_run(src, _profiled_record("ncurun00001")) is None
-    report = store_mod.traces_dir(src, "ncurun00001") / "ncu-case0.ncu-rep"
+    assert Store(src).finish_run(_profiled_record("ncurun00001")) is None
+    report = Store(src).traces_dir("ncurun00001") / "ncu-case0.ncu-rep"
     report.parent.mkdir(parents=True)
     report.write_bytes(b"NVIDIA report bytes\x00\x01")
     assert transfer.export_runs(src, tmp_path / "out", ["ncurun00001"]) == 1
     assert (tmp_path / "out" / "ncu" / "ncurun00001" / "ncu-case0.ncu-rep").read_bytes() == report.read_bytes()
     assert transfer.import_runs(dst, tmp_path / "out") == 1
-    moved = store_mod.traces_dir(dst, "ncurun00001") / "ncu-case0.ncu-rep"
+    moved = Store(dst).traces_dir("ncurun00001") / "ncu-case0.ncu-rep"
     assert moved.read_bytes() == report.read_bytes()
 
     assert main(["show", "ncurun00001", "--store", str(dst), "--json"]) == 0
@@ -245,7 +244,7 @@ def test_import_refuses_a_report_name_that_is_a_path(tmp_path):
     src = tmp_path / "a.duckdb"
     rec = _profiled_record("ncurun00002")
     rec.ncu_cases[0]["report"] = "../../etc/passwd"
-    assert store_mod.finish_run(src, rec) is None
+    assert Store(src).finish_run(rec) is None
     transfer.export_runs(src, tmp_path / "out", ["ncurun00002"])
     with pytest.raises(ValueError, match="column report has the invalid value '../../etc/passwd'"):
         transfer.import_runs(tmp_path / "b.duckdb", tmp_path / "out")
@@ -255,7 +254,7 @@ def test_the_run_page_shows_the_profile(tmp_path, monkeypatch):
     from conftest import open_page
 
     store = tmp_path / "page.duckdb"
-    assert store_mod.finish_run(store, _profiled_record("ncurun00003")) is None
+    assert Store(store).finish_run(_profiled_record("ncurun00003")) is None
     monkeypatch.setenv("KERNELBEAM_STORE", str(store))
     at = open_page("pages/run.py", id="ncurun00003")
     assert not at.error
@@ -287,4 +286,4 @@ def test_the_benchmark_checkbox_asks_for_ncu(own_demo_store, monkeypatch):
     assert job.spec["request"]["ncu"] is True and job.spec["ncu"] is True
     final = jobs.wait(job, timeout=120)
     assert final["status"] == "passed", jobs.log_tail(job)
-    assert "no Nsight Compute profile" in queries.get_run(path, final["run_id"])["warnings"]
+    assert "no Nsight Compute profile" in Store(path).get_run(final["run_id"])["warnings"]

@@ -325,7 +325,7 @@ def test_experiments_offers_the_problem_when_the_store_holds_several(dashboard):
 
 def test_benchmark_page_runs_a_kernel_against_a_chosen_problem_folder(dashboard):
     from tracker.capture import jobs
-    from tracker.store import queries
+    from tracker.store import Store
 
     at = open_page("pages/benchmark.py")
     problem = at.selectbox(key="bm_problem")
@@ -341,7 +341,7 @@ def test_benchmark_page_runs_a_kernel_against_a_chosen_problem_folder(dashboard)
     assert job.spec["request"]["problem"] == str(runs_folder(dashboard, "vecadd"))
     final = jobs.wait(job, timeout=200)
     assert final["state"] == "finished" and final["status"] == "passed", jobs.log_tail(job)
-    assert queries.get_run(dashboard, final["run_id"])["problem"] == "vecadd"
+    assert Store(dashboard).get_run(final["run_id"])["problem"] == "vecadd"
     with pytest.raises(ValueError, match="not a folder directly under the problems folder"):
         jobs.start_job(dashboard, "vadd_ok.py", suite="smoke", problem="../kernels")
     with pytest.raises(ValueError, match="not a problem folder"):

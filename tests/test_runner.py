@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import wait_no_process
 from tracker.capture.runner import RunOutcome, RunRequest, run_variant
-from tracker.store import queries
+from tracker.store import Store
 from tracker.workloads import get_workload
 from tracker.workloads.qr_v2.suites import SMOKE, hidden_seed
 
@@ -41,14 +41,14 @@ def _alive(pid: int) -> bool:
 def assert_recorded(store: Path, outcome: RunOutcome) -> dict:
     """The store holds exactly what the runner reported, and no run of the store is left 'running'."""
     assert outcome.pending is None
-    run = queries.get_run(store, outcome.run_id)
+    run = Store(store).get_run(outcome.run_id)
     assert run is not None
     assert run["status"] == outcome.status != "running"
     assert run["finished_at"] is not None
-    cases = queries.case_results(store, outcome.run_id).to_dict("records")
+    cases = Store(store).case_results(outcome.run_id).to_dict("records")
     want = sorted((c["case_idx"], bool(c["passed"]), c.get("message") or "") for c in outcome.record.cases)
     assert sorted((c["case_idx"], bool(c["passed"]), c["message"] or "") for c in cases) == want
-    assert queries.list_runs(store)["status"].ne("running").all()
+    assert Store(store).list_runs()["status"].ne("running").all()
     return run
 
 
@@ -64,12 +64,12 @@ def run(tmp_path: Path, variant: str | Path, *, cases=(0,), mode="test", timeout
 
 def test_contest_file_runs_unmodified_with_its_output_captured_and_a_hidden_seed(tmp_path):
     outcome, run_row = run(tmp_path, "contest_print.py", cases=(0, 8), seed=7, family="fam", note="a note")
-    assert outcome.status == "passed", outcome.record.run["error"]
+    assert outcome.status == "passed", outcome.record.run.error
     assert [c["passed"] for c in outcome.record.cases] == [True, True]
     assert "KB-MARKER imported" in run_row["log_tail"]
     assert "KB-MARKER called (4, 16, 16)" in run_row["log_tail"]
     # the hidden seed transformed every case seed
-    cases = queries.case_results(tmp_path / "runs.duckdb", outcome.run_id)
+    cases = Store(tmp_path / "runs.duckdb").case_results(outcome.run_id)
     assert cases["seed"].tolist() == [hidden_seed(SMOKE.tests[0].seed, 7), hidden_seed(SMOKE.tests[8].seed, 7)]
     assert cases["case_name"].tolist() == ["dense", "mixed"]
     assert cases["factor_res"].notna().all() and cases["orth_res"].notna().all()
@@ -79,7 +79,7 @@ def test_contest_file_runs_unmodified_with_its_output_captured_and_a_hidden_seed
     assert run_row["torch"] and run_row["python"] and run_row["host"]
     assert run_row["warnings"] is None and pd.isna(run_row["geomean_us"])  # test mode is not timed
     source = (VARIANTS / "contest_print.py").read_text()
-    bundle = queries.run_bundle(tmp_path / "runs.duckdb", outcome.run_id)
+    bundle = Store(tmp_path / "runs.duckdb").run_bundle(outcome.run_id)
     assert bundle["source"] == source
 
 

@@ -26,7 +26,7 @@ from tests.conftest import open_page
 from tracker import store as store_mod
 from tracker.capture import envinfo, jobs
 from tracker.common.gitinfo import diff_commits, safe_repo_path
-from tracker.store import queries
+from tracker.store import Store
 from tracker.store.transfer import export_runs, import_runs
 from tracker.store.validate import InvalidImport
 
@@ -92,7 +92,7 @@ def test_a_commit_that_looks_like_an_option_never_reaches_git(tmp_path, repo, mo
     a.run.update(git_commit=f"--output={target}", git_repo=str(repo), path=str(repo / "k.py"))
     b.run.update(git_commit=head, git_repo=str(repo), path=str(repo / "k.py"))
     for rec in (a, b):
-        assert store_mod.finish_run(store, rec) is None
+        assert Store(store).finish_run(rec) is None
     monkeypatch.setenv("KERNELBEAM_STORE", str(store))
     monkeypatch.chdir(repo)  # the page also tries the working directory's repository
     at = open_page("pages/compare.py", a="evil00000001", b="good00000002")
@@ -135,7 +135,7 @@ def test_option_looking_values_from_the_benchmark_form_are_recorded_verbatim(tmp
     )  # fmt: skip
     st = jobs.wait(job, timeout=240)
     assert st["state"] == "finished" and st["status"] == "passed", jobs.log_tail(job)
-    run = queries.get_run(store, st["run_id"])
+    run = Store(store).get_run(st["run_id"])
     assert run["note"] == note and run["family"] == family
     assert job.spec["request"]["note"] == note and job.spec["request"]["family"] == family
 
@@ -153,9 +153,9 @@ def exported(tmp_path) -> tuple[Path, Path]:
     """An export folder of two runs, and a store with one run of its own (to see that nothing changes)."""
     source, folder, target = tmp_path / "src.duckdb", tmp_path / "export", tmp_path / "target.duckdb"
     for rec in (make_run("aaaa00000001"), make_run("aaaa00000002", source="# v2\n")):
-        assert store_mod.finish_run(source, rec) is None
+        assert Store(source).finish_run(rec) is None
     export_runs(source, folder)
-    assert store_mod.finish_run(target, make_run("mine00000001")) is None
+    assert Store(target).finish_run(make_run("mine00000001")) is None
     return folder, target
 
 
@@ -240,7 +240,7 @@ def test_a_mistyped_store_path_is_not_created(tmp_path, monkeypatch):
 
 def test_a_store_of_a_newer_schema_is_refused(demo_store, monkeypatch):
     path, _ = demo_store
-    with store_mod.connect(path) as con:
+    with Store(path).connect() as con:
         con.execute("INSERT INTO schema_version VALUES (999, now())")
     before = fingerprint(path)
     at = open_page()
@@ -314,25 +314,25 @@ def test_a_run_whose_store_and_side_folder_vanish_mid_run_goes_to_the_fallback(t
     assert side.parent == tmp_path / "state" / "kernelbeam" / "pending" and side.is_file()
     assert str(side) in err and "Traceback" not in err
     assert summary["record"]["run"]["run_id"] == summary["run_id"]
-    assert store_mod.read_side_file(side).run["status"] == "passed"
+    assert store_mod.read_side_file(side).run.status == "passed"
     assert not [p for p in side.parent.iterdir() if p.suffix == ".tmp"]
     # where the message says: copy it next to the store (now at moved/) and import
     moved = tmp_path / "moved" / "s.duckdb"
-    store_mod.pending_dir(moved).mkdir(exist_ok=True)  # it holds the run's checkpoint, which the copy replaces
-    shutil.copy(side, store_mod.pending_dir(moved))
-    assert store_mod.flush_pending(moved).written == [summary["run_id"]]
-    assert queries.get_run(moved, summary["run_id"])["status"] == "passed"
+    Store(moved).pending_dir.mkdir(exist_ok=True)  # it holds the run's checkpoint, which the copy replaces
+    shutil.copy(side, Store(moved).pending_dir)
+    assert Store(moved).flush_pending().written == [summary["run_id"]]
+    assert Store(moved).get_run(summary["run_id"])["status"] == "passed"
 
 
 def test_unreadable_side_files_are_kept_and_reported(tmp_path):
     store = tmp_path / "s.duckdb"
-    folder = store_mod.pending_dir(store)
+    folder = Store(store).pending_dir
     folder.mkdir()
     good = store_mod.side_text(make_run("good00000001"))
     (folder / "broken000001.json").write_text(good.replace("good00000001", "broken000001")[:-40])  # cut off
     (folder / "good00000001.json").write_text(good)
     flushed = store_mod.FlushResult()
-    assert store_mod.finish_run(store, make_run("next00000001"), flushed=flushed) is None
+    assert Store(store).finish_run(make_run("next00000001"), flushed=flushed) is None
     assert flushed.written == ["good00000001"]
     assert [p.name for p, _ in flushed.unreadable] == ["broken000001.json"]
     assert "signature does not match" in flushed.unreadable[0][1]
@@ -351,12 +351,12 @@ def test_unreadable_side_files_are_kept_and_reported(tmp_path):
 
 READER = """
 import os, sys
-from tracker.store import queries
+from tracker.store import Store
 store, stop, run_id = sys.argv[1:4]
 n = 0
 while not os.path.exists(stop):
-    queries.list_runs(store)
-    queries.run_bundle(store, run_id)
+    Store(store).list_runs()
+    Store(store).run_bundle(run_id)
     n += 1
     if n == 1:
         print("reading", flush=True)
@@ -369,7 +369,7 @@ from test_store import make_run
 from tracker import store as s
 record = make_run(sys.argv[2])
 t0 = time.monotonic()
-pending = s.finish_run(sys.argv[1], record)
+pending = s.Store(sys.argv[1]).finish_run(record)
 print(json.dumps({"wait_s": time.monotonic() - t0, "pending": str(pending.path) if pending else None}))
 """
 
@@ -404,7 +404,7 @@ def test_readers_back_to_back_do_not_starve_writers(demo_store, tmp_path):
           f"reads per reader {reads}")  # fmt: skip
     assert all(r["pending"] is None for r in results), results
     assert {f"stress{k:08d}" for k in range(4)} <= run_ids(path)
-    assert not store_mod.pending_dir(path).exists() or not list(store_mod.pending_dir(path).iterdir())
+    assert not Store(path).pending_dir.exists() or not list(Store(path).pending_dir.iterdir())
     assert min(reads) >= 2  # the readers kept reading
 
 
@@ -416,15 +416,15 @@ def test_a_run_waiting_in_a_side_file_shows_pending_and_is_not_reaped(tmp_path, 
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     record = make_run("wait00000001", pid=gone.pid)
-    store_mod.start_run(store, record)
+    Store(store).start_run(record)
     with held(store):
-        pending = store_mod.finish_run(store, record, retry_seconds=0.3)
+        pending = Store(store).finish_run(record, retry_seconds=0.3)
     assert pending is not None and pending.path.is_file()
-    run = queries.get_run(store, "wait00000001")
+    run = Store(store).get_run("wait00000001")
     assert run["status"] == "pending" and run["side_file"] == str(pending.path)
-    assert queries.list_runs(store).set_index("run_id").loc["wait00000001", "status"] == "pending"
-    store_mod.add_verdict(store, "wait00000001", "inconclusive", "any write opens the store as a writer")
-    with store_mod.connect(store, read_only=True) as con:  # the reaper left it alone
+    assert Store(store).list_runs().set_index("run_id").loc["wait00000001", "status"] == "pending"
+    Store(store).add_verdict("wait00000001", "inconclusive", "any write opens the store as a writer")
+    with Store(store).connect(read_only=True) as con:  # the reaper left it alone
         assert con.execute("SELECT status FROM runs WHERE run_id = 'wait00000001'").fetchone()[0] == "running"
     monkeypatch.setenv("KERNELBEAM_STORE", str(store))
     at = open_page("pages/run.py", id="wait00000001")
@@ -434,8 +434,8 @@ def test_a_run_waiting_in_a_side_file_shows_pending_and_is_not_reaped(tmp_path, 
         cwd=ROOT, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert "pending" in show.stdout and str(pending.path) in show.stdout
-    assert store_mod.flush_pending(store).written == ["wait00000001"]
-    assert queries.get_run(store, "wait00000001")["status"] == "passed"
+    assert Store(store).flush_pending().written == ["wait00000001"]
+    assert Store(store).get_run("wait00000001")["status"] == "passed"
     assert counts(store)["runs"] == 1
 
 
@@ -443,7 +443,7 @@ def test_a_run_whose_process_is_gone_shows_crashed_on_the_run_page(tmp_path, mon
     store = tmp_path / "s.duckdb"
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
-    store_mod.start_run(store, make_run("dead00000001", pid=gone.pid))
+    Store(store).start_run(make_run("dead00000001", pid=gone.pid))
     before = fingerprint(store)
     monkeypatch.setenv("KERNELBEAM_STORE", str(store))
     at = open_page("pages/run.py", id="dead00000001")
@@ -453,16 +453,16 @@ def test_a_run_whose_process_is_gone_shows_crashed_on_the_run_page(tmp_path, mon
 
 def test_waiting_writer_says_what_it_waits_for(tmp_path, monkeypatch):
     store = tmp_path / "s.duckdb"
-    with store_mod.connect(store):
+    with Store(store).connect():
         pass
     code = textwrap.dedent(
         f"""
-        from tracker.store import db
-        db.WAIT_REPORT_SECONDS = 0.5
+        from tracker.store import Store, StoreLockedError, connection
+        connection.WAIT_REPORT_SECONDS = 0.5
         try:
-            with db.connect({str(store)!r}, retry_seconds=1.6):
+            with Store({str(store)!r}).connect(retry_seconds=1.6):
                 pass
-        except db.StoreLockedError as exc:
+        except StoreLockedError as exc:
             print("gave up:", exc)
         """
     )

@@ -22,7 +22,7 @@ from tests.conftest import wait_no_process, wait_process
 from tracker.capture import scaleout  # noqa: E402
 from tracker.capture.cores import core_shares, gpu_local_cores, parse_cpulist, split_cores  # noqa: E402
 from tracker.capture.runner import RunRequest, run_variant  # noqa: E402
-from tracker.store import queries  # noqa: E402
+from tracker.store import Store  # noqa: E402
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -46,8 +46,8 @@ def _req(path: Path, store: Path, **kw) -> RunRequest:
 
 def _comparable(store: Path, run_id: str) -> dict:
     """What must match between the queue and the sequential path: everything but timings and ids."""
-    run = queries.get_run(store, run_id)
-    cases = queries.case_results(store, run_id).sort_values("case_idx").to_dict("records")
+    run = Store(store).get_run(run_id)
+    cases = Store(store).case_results(run_id).sort_values("case_idx").to_dict("records")
     return {
         "variant": run["variant"],
         "path": run["path"],
@@ -138,15 +138,15 @@ def test_cli_queue_matches_the_sequential_path_record_for_record(tmp_path, monke
     for path in variants:
         outcome = run_variant(_req(path, sequential))
         assert outcome.pending is None
-    runs_q = queries.list_runs(queued).sort_values("variant")
-    runs_s = queries.list_runs(sequential).sort_values("variant")
+    runs_q = Store(queued).list_runs().sort_values("variant")
+    runs_s = Store(sequential).list_runs().sort_values("variant")
     assert len(runs_q) == len(runs_s) == 3
     assert sorted(runs_q["run_id"]) == sorted(s["run_id"] for s in summaries)
     for q, s in zip(runs_q["run_id"], runs_s["run_id"], strict=True):
         a, b = _comparable(queued, q), _comparable(sequential, s)
         assert {k: v for k, v in a.items() if k != "residuals"} == {k: v for k, v in b.items() if k != "residuals"}
         assert a["residuals"] == pytest.approx(b["residuals"], rel=1e-6, abs=1e-12, nan_ok=True)
-    samples = queries.run_samples(queued, summaries[0]["run_id"])
+    samples = Store(queued).run_samples(summaries[0]["run_id"])
     assert len(samples) == sum(c["runs"] for c in summaries[0]["cases"]) > 0
 
 
@@ -163,16 +163,16 @@ def test_a_worker_killed_mid_run_is_recorded_crashed_once_and_the_queue_goes_on(
     assert [o.status for o in outcomes] == ["crashed", "passed", "passed"]
     (orphan,) = map(int, pids.read_text().split())
     assert not _alive(orphan)  # the kernel of the dead worker was stopped, not left to load the machine
-    crashed = queries.get_run(store, outcomes[0].run_id)
+    crashed = Store(store).get_run(outcomes[0].run_id)
     assert crashed["status"] == "crashed"
     # Either the submitter saw the worker die, or the kernel's worker process, orphaned, saved what it had
     # finished under the same run id (the worker's own hygiene); both are one `crashed` row for this run.
     assert "Dask worker running it died" in crashed["error"] or "the tracker process went away" in crashed["error"]
-    runs = queries.list_runs(store)
+    runs = Store(store).list_runs()
     assert sorted(runs["run_id"]) == sorted(o.run_id for o in outcomes)  # each run exactly once
     assert runs["status"].ne("running").all()
     for o in outcomes[1:]:
-        assert len(queries.case_results(store, o.run_id)) == 2
+        assert len(Store(store).case_results(o.run_id)) == 2
 
 
 def test_cancel_stops_queued_and_running_runs_and_kills_their_processes(cluster, tmp_path):
@@ -191,7 +191,7 @@ def test_cancel_stops_queued_and_running_runs_and_kills_their_processes(cluster,
     outcomes = scaleout.run_queue(reqs, cluster=cluster[0], on_event=on_event, should_cancel=should_cancel)
     assert time.monotonic() - start < 60  # the 300 s sleeps were stopped
     assert [o.status for o in outcomes] == ["cancelled"] * 3
-    errors = {queries.get_run(store, o.run_id)["error"] for o in outcomes}
+    errors = {Store(store).get_run(o.run_id)["error"] for o in outcomes}
     # CPU workers share one device lock ("cpu"), so a started task may be cancelled while it waits for it
     allowed = {
         "the run was cancelled",
@@ -200,9 +200,9 @@ def test_cancel_stops_queued_and_running_runs_and_kills_their_processes(cluster,
     }
     assert errors <= allowed
     assert "cancelled before it started" in errors  # 3 runs on 2 workers: one never started
-    runs = queries.list_runs(store)
+    runs = Store(store).list_runs()
     assert len(runs) == 3 and runs["status"].eq("cancelled").all()
-    logs = [o.record.run.get("log_tail") or "" for o in outcomes]
+    logs = [o.record.run.log_tail or "" for o in outcomes]
     assert any("KB-PIDS" in log for log in logs)  # at least one run was inside its hanging kernel
     assert wait_no_process("sleep", "300.25") == []
 
@@ -224,9 +224,9 @@ def test_a_dashboard_job_with_gpus_runs_the_queue_and_its_cancel_stops_it(tmp_pa
     assert jobs.cancel(store, job.job_id)
     final = jobs.wait(job, timeout=90)
     assert final["state"] == "finished" and final["status"] == "cancelled", final
-    run = queries.get_run(store, final["run_id"])
+    run = Store(store).get_run(final["run_id"])
     assert run["status"] == "cancelled" and run["trigger"] == "ui"
-    assert len(queries.list_runs(store)) == 1
+    assert len(Store(store).list_runs()) == 1
 
 
 def test_a_lost_scheduler_is_a_clear_error_and_keeps_what_finished(tmp_path, monkeypatch):
@@ -261,8 +261,8 @@ def test_a_lost_scheduler_is_a_clear_error_and_keeps_what_finished(tmp_path, mon
             scaleout.run_queue(reqs, cluster=address, on_result=on_result)
         first, second = lost.value.outcomes
         assert first.status == "passed" and second.status == "crashed"
-        assert queries.get_run(store, first.run_id)["status"] == "passed"
-        assert queries.get_run(store, second.run_id)["error"] == f"lost the Dask scheduler at {address}"
+        assert Store(store).get_run(first.run_id)["status"] == "passed"
+        assert Store(store).get_run(second.run_id)["error"] == f"lost the Dask scheduler at {address}"
     finally:
         for proc in procs:
             proc.kill()
@@ -287,8 +287,6 @@ def test_the_queue_starts_unknown_variants_then_the_longest_by_their_history(tmp
 
     from conftest import make_record
 
-    from tracker import store as store_mod
-
     store = tmp_path / "s.duckdb"
     files = {name: tmp_path / f"{name}.py" for name in ("quick", "slow", "edited", "fresh")}
     for name, path in files.items():
@@ -301,14 +299,14 @@ def test_the_queue_starts_unknown_variants_then_the_longest_by_their_history(tmp
             f"past{i:08d}", variant=name, source=files[name].read_text(), path=str(files[name]), family=None,
             started=t0, means=None, suite=suite, mode="benchmark", status="passed",
         )  # fmt: skip
-        rec.run["finished_at"] = t0 + timedelta(seconds=seconds)
-        store_mod.finish_run(store, rec)
+        rec.run.finished_at = t0 + timedelta(seconds=seconds)
+        Store(store).finish_run(rec)
     files["edited"].write_text(files["edited"].read_text() + "# changed since its last run\n")
     requests = [
         RunRequest(path=str(files[n]), suite="smoke", store=str(store)) for n in ("quick", "slow", "edited", "fresh")
     ]
     records = [scaleout.new_record(r) for r in requests]
-    names = {rec.run["run_id"]: rec.run["variant"] for rec in records}
+    names = {rec.run.run_id: rec.run.variant for rec in records}
     # never run first (it also compiles); then edited (90 s under its old source: the name is the fallback),
     # slow (60 s; its 300 s run was another suite), quick (6 s)
     assert [names[r] for r in scaleout.longest_first(requests, records)] == ["fresh", "edited", "slow", "quick"]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tracker.store import queries
+from tracker.store import Store
 from tracker.variants.scan import FLAGS, scan_source
 
 pytestmark = pytest.mark.timeout(180)
@@ -75,8 +75,8 @@ def test_flags_are_stored_with_the_run_and_shown_by_run_and_show(tmp_path):
     variant = VARIANTS / "hack_timer_patch.py"
     proc = cli("run", str(variant), "--suite", "smoke", "--mode", "test", "--cases", "0", "--store", str(store))
     assert "flag: timer-patch (line 7)" in proc.stdout, proc.stdout + proc.stderr
-    run_id = queries.list_runs(store)["run_id"][0]
-    stored = json.loads(queries.get_run(store, run_id)["flags"])
+    run_id = Store(store).list_runs()["run_id"][0]
+    stored = json.loads(Store(store).get_run(run_id)["flags"])
     assert [(f["code"], f["line"]) for f in stored] == [("timer-patch", 7), ("timer-patch", 8), ("timer-patch", 9)]
     shown = json.loads(cli("show", run_id, "--store", str(store), "--json").stdout)
     assert [f["code"] for f in shown["flags"]] == ["timer-patch"] * 3
@@ -105,9 +105,9 @@ def test_a_kernel_that_writes_passed_events_cannot_forge_a_pass(tmp_path):
     assert "factor gate failed" in case["message"] or "broke the handoff" in summary["error"], summary["error"]
     forged = [f for f in summary["flags"] if f["code"] == "forged-events"]
     assert forged and "failed authentication" in forged[0]["message"]
-    row = queries.get_run(store, summary["run_id"])
+    row = Store(store).get_run(summary["run_id"])
     assert row["status"] == "failed" and "KB-FORGER tried" in row["log_tail"]
-    assert queries.case_results(store, summary["run_id"])["passed"].tolist() == [False]
+    assert Store(store).case_results(summary["run_id"])["passed"].tolist() == [False]
     assert list(private.iterdir()) == []
 
 
@@ -115,15 +115,14 @@ def test_flags_show_beside_the_verdict_on_the_run_page_and_in_the_experiments_ta
     from streamlit.testing.v1 import AppTest
 
     from tests.conftest import T0, make_record
-    from tracker import store as store_mod
     from tracker.variants.scan import flags_as_dicts
 
     path, _ = demo_store
     source = (VARIANTS / "hack_identity_cache.py").read_text()
     rec = make_record("flagged0aaaa", variant="hack_identity_cache", source=source, path="kernels/hack.py",
                       family="hacks", started=T0.replace(day=3), means=[20.0] * 12, seed=3)  # fmt: skip
-    rec.run["flags"] = json.dumps(flags_as_dicts(scan_source(source)))
-    assert store_mod.finish_run(path, rec) is None
+    rec.run.flags = json.dumps(flags_as_dicts(scan_source(source)))
+    assert Store(path).finish_run(rec) is None
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.run()
     at.switch_page("pages/run.py")

@@ -17,7 +17,7 @@ import pytest
 
 from tracker import store as store_mod
 from tracker.capture.runner import RunRequest, build_record
-from tracker.store import queries
+from tracker.store import Store
 from tracker.store.transfer import export_runs, import_runs, seed_from_samples
 from tracker.workloads.qr_v2.suites import SMOKE
 
@@ -54,7 +54,7 @@ def make_run(
     record = build_record(req, run_id, store_mod.now(), source)
     record.variant["source"] = source
     if pid is not None:
-        record.run["pid"] = pid
+        record.run.pid = pid
     for i, case in enumerate(SMOKE.benchmarks[:2]):
         times = [100.0 + 10 * i + rep for rep in range(reps)]
         mean = sum(times) / reps
@@ -76,13 +76,13 @@ def make_run(
 
 
 def counts(path: Path) -> dict[str, int]:
-    with store_mod.connect(path, read_only=True) as con:
+    with Store(path).connect(read_only=True) as con:
         return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
 
 
 def run_ids(path: Path) -> set[str]:
     """Runs in the store itself (list_runs also shows runs waiting in side files)."""
-    with store_mod.connect(path, read_only=True) as con:
+    with Store(path).connect(read_only=True) as con:
         return {r[0] for r in con.execute("SELECT run_id FROM runs").fetchall()}
 
 
@@ -114,7 +114,7 @@ def held(path: Path, *, read_only: bool = False, seconds: float | None = None):
 @pytest.fixture
 def store(tmp_path) -> Path:
     path = tmp_path / "runs.duckdb"
-    with store_mod.connect(path):
+    with Store(path).connect():
         pass
     return path
 
@@ -123,11 +123,11 @@ def store(tmp_path) -> Path:
 
 
 def test_a_new_store_has_the_current_schema_version(store):
-    with store_mod.connect(store) as con:
+    with Store(store).connect() as con:
         assert store_mod.schema_version(con) == len(store_mod.MIGRATIONS) == store_mod.SCHEMA_VERSION
         versions = [v for (v,) in con.execute("SELECT version FROM schema_version ORDER BY version").fetchall()]
     assert versions == list(range(1, len(store_mod.MIGRATIONS) + 1))
-    with store_mod.connect(store) as con:  # opening again applies nothing twice
+    with Store(store).connect() as con:  # opening again applies nothing twice
         assert con.execute("SELECT count(*) FROM schema_version").fetchone()[0] == len(store_mod.MIGRATIONS)
 
 
@@ -140,7 +140,7 @@ def test_an_old_v1_store_is_migrated_to_the_current_version_keeping_its_runs(tmp
     # The run is written by today's code into a current store, then copied over in v1's columns only: later
     # migrations add columns that a v1 store does not have.
     src = tmp_path / "src.duckdb"
-    assert store_mod.finish_run(src, make_run("oldrun000001")) is None
+    assert Store(src).finish_run(make_run("oldrun000001")) is None
     con.execute(f"ATTACH '{src}' AS src (READ_ONLY)")
     for table in store_mod.TABLE_COLUMNS:
         cols = ", ".join(
@@ -154,7 +154,7 @@ def test_an_old_v1_store_is_migrated_to_the_current_version_keeping_its_runs(tmp
         if cols:  # tables that later migrations create do not exist in a v1 store
             con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM src.{table}")
     con.close()
-    with store_mod.connect(path) as con:
+    with Store(path).connect() as con:
         assert store_mod.schema_version(con) == len(store_mod.MIGRATIONS)
         indexes = {r[0] for r in con.execute("SELECT index_name FROM duckdb_indexes()").fetchall()}
     assert {"samples_run", "case_results_run"} <= indexes
@@ -166,7 +166,7 @@ def test_a_store_newer_than_the_tracker_is_refused(store):
     con = duckdb.connect(str(store))
     con.execute("INSERT INTO schema_version VALUES (?, now())", [store_mod.SCHEMA_VERSION + 1])
     con.close()
-    with pytest.raises(RuntimeError, match="newer than this tracker"), store_mod.connect(store):
+    with pytest.raises(RuntimeError, match="newer than this tracker"), Store(store).connect():
         pass
 
 
@@ -177,20 +177,20 @@ def test_a_file_that_is_not_a_store_raises_not_a_store_error(tmp_path):
         t0 = time.monotonic()
         with (
             pytest.raises(store_mod.NotAStoreError, match="is not a DuckDB store"),
-            store_mod.connect(path, read_only=read_only, retry_seconds=5),
+            Store(path).connect(read_only=read_only, retry_seconds=5),
         ):
             pass
         assert time.monotonic() - t0 < 2  # no lock retries for a file that is simply not a store
     with pytest.raises(store_mod.NotAStoreError):
-        queries.list_runs(path)
+        Store(path).list_runs()
     with pytest.raises(FileNotFoundError, match="no store at"):
-        queries.list_runs(tmp_path / "missing.duckdb")
+        Store(tmp_path / "missing.duckdb").list_runs()
 
 
 def test_a_non_store_whose_path_contains_lock_is_still_not_a_store(tmp_path):
     path = tmp_path / "clock.duckdb"
     path.write_text("just some notes, not a database\n" * 100)
-    with pytest.raises(store_mod.NotAStoreError), store_mod.connect(path, retry_seconds=0.5):
+    with pytest.raises(store_mod.NotAStoreError), Store(path).connect(retry_seconds=0.5):
         pass
 
 
@@ -201,46 +201,46 @@ def test_a_running_row_whose_process_is_gone_becomes_crashed_on_the_next_writer_
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     dead, alive, elsewhere = (make_run(i, pid=p) for i, p in (("dead", gone.pid), ("alive", os.getpid()), ("far", 1)))
-    elsewhere.run["host"] = "another-host"
+    elsewhere.run.host = "another-host"
     for record in (alive, elsewhere, dead):  # each start is a writer open: the dead one goes last
-        store_mod.start_run(store, record)
+        Store(store).start_run(record)
     # a reader shows the truth (crashed) without writing: the stored row stays `running` until a writer opens
-    assert queries.get_run(store, "dead")["status"] == "crashed"
-    assert queries.list_runs(store).set_index("run_id")["status"].to_dict()["dead"] == "crashed"
-    with store_mod.connect(store, read_only=True) as con:
+    assert Store(store).get_run("dead")["status"] == "crashed"
+    assert Store(store).list_runs().set_index("run_id")["status"].to_dict()["dead"] == "crashed"
+    with Store(store).connect(read_only=True) as con:
         assert con.execute("SELECT status FROM runs WHERE run_id = 'dead'").fetchone()[0] == "running"
-    with store_mod.connect(store):
+    with Store(store).connect():
         pass
-    row = queries.get_run(store, "dead")
+    row = Store(store).get_run("dead")
     assert row["status"] == "crashed"
     assert row["error"] == "the recording process ended before the run was completed"
     assert row["finished_at"] is not None
-    assert queries.get_run(store, "alive")["status"] == "running"  # this process still records it
-    assert queries.get_run(store, "far")["status"] == "running"  # another host's pid means nothing here
+    assert Store(store).get_run("alive")["status"] == "running"  # this process still records it
+    assert Store(store).get_run("far")["status"] == "running"  # another host's pid means nothing here
     # the live run completes normally, replacing its running row
-    assert store_mod.finish_run(store, alive) is None
-    assert queries.get_run(store, "alive")["status"] == "passed"
-    assert len(queries.case_results(store, "alive")) == 2
+    assert Store(store).finish_run(alive) is None
+    assert Store(store).get_run("alive")["status"] == "passed"
+    assert len(Store(store).case_results("alive")) == 2
 
 
 def test_a_run_is_never_half_written(store):
     record = make_run("halfrun00001")
     record.cases[1]["passed"] = None  # violates NOT NULL: the second case row cannot be written
-    with store_mod.connect(store) as con, pytest.raises(duckdb.ConstraintException):
+    with Store(store).connect() as con, pytest.raises(duckdb.ConstraintException):
         store_mod.write_run(con, record)
     assert counts(store) == dict.fromkeys(TABLES, 0)
-    pending = store_mod.finish_run(store, record, retry_seconds=0.2)
+    pending = Store(store).finish_run(record, retry_seconds=0.2)
     side = pending.path
-    assert side == store_mod.pending_dir(store) / "halfrun00001.json"
+    assert side == Store(store).pending_dir / "halfrun00001.json"
     assert pending.reason.startswith("writing failed:") and "NOT NULL" in pending.reason
     kept = store_mod.read_side_file(side)
-    assert kept.run["run_id"] == "halfrun00001" and len(kept.samples) == 10
+    assert kept.run.run_id == "halfrun00001" and len(kept.samples) == 10
     assert counts(store) == dict.fromkeys(TABLES, 0)
     # a started run keeps its `running` row and nothing else
-    store_mod.start_run(store, record)
-    assert store_mod.finish_run(store, record, retry_seconds=0.2) is not None
-    assert queries.get_run(store, "halfrun00001")["status"] == "pending"  # shown as waiting in its side file
-    with store_mod.connect(store, read_only=True) as con:
+    Store(store).start_run(record)
+    assert Store(store).finish_run(record, retry_seconds=0.2) is not None
+    assert Store(store).get_run("halfrun00001")["status"] == "pending"  # shown as waiting in its side file
+    with Store(store).connect(read_only=True) as con:
         assert con.execute("SELECT status FROM runs WHERE run_id = 'halfrun00001'").fetchone()[0] == "running"
     assert counts(store)["case_results"] == counts(store)["samples"] == 0
 
@@ -249,24 +249,24 @@ def test_write_run_replaces_an_earlier_write_of_the_same_run(store):
     record = make_run("again0000001", profile=True)
     record.ncu_cases = [{"case_idx": 0, "report": "ncu-case0.ncu-rep", "kernels": 1, "error": None}]
     record.ncu_kernels = [{"case_idx": 0, "kernel_idx": 0, "kernel": "k", "duration_us": 3.0, "stalls": "{}"}]
-    assert store_mod.finish_run(store, record) is None
-    assert store_mod.finish_run(store, record) is None
+    assert Store(store).finish_run(record) is None
+    assert Store(store).finish_run(record) is None
     assert counts(store) == {
         "runs": 1, "variants": 1, "case_results": 2, "samples": 10, "profile_cases": 2, "profile_kernels": 2,
         "verdicts": 0, "evidence": 0, "ncu_cases": 1, "ncu_kernels": 1,
     }  # fmt: skip
-    samples = queries.run_samples(store, "again0000001")
+    samples = Store(store).run_samples("again0000001")
     assert samples["time_us"].tolist() == [t for _, _, t in record.samples]
 
 
 def test_verdicts_are_validated(store):
-    store_mod.finish_run(store, make_run("verdict00001"))
-    store_mod.add_verdict(store, "verdict00001", "promoted", "faster")
+    Store(store).finish_run(make_run("verdict00001"))
+    Store(store).add_verdict("verdict00001", "promoted", "faster")
     assert counts(store)["verdicts"] == 1
     with pytest.raises(ValueError, match="verdict must be one of"):
-        store_mod.add_verdict(store, "verdict00001", "great")
+        Store(store).add_verdict("verdict00001", "great")
     with pytest.raises(ValueError, match="no run 'nope'"):  # bad input (InputError), not a bug
-        store_mod.add_verdict(store, "nope", "rejected")
+        Store(store).add_verdict("nope", "rejected")
 
 
 # -------------------------------------------------------------------------------------------- locking
@@ -276,26 +276,26 @@ def test_finish_run_saves_to_a_side_file_while_locked_and_the_next_write_brings_
     first, second = make_run("lockedrun001"), make_run("nextrun00001")
     with held(store):
         t0 = time.monotonic()
-        pending = store_mod.finish_run(store, first, retry_seconds=0.5)
+        pending = Store(store).finish_run(first, retry_seconds=0.5)
         assert 0.4 < time.monotonic() - t0 < 10  # it retried for the window, then gave up
     side = pending.path
-    assert side == store_mod.pending_dir(store) / "lockedrun001.json" and side.is_file()
+    assert side == Store(store).pending_dir / "lockedrun001.json" and side.is_file()
     assert pending.reason == "the store stayed locked"
     assert run_ids(store) == set()
-    assert store_mod.finish_run(store, second) is None  # the next writer flushes the pending run
+    assert Store(store).finish_run(second) is None  # the next writer flushes the pending run
     assert run_ids(store) == {"lockedrun001", "nextrun00001"}
     assert not side.exists()
-    assert len(queries.case_results(store, "lockedrun001")) == 2
-    assert len(queries.run_samples(store, "lockedrun001")) == 10
+    assert len(Store(store).case_results("lockedrun001")) == 2
+    assert len(Store(store).run_samples("lockedrun001")) == 10
 
 
 def test_flush_pending_skips_a_broken_side_file_and_writes_the_others(store):
-    folder = store_mod.pending_dir(store)
+    folder = Store(store).pending_dir
     folder.mkdir()
     (folder / "broken.json").write_text("{not json")
     (folder / "unsigned0001.json").write_text(make_run("unsigned0001").to_json())  # as a kernel would plant it
     (folder / "good00000001.json").write_text(store_mod.side_text(make_run("good00000001")))
-    flushed = store_mod.flush_pending(store)
+    flushed = Store(store).flush_pending()
     assert flushed.written == ["good00000001"]
     assert {p.name: "not signed" in why for p, why in flushed.unreadable} == {
         "broken.json": True,
@@ -316,20 +316,20 @@ def test_a_run_while_another_process_holds_the_store_is_not_lost(store):
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     side = Path(summary["side_file"])
-    assert side == store_mod.pending_dir(store) / f"{summary['run_id']}.json" and side.is_file()
+    assert side == Store(store).pending_dir / f"{summary['run_id']}.json" and side.is_file()
     assert "stayed locked" in proc.stderr and str(side) in proc.stderr
     assert "Traceback" not in proc.stderr
     assert run_ids(store) == set()
-    assert store_mod.flush_pending(store).written == [summary["run_id"]]
-    row = queries.get_run(store, summary["run_id"])
+    assert Store(store).flush_pending().written == [summary["run_id"]]
+    row = Store(store).get_run(summary["run_id"])
     assert row["status"] == "passed" and row["gpu"] == "CPU"
-    assert queries.case_results(store, summary["run_id"])["passed"].tolist() == [True]
+    assert Store(store).case_results(summary["run_id"])["passed"].tolist() == [True]
     assert not side.exists()
 
 
 def test_the_import_command_named_in_the_side_file_message_flushes_pending_runs(store):
     with held(store):
-        assert store_mod.finish_run(store, make_run("pending00001"), retry_seconds=0.2) is not None
+        assert Store(store).finish_run(make_run("pending00001"), retry_seconds=0.2) is not None
     proc = subprocess.run(
         [sys.executable, "-m", "tracker", "import", "--store", str(store)],
         cwd=ROOT,
@@ -342,17 +342,17 @@ def test_the_import_command_named_in_the_side_file_message_flushes_pending_runs(
 
 
 def test_readers_retry_until_the_writer_is_gone(store):
-    store_mod.finish_run(store, make_run("read00000001"))
+    Store(store).finish_run(make_run("read00000001"))
     with held(store) as holder:
         with (
             pytest.raises(store_mod.StoreLockedError, match="locked by another process"),
-            store_mod.connect(store, read_only=True, retry_seconds=0.3),
+            Store(store).connect(read_only=True, retry_seconds=0.3),
         ):
             pass
         assert holder.poll() is None
     with held(store, seconds=1.5):
         t0 = time.monotonic()
-        with store_mod.connect(store, read_only=True, retry_seconds=30) as con:
+        with Store(store).connect(read_only=True, retry_seconds=30) as con:
             waited = time.monotonic() - t0
             assert con.execute("SELECT run_id FROM runs").fetchall() == [("read00000001",)]
     assert 0.5 < waited < 20
@@ -361,7 +361,7 @@ def test_readers_retry_until_the_writer_is_gone(store):
 def test_a_conflict_inside_one_process_is_reported_as_locked_not_as_not_a_store(store):
     reader = duckdb.connect(str(store), read_only=True)
     try:
-        with pytest.raises(store_mod.StoreLockedError), store_mod.connect(store, retry_seconds=0.3):
+        with pytest.raises(store_mod.StoreLockedError), Store(store).connect(retry_seconds=0.3):
             pass
     finally:
         reader.close()
@@ -370,7 +370,7 @@ def test_a_conflict_inside_one_process_is_reported_as_locked_not_as_not_a_store(
 def test_writers_retry_until_a_reader_in_another_process_is_gone(store):
     with held(store, read_only=True, seconds=1.5):
         t0 = time.monotonic()
-        assert store_mod.finish_run(store, make_run("write0000001"), retry_seconds=30) is None
+        assert Store(store).finish_run(make_run("write0000001"), retry_seconds=30) is None
         assert time.monotonic() - t0 > 0.5
     assert run_ids(store) == {"write0000001"}
 
@@ -380,11 +380,11 @@ def test_writers_retry_until_a_reader_in_another_process_is_gone(store):
 
 def _filled_store(path: Path) -> list[str]:
     ids = ["xa00000000001", "xb00000000002", "xc00000000003"]
-    store_mod.finish_run(path, make_run(ids[0], profile=True))
-    store_mod.finish_run(path, make_run(ids[1], source="# another variant\n" + REFERENCE.read_text()))
-    store_mod.finish_run(path, make_run(ids[2], status="failed", reps=3))
-    store_mod.add_verdict(path, ids[0], "promoted", "faster")
-    store_mod.start_run(path, make_run("xrunning00004", pid=os.getpid()))  # unfinished: not exported by default
+    Store(path).finish_run(make_run(ids[0], profile=True))
+    Store(path).finish_run(make_run(ids[1], source="# another variant\n" + REFERENCE.read_text()))
+    Store(path).finish_run(make_run(ids[2], status="failed", reps=3))
+    Store(path).add_verdict(ids[0], "promoted", "faster")
+    Store(path).start_run(make_run("xrunning00004", pid=os.getpid()))  # unfinished: not exported by default
     return ids
 
 
@@ -404,9 +404,9 @@ def test_export_import_round_trip_through_parquet(tmp_path):
     assert import_runs(b, folder) == 0  # importing twice adds nothing
     assert counts(b) == expected
     for run_id in ids:
-        ra, rb = queries.get_run(a, run_id), queries.get_run(b, run_id)
+        ra, rb = Store(a).get_run(run_id), Store(b).get_run(run_id)
         assert {k: str(v) for k, v in ra.items()} == {k: str(v) for k, v in rb.items()}
-        assert queries.run_samples(a, run_id).equals(queries.run_samples(b, run_id))
+        assert Store(a).run_samples(run_id).equals(Store(b).run_samples(run_id))
     # a chosen subset
     assert export_runs(a, tmp_path / "one", [ids[1]]) == 1
     c = tmp_path / "c.duckdb"
@@ -443,15 +443,15 @@ def test_every_status_and_every_table_survive_export_and_import(tmp_path):
                  "sm_pct": 30.0, "memory_pct": 20.0, "registers": 96, "static_smem_bytes": 0,
                  "dynamic_smem_bytes": 256, "block_size": 128, "grid_size": 640, "stalls": '{"long_scoreboard": 2.5}'}
             )  # fmt: skip
-        assert store_mod.finish_run(a, record) is None
-        ids.append(record.run["run_id"])
-    store_mod.add_verdict(a, ids[0], "rejected", "slower")
+        assert Store(a).finish_run(record) is None
+        ids.append(record.run.run_id)
+    Store(a).add_verdict(ids[0], "rejected", "slower")
     assert export_runs(a, folder) == len(FINISHED_STATUSES)
     assert {p.name for p in folder.glob("*.parquet")} == {f"{t}.parquet" for t in EXPORT_TABLES}
     assert import_runs(b, folder) == len(FINISHED_STATUSES)
     assert all(n > 0 for n in counts(b).values()), counts(b)  # every table carried rows across
     assert counts(b) == counts(a)
-    assert {queries.get_run(b, r)["status"] for r in ids} == set(FINISHED_STATUSES)
+    assert {Store(b).get_run(r)["status"] for r in ids} == set(FINISHED_STATUSES)
 
 
 def test_seed_from_samples_only_fills_an_empty_store(tmp_path):
@@ -462,11 +462,11 @@ def test_seed_from_samples_only_fills_an_empty_store(tmp_path):
     assert seed_from_samples(fresh, samples) == 3
     assert seed_from_samples(fresh, samples) == 0
     empty = tmp_path / "empty.duckdb"
-    with store_mod.connect(empty):
+    with Store(empty).connect():
         pass
     assert seed_from_samples(empty, samples) == 3
     used = tmp_path / "used.duckdb"
-    store_mod.finish_run(used, make_run("mine00000001"))
+    Store(used).finish_run(make_run("mine00000001"))
     assert seed_from_samples(used, samples) == 0
     assert run_ids(used) == {"mine00000001"}
     assert seed_from_samples(tmp_path / "other.duckdb", tmp_path / "no_samples_here") == 0

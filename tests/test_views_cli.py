@@ -71,7 +71,7 @@ def test_since_lists_the_change_points_that_regressions_finds(demo_store, tmp_pa
 
     from conftest import BASE_US, T0, kernel_source, make_record
 
-    from tracker import store as store_mod
+    from tracker.store import Store
 
     path, ids = demo_store
     out = json.loads(cli("since", (T0 + timedelta(hours=4, minutes=30)).isoformat(), "--store", str(path),
@@ -89,6 +89,6 @@ def test_since_lists_the_change_points_that_regressions_finds(demo_store, tmp_pa
         means = [m * (1.3 if (k == 3 and i == 0) else 1.0) for i, m in enumerate(BASE_US)]
         record = make_record(f"out{k:02d}aaaaaaa", variant=f"o{k}", source=kernel_source("o", k), path="k/o.py",
                              family="o", started=T0 + timedelta(hours=k), means=means, seed=k)  # fmt: skip
-        assert store_mod.finish_run(store, record) is None
+        assert Store(store).finish_run(record) is None
     out = json.loads(cli("since", T0.isoformat(), "--store", str(store), "--json").stdout)
     assert len(out["runs"]) == 6 and out["regressions"] == []

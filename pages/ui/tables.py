@@ -1,6 +1,6 @@
 """Number formatting and table shaping for the dashboard pages. Pure functions: no Streamlit, no store access.
 
-Pages read through tracker.store.queries, pass the frames here, and render what comes back. Statistics input lives
+Pages read through tracker.store.Store, pass the frames here, and render what comes back. Statistics input lives
 in tracker.analysis, Plotly figures in pages.ui.charts, source diffs in pages.ui.diffs.
 """
 

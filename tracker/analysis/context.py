@@ -24,7 +24,7 @@ def choices(
     min_passed: int = 1,
     **fixed: Any,
 ) -> list[str]:
-    """The values of `column` (gpu, suite, mode, family, problem) among the contexts of queries.run_contexts
+    """The values of `column` (gpu, suite, mode, family, problem) among the contexts of Store.run_contexts
     that match `fixed` (None: any) and `modes`: those with `min_passed` passed runs first (a history needs two
     points), the most recently passed first, then the others; `prefer` first when it is among them. Keys in
     `loose` are dropped from `fixed` when keeping them leaves nothing (a registered family without runs yet)."""

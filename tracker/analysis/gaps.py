@@ -22,7 +22,7 @@ def _geomean(values: list[float]) -> float | None:
 
 
 def case_gaps(data: dict[str, pd.DataFrame], variant: str | None = None) -> dict[str, Any]:
-    """From queries.leaderboard_cells: the gaps of `variant` (default: the one with the best passed geomean).
+    """From Store.leaderboard_cells: the gaps of `variant` (default: the one with the best passed geomean).
 
     Each variant's cell on a case is its best passed mean there (as on the Leaderboard). The best per case is taken
     over variants that have at least one passed run. `log_share` is the case's part of the sum of log means (µs),

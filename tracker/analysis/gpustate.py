@@ -64,7 +64,7 @@ def change_point_note(
 
 
 def states_by_run_case(rows: pd.DataFrame) -> dict[tuple[str, str], dict[str, Any]]:
-    """{(run_id, case label): row} from queries.gpu_states."""
+    """{(run_id, case label): row} from Store.gpu_states."""
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for run_id, group in rows.groupby("run_id", sort=False):
         for label, row in _by_label(group).items():

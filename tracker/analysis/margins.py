@@ -16,7 +16,7 @@ CLOSER = 1.25
 
 
 def gate_margins(residuals: pd.DataFrame) -> dict[str, dict[str, Any]]:
-    """From queries.gate_residuals: per variant sha256 {cases: [{case, case_idx, gate, worst, tolerance, ratio,
+    """From Store.gate_residuals: per variant sha256 {cases: [{case, case_idx, gate, worst, tolerance, ratio,
     runs}], closest: the entry of highest ratio, near: closest ratio >= 1/NEAR}. Gates without a residual (a
     problem folder's checks) are left out."""
     out: dict[str, dict[str, Any]] = {}
@@ -35,7 +35,7 @@ def gate_margins(residuals: pd.DataFrame) -> dict[str, dict[str, Any]]:
 
 
 def closer_than_parent(parents: pd.DataFrame, margins: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """The runs (from queries.run_parents) whose variant runs closer to a gate than its parent's variant does, on the
+    """The runs (from Store.run_parents) whose variant runs closer to a gate than its parent's variant does, on the
     cases both were checked on: per gate, the child's highest ratio at least CLOSER times the parent's. One entry per
     variant and gate, with its latest run (margins are the variant's, over all its runs)."""
     found: dict[tuple[str, str], dict[str, Any]] = {}

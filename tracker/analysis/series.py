@@ -81,7 +81,7 @@ def problem_args(run_a: Mapping[str, Any], run_b: Mapping[str, Any]) -> dict[str
 
 
 def paired_cases(pair: Mapping[str, pd.DataFrame], *, min_effect: float = 0.02) -> list[PairedCase]:
-    """Per case of an A/B session (queries.pair_runs), in case order: the paired verdict on the per-round ratios
+    """Per case of an A/B session (Store.pair_runs), in case order: the paired verdict on the per-round ratios
     of B's mean to A's, over the rounds in which both sides passed that case."""
     runs, cases = pair["runs"], pair["cases"]
     side = {r: (s, int(k)) for r, s, k in zip(runs["run_id"], runs["pair_side"], runs["pair_round"], strict=True)}
@@ -102,7 +102,7 @@ def paired_cases(pair: Mapping[str, pd.DataFrame], *, min_effect: float = 0.02) 
 
 
 def fidelity_cases(pair: Mapping[str, pd.DataFrame]) -> list[dict[str, Any]]:
-    """Per case of a fidelity session (side A: the contest's method, B: the tracker's; queries.pair_runs): the
+    """Per case of a fidelity session (side A: the contest's method, B: the tracker's; Store.pair_runs): the
     contest's min and max of its round means, the tracker's median of its round means, and whether it is inside."""
     runs, cases = pair["runs"], pair["cases"]
     side = dict(zip(runs["run_id"], runs["pair_side"], strict=True))

@@ -1,6 +1,6 @@
 """Summaries over many runs: what changed since a time, the per-case leaderboard, the lineage tree.
 
-Pure functions over the frames that tracker.store.queries reads; the CLI and the dashboard share them.
+Pure functions over the frames that tracker.store.Store's reads return; the CLI and the dashboard share them.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def _best(row: dict[str, Any], case: str, value: float, before: Any) -> dict[str
 
 
 def since_summary(activity: dict[str, pd.DataFrame]) -> dict[str, list[dict[str, Any]]]:
-    """{runs, new_bests, regressions, failures, verdicts} from queries.since_activity.
+    """{runs, new_bests, regressions, failures, verdicts} from Store.since_activity.
 
     new_bests: per case (suite, mode, GPU, case) a passed mean below every earlier one, and per context a
     geomean below every earlier one (case "overall"). regressions: the change points of kind regression that the
@@ -110,7 +110,7 @@ def since_summary(activity: dict[str, pd.DataFrame]) -> dict[str, list[dict[str,
 
 
 def leaderboard(data: dict[str, pd.DataFrame], *, sort: str = "geomean") -> dict[str, pd.DataFrame]:
-    """Pivot queries.leaderboard_cells: `table` one row per variant, one column per case (best passed mean, µs),
+    """Pivot Store.leaderboard_cells: `table` one row per variant, one column per case (best passed mean, µs),
     `ratio` the same cells divided by the best in each column, `runs` the run of each cell, and `cases` the
     column order. Sorted by best geomean (else by the geometric mean of the ratios over the cases it has) or
     by the case named in `sort`."""
@@ -168,7 +168,7 @@ def lineage_tree(nodes: pd.DataFrame) -> pd.DataFrame:
 
 
 def lineage_path(nodes: pd.DataFrame, sha256: str) -> list[str]:
-    """The source hashes from the root of `sha256`'s lineage down to it (queries.lineage_nodes' parent links):
+    """The source hashes from the root of `sha256`'s lineage down to it (Store.lineage_nodes' parent links):
     the one line of descent a history follows, so siblings never make one series. A cycle stops the walk."""
     parent = dict(zip(nodes["sha256"], nodes["parent"], strict=True))
     path: list[str] = []

@@ -113,12 +113,12 @@ def drive(req, record, events: list[dict[str, Any]], should_cancel, device: str)
     status = error = compile_s = None
     text = b""
     try:
-        record.run["harness_files"] = json.dumps(layout(problem, Path(req.path), workdir))
+        record.run.harness_files = json.dumps(layout(problem, Path(req.path), workdir))
         (workdir / CASES_FILE).write_text(case_lines(cases[i] for i in indices))
         store_mod.side_key()  # exists before the sandbox masks it
         read_fd, write_fd = os.pipe()
         argv, env, how = _command(req, workdir, private, write_fd, token)
-        record.run["sandbox"] = how
+        record.run.sandbox = how
         in_sandbox = not how.startswith(("off", "none"))
         seen: set[int] = set()
         with open(log_path, "wb") as log:

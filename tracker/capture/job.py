@@ -20,6 +20,7 @@ from tracker import store as store_mod
 from tracker.capture.progress import ProgressFile, TerminalBar
 from tracker.capture.record import RunRequest, run_summary
 from tracker.common.errors import InputError
+from tracker.store import Store
 from tracker.variants.register import resolve_parent, unique_name_in_store
 
 BAD_INPUT = (InputError, FileNotFoundError, NotADirectoryError, store_mod.StoreError)
@@ -29,7 +30,7 @@ def load_request(spec: dict[str, Any]) -> RunRequest:
     """The job's request, validated, named and with its parent resolved, as `run` builds it."""
     req = RunRequest(**spec["request"])
     req.validate()
-    store_mod.check_store(req.store, write=True)
+    Store(req.store).check(write=True)
     if req.name is None:
         req.name = unique_name_in_store(req.path, req.store)
     if req.parent:
@@ -89,7 +90,7 @@ def _run_queue(req: RunRequest, gpus: str, bar: TerminalBar, pfile: ProgressFile
 
     def on_result(outcome) -> None:
         run = outcome.record.run
-        print(f"recorded {run['variant']} run {run['run_id']}: {run['status']}", file=sys.stderr)
+        print(f"recorded {run.variant} run {run.run_id}: {run.status}", file=sys.stderr)
 
     lost = None
     try:

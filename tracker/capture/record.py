@@ -164,7 +164,7 @@ def complete_record(record, req, events, status, error, returncode, log_tail) ->
     if timed_all and not by_kind.get("done"):
         # Every case was checked and timed; only the optional profile did not finish. That keeps the verdict.
         reason = error or exit_text(returncode)
-        record.run["warnings"] = "; ".join(filter(None, [record.run.get("warnings"), f"profile unfinished: {reason}"]))
+        record.run.warnings = "; ".join(filter(None, [record.run.warnings, f"profile unfinished: {reason}"]))
         status = error = None
     done = {e["case_idx"] for e in by_kind.get("case_done", [])}
     unfinished = [e for e in by_kind.get("case_start", []) if e["case_idx"] not in done]
@@ -211,18 +211,18 @@ def run_summary(outcome) -> dict[str, Any]:
     """The JSON document of a finished run (`run --json` prints it, a dashboard job writes it)."""
     run = outcome.record.run
     return {
-        "run_id": run["run_id"],
-        "status": run["status"],
-        "suite": run["suite"],
-        "problem": run.get("problem"),
-        "mode": run["mode"],
-        "gpu": run.get("gpu"),
-        "geomean_us": run.get("geomean_us"),
-        "error": run.get("error"),
-        "warnings": run.get("warnings"),
-        "flags": parse_flags(run.get("flags"))[0],
-        "compile_s": run.get("compile_s"),
-        "shared_device": run.get("shared_device"),
+        "run_id": run.run_id,
+        "status": run.status,
+        "suite": run.suite,
+        "problem": run.problem,
+        "mode": run.mode,
+        "gpu": run.gpu,
+        "geomean_us": run.geomean_us,
+        "error": run.error,
+        "warnings": run.warnings,
+        "flags": parse_flags(run.flags)[0],
+        "compile_s": run.compile_s,
+        "shared_device": run.shared_device,
         "side_file": str(outcome.pending.path) if outcome.pending else None,
         # Outside the store's side folder nothing brings the run in by itself: the whole record goes along.
         "record": json.loads(outcome.record.to_json()) if outcome.pending and outcome.pending.fallback else None,

@@ -47,6 +47,7 @@ from tracker.common.gitinfo import EMPTY as NO_GIT
 from tracker.common.gitinfo import capture_git, source_hash
 from tracker.common.processes import child_env, descendants, end_processes
 from tracker.common.vocabulary import CASE_STATS
+from tracker.store import Store
 from tracker.store.schema import GPU_STATE_COLUMNS
 from tracker.variants.naming import variant_name
 from tracker.variants.scan import flags_as_dicts, scan_source
@@ -67,11 +68,11 @@ class RunOutcome:
 
     @property
     def run_id(self) -> str:
-        return self.record.run["run_id"]
+        return self.record.run.run_id
 
     @property
     def status(self) -> str:
-        return self.record.run["status"]
+        return self.record.run.status
 
 
 class Cancelled(Exception):
@@ -114,31 +115,31 @@ def build_record(req: RunRequest, run_id: str, started_at, source: str) -> store
     banned = "stream" in source.lower()
     flags = flags_as_dicts(scan_source(source))
     warnings = "the word 'stream' appears in the source (banned in contest files)" if banned else None
-    run = {
-        "run_id": run_id,
-        "variant_sha256": sha,
-        "variant": req.name or variant_name(path),
-        "path": str(path),
-        "family": req.family,
-        "parent_run": req.parent,
-        "note": req.note,
-        "status": "running",
-        "suite": req.suite,
-        "mode": req.mode,
-        "seed": req.seed,
-        "started_at": started_at,
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "trigger": req.trigger,
-        "warnings": warnings,
-        "flags": json.dumps(flags),
-        "problem": workload.name,
-        "problem_sha256": workload.sha256,
-        "pair_id": req.pair_id,
-        "pair_side": req.pair_side,
-        "pair_round": req.pair_round,
+    run = store_mod.RunRow(
+        run_id=run_id,
+        variant_sha256=sha,
+        variant=req.name or variant_name(path),
+        path=str(path),
+        family=req.family,
+        parent_run=req.parent,
+        note=req.note,
+        status="running",
+        suite=req.suite,
+        mode=req.mode,
+        seed=req.seed,
+        started_at=started_at,
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        trigger=req.trigger,
+        warnings=warnings,
+        flags=json.dumps(flags),
+        problem=workload.name,
+        problem_sha256=workload.sha256,
+        pair_id=req.pair_id,
+        pair_side=req.pair_side,
+        pair_round=req.pair_round,
         **git,
-    }
+    )
     variant = {
         "sha256": sha,
         "name": req.name or variant_name(path),
@@ -163,22 +164,22 @@ def run_variant(
     """Run one variant in a worker process and record it. Never raises for anything the kernel does."""
     record = new_record(req)
     try:
-        store_mod.start_run(req.store, record)
+        Store(req.store).start_run(record)
     except store_mod.StoreLockedError:
         pass  # the complete run is still written (or saved to a side file) at the end
 
     def checkpoint(events: list[dict[str, Any]], verdicts: list[dict[str, Any]]) -> None:
         # What this run would be if the tracker died now: written beside the store, ignored while we live.
-        run = {k: json.dumps(v) if isinstance(v, dict) else v for k, v in record.run.items()}  # loads, as stored
-        copy = store_mod.RunRecord(run=run, variant=dict(record.variant))
+        run = {k: json.dumps(v) if isinstance(v, dict) else v for k, v in record.run.as_dict().items()}  # as stored
+        copy = store_mod.RunRecord(run=store_mod.RunRow(**run), variant=dict(record.variant))
         done = [dict(e) for e in events]
         judge(done, verdicts, req)
         complete_record(copy, req, done, "crashed", ORPHAN_ERROR, None, "")
-        store_mod.save_checkpoint(req.store, copy)
+        Store(req.store).save_checkpoint(copy)
 
     events = capture_variant(req, record, on_event, should_cancel, checkpoint=checkpoint)
     flushed = store_mod.FlushResult()
-    pending = store_mod.finish_run(req.store, record, flushed=flushed)
+    pending = Store(req.store).finish_run(record, flushed=flushed)
     if _SIGTERM.is_set():  # the run is recorded; a session of several runs (ab, fidelity, many files) ends here
         raise SystemExit(128 + signal.SIGTERM)
     return RunOutcome(record, pending, flushed, events)
@@ -202,7 +203,7 @@ def capture_variant(
     """Run the variant in a worker process and complete `record` in memory; never touches the store (the
     scale-out queue runs this on remote workers and writes from the submitting process). `variant_path` is
     where this machine has the source, if not at req.path."""
-    run_id = record.run["run_id"]
+    run_id = record.run.run_id
     reason = cannot_run_here(record.variant["source"], req)
     if reason is not None:  # decided before any worker starts: `skipped` is not a failure of the variant
         # Recorded in the CPU context it was tried in, so `run --pending` does not offer it again here.
@@ -237,11 +238,11 @@ def capture_variant(
         complete_record(record, req, [], "cancelled", "the run was cancelled while waiting for the device", None, "")
         return []
     try:
-        record.run["device_load_start"] = envinfo.device_load(key)
+        record.run.device_load_start = envinfo.device_load(key)
         if req.method == "contest":  # the problem folder's own harness, in the same sandbox, lock and budgets
             from tracker.capture import contest_method
 
-            record.run["method"] = "contest"
+            record.run.method = "contest"
             status, error, returncode, log_tail, compile_s, forged = contest_method.drive(
                 req, record, events, should_cancel, device
             )
@@ -253,25 +254,25 @@ def capture_variant(
             if req.ncu:  # after the timed worker has ended, under the same lock: its timings are already taken
                 timed_s = time.monotonic() - driven - (compile_s or 0.0)
                 _ncu_profile(req, record, events, status, device, variant_path, req.timeout - timed_s)
-        record.run["device_load_end"] = envinfo.device_load(key)
+        record.run.device_load_end = envinfo.device_load(key)
     finally:
         lock.release()
-    loads = (record.run["device_load_start"], record.run["device_load_end"])
-    record.run["shared_device"] = any(load["shared"] for load in loads)
-    record.run["device_load_start"], record.run["device_load_end"] = (json.dumps(x) for x in loads)
-    record.run["compile_s"] = compile_s
+    loads = (record.run.device_load_start, record.run.device_load_end)
+    record.run.shared_device = any(load["shared"] for load in loads)
+    record.run.device_load_start, record.run.device_load_end = (json.dumps(x) for x in loads)
+    record.run.compile_s = compile_s
     complete_record(record, req, events, status, error, returncode, log_tail)
-    if record.run["status"] in ("failed", "crashed") and _NO_CUDA.search(f"{record.run['error']}\n{log_tail}"):
-        record.run.update(status="skipped", error=f"cannot run here: {record.run['error']}")
+    if record.run.status in ("failed", "crashed") and _NO_CUDA.search(f"{record.run.error}\n{log_tail}"):
+        record.run.update(status="skipped", error=f"cannot run here: {record.run.error}")
     flags = plausibility.flags(record.cases, req.mode, device)
     if flags:
-        record.run["flags"] = json.dumps(json.loads(record.run["flags"]) + flags)
+        record.run.flags = json.dumps(json.loads(record.run.flags) + flags)
     if forged:
-        flags = json.loads(record.run["flags"]) + [
+        flags = json.loads(record.run.flags) + [
             {"code": "forged-events", "line": 0, "severity": "hack", "message": f"{forged} event line(s) on the "
              "worker's channel failed authentication and were ignored"}
         ]  # fmt: skip
-        record.run["flags"] = json.dumps(flags)
+        record.run.flags = json.dumps(flags)
     return events
 
 
@@ -296,13 +297,13 @@ def _ncu_profile(req, record, events, status, device: str, variant_path: str | N
 
         job = {"variant_path": str(Path(variant_path or req.path).resolve()), "problem": _problem_folder(req),
                "suite": req.suite, "mode": req.mode, "seed": req.seed}  # fmt: skip
-        final = store_mod.traces_dir(req.store, record.run["run_id"])
+        final = Store(req.store).traces_dir(record.run.run_id)
         result = ncu_pass.profile_cases(job, sorted(set(done)), budget_s, final, command)
     record.ncu_cases, record.ncu_kernels = result.cases, result.kernels
     for line in result.notes:
         print(f"ncu: {line}", file=sys.stderr)
     if result.notes:
-        record.run["warnings"] = "; ".join(filter(None, [record.run.get("warnings"), *result.notes]))
+        record.run.warnings = "; ".join(filter(None, [record.run.warnings, *result.notes]))
 
 
 def _gpu_available() -> bool:
@@ -375,7 +376,7 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
     read_fd, write_fd = os.pipe()
     worker_end, checker_end = handoff.pair()
     argv, env, how = _worker_command(req, workdir, private, token)
-    record.run["sandbox"] = how
+    record.run.sandbox = how
     in_sandbox = not how.startswith(("off", "none"))
     job = {
         "variant_path": str(Path(variant_path or req.path).resolve()),
@@ -401,9 +402,7 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
     if device == "cuda":  # from here on: the checker's clock bounds each case's timed loop inside these readings
         gpu.start()
         if gpu.unavailable:
-            record.run["warnings"] = "; ".join(
-                filter(None, [record.run.get("warnings"), f"no GPU state: {gpu.unavailable}"])
-            )
+            record.run.warnings = "; ".join(filter(None, [record.run.warnings, f"no GPU state: {gpu.unavailable}"]))
     checker, verdict_lines = _start_checker(req, device, private, workdir, checker_end.fileno())
     checker_end.close()
     old_term = None
@@ -499,7 +498,7 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
         elif checker.returncode not in (0, None, -signal.SIGKILL) and status is None:
             status, error = "crashed", f"the checker process failed: {_tail(private / 'checker.log')[-600:]}"
         judge(events, verdicts, req, gpu.readings)
-        _keep_traces(events, workdir, store_mod.traces_dir(req.store, record.run["run_id"]))
+        _keep_traces(events, workdir, Store(req.store).traces_dir(record.run.run_id))
         _record_helpers(record, events, Path(variant_path or req.path))
         record.evidence = collect_evidence(private, events)  # read before the folder goes
     finally:
@@ -645,11 +644,11 @@ def _record_helpers(record, events: list[dict[str, Any]], variant: Path) -> None
         sources[str(path.relative_to(folder))] = text
     if not sources:
         return
-    record.run["helper_sources"] = json.dumps(sources)
-    flags = json.loads(record.run["flags"] or "[]")
+    record.run.helper_sources = json.dumps(sources)
+    flags = json.loads(record.run.flags or "[]")
     for rel, text in sources.items():
         flags += [{**f, "message": f"{rel}: {f['message']}"} for f in flags_as_dicts(scan_source(text))]
-    record.run["flags"] = json.dumps(flags)
+    record.run.flags = json.dumps(flags)
 
 
 _SIGTERM = threading.Event()  # set once the tracker was told to stop: no further run of its session starts

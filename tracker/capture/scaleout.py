@@ -30,7 +30,7 @@ from tracker.capture.cores import core_shares
 from tracker.capture.runner import RunOutcome, RunRequest, capture_variant, new_record
 from tracker.common.errors import InputError
 from tracker.common.gitinfo import source_hash
-from tracker.store import queries
+from tracker.store import Store
 
 CANCEL_POLL_S = 0.5  # how often a running task asks the scheduler whether the queue was cancelled
 CANCEL_GRACE_S = 30.0  # how long running tasks get to stop their kernel and return a cancelled record
@@ -183,12 +183,12 @@ def _task(req: RunRequest, record: store_mod.RunRecord, source: str, queue_id: s
     worker = get_worker()
     messages = Queue(f"kernelbeam-{queue_id}-messages")
     cancel = Event(f"kernelbeam-{queue_id}-cancel")
-    run_id = record.run["run_id"]
+    run_id = record.run.run_id
     cpus = os.environ.get("KERNELBEAM_CPUS")
     if cpus:  # the worker process the runner spawns inherits this thread's share of the cores
         os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
-    record.run["started_at"] = store_mod.now()
-    variant = record.run["variant"]
+    record.run.started_at = store_mod.now()
+    variant = record.run.variant
     messages.put({"run_id": run_id, "variant": variant, "event": "task_started", "worker": worker.address})
 
     tmp = None
@@ -254,12 +254,12 @@ def longest_first(requests: list[RunRequest], records: list[store_mod.RunRecord]
     """Run ids in the order to start them: variants never run before (their length is unknown, and they
     compile) first, then by the median length of their earlier runs in the store, longest first. Starting the
     long ones first keeps the last GPU from finishing alone (longest-processing-time scheduling)."""
-    keys = [(rec.run["variant_sha256"], rec.run["variant"]) for rec in records]
+    keys = [(rec.run.variant_sha256, rec.run.variant) for rec in records]
     known: dict[tuple[str, str], float] = {}
     for req in {(r.store, r.suite, r.mode): r for r in requests}.values():
-        known.update(queries.past_durations(req.store, keys, req.suite, req.mode))
+        known.update(Store(req.store).past_durations(keys, req.suite, req.mode))
     order = sorted(range(len(records)), key=lambda i: -known.get(keys[i], float("inf")))
-    return [records[i].run["run_id"] for i in order]
+    return [records[i].run.run_id for i in order]
 
 
 def _gpu_slots(client) -> int:
@@ -274,7 +274,7 @@ def _run_on(address, requests, records, on_event, on_result, should_cancel) -> l
 
     queue_id = uuid.uuid4().hex[:12]
     outcomes: dict[str, RunOutcome] = {}
-    by_id = {rec.run["run_id"]: (req, rec) for req, rec in zip(requests, records, strict=True)}
+    by_id = {rec.run.run_id: (req, rec) for req, rec in zip(requests, records, strict=True)}
     waiting = longest_first(requests, records)  # not yet submitted: held here, so a task only goes to a free GPU
     started: set[str] = set()
     futures: dict[str, Any] = {}  # run_id -> future, for submitted runs
@@ -282,7 +282,7 @@ def _run_on(address, requests, records, on_event, on_result, should_cancel) -> l
     def record(run_id: str, rec: store_mod.RunRecord) -> None:
         if run_id in outcomes:  # never twice
             return
-        outcome = RunOutcome(rec, store_mod.finish_run(by_id[run_id][0].store, rec))
+        outcome = RunOutcome(rec, Store(by_id[run_id][0].store).finish_run(rec))
         outcomes[run_id] = outcome
         if on_result is not None:
             on_result(outcome)
@@ -319,7 +319,7 @@ def _run_on(address, requests, records, on_event, on_result, should_cancel) -> l
                     started.add(run_id)
                     req, rec = by_id[run_id]
                     try:
-                        store_mod.start_run(req.store, rec)
+                        Store(req.store).start_run(rec)
                     except store_mod.StoreLockedError:
                         pass  # the complete run is still written (or saved to a side file) at the end
                 if on_event is not None:
@@ -384,12 +384,12 @@ def _run_on(address, requests, records, on_event, on_result, should_cancel) -> l
             stop()
         except (SchedulerLost, OSError) as exc:
             for rec in records:
-                run_id = rec.run["run_id"]
+                run_id = rec.run.run_id
                 if run_id not in outcomes:
                     record(run_id, _ended(rec, "crashed", f"lost the Dask scheduler at {address}"))
-            done = [outcomes[rec.run["run_id"]] for rec in records]
+            done = [outcomes[rec.run.run_id] for rec in records]
             raise SchedulerLost(f"lost the Dask scheduler at {address}", done) from exc
-    return [outcomes[rec.run["run_id"]] for rec in records]
+    return [outcomes[rec.run.run_id] for rec in records]
 
 
 class QueueProgress:

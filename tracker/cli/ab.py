@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker.cli.common import UsageError, fraction, int64, parse_cases, positive_seconds
-from tracker.store import check_store, queries
+from tracker.store import Store
 
 DEFAULT_ROUNDS = 4
 
@@ -27,12 +27,12 @@ def _target(store: str, what: str, folder: Path) -> dict[str, Any]:
     """A file, or a stored variant's source (by name, its newest snapshot) written to a temporary copy."""
     if Path(what).is_file():
         return {"path": what, "name": None, "recorded_path": None}
-    found = queries.variant_list(store) if Path(store).exists() else None
+    found = Store(store).variant_list() if Path(store).exists() else None
     rows = [] if found is None else found[found["variant"] == what].to_dict("records")
     if not rows:
         raise UsageError(f"{what} is neither a kernel file nor a variant in {store}")
     row = rows[-1]
-    source = queries.variant_source(store, row["sha256"])
+    source = Store(store).variant_source(row["sha256"])
     copy = folder / f"{len(list(folder.iterdir()))}_{Path(str(row['path'] or what)).name}"
     copy = copy if copy.suffix == ".py" else copy.with_suffix(".py")
     copy.write_text(source or "")
@@ -56,7 +56,7 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     """`fidelity FILE --problem DIR`: the contest's method (A) and the tracker's (B) alternated on one device."""
     from tracker.capture.runner import RunRequest
 
-    check_store(args.store, write=True)
+    Store(args.store).check(write=True)
     if args.rounds < 2:
         raise UsageError("--rounds must be at least 2")
     _default_suite(args)
@@ -100,7 +100,7 @@ def fidelity_doc(store: str, pair_id: str) -> dict[str, Any]:
     median of its round means, and whether it lies inside."""
     from tracker.analysis.series import fidelity_cases
 
-    pair = queries.pair_runs(store, pair_id)
+    pair = Store(store).pair_runs(pair_id)
     runs = pair["runs"].to_dict("records")
     return {
         "pair_id": pair_id,
@@ -116,7 +116,7 @@ def pair_doc(store: str, pair_id: str, min_effect: float = 0.02) -> dict[str, An
     """What `ab --json` prints, and `compare --json` under `pair` for two runs of one session."""
     from tracker.analysis.series import paired_cases
 
-    pair = queries.pair_runs(store, pair_id)
+    pair = Store(store).pair_runs(pair_id)
     runs = pair["runs"].to_dict("records")
     sides = {s: [r["run_id"] for r in runs if r["pair_side"] == s] for s in ("A", "B")}
     names = {s: next((r["variant"] for r in runs if r["pair_side"] == s), None) for s in ("A", "B")}
@@ -163,7 +163,7 @@ def interleave(requests: dict[str, dict[str, Any]], rounds: int) -> None:
 def cmd_ab(args: argparse.Namespace) -> int:
     from tracker.capture.runner import RunRequest
 
-    check_store(args.store, write=True)
+    Store(args.store).check(write=True)
     if args.rounds < 2:
         raise UsageError("--rounds must be at least 2: a paired test needs two ratios")
     pair_id = uuid.uuid4().hex[:12]

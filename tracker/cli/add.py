@@ -10,7 +10,7 @@ from pathlib import Path
 from tracker.cli.common import print_columns, print_table, time_column
 from tracker.common.errors import InputError
 from tracker.common.jsonfields import clean
-from tracker.store import queries
+from tracker.store import Store
 
 
 def cmd_add(args: argparse.Namespace) -> int:
@@ -45,7 +45,7 @@ def _warn_dead_ends(args: argparse.Namespace, rows: list[dict]) -> None:
     from tracker.variants.deadends import repeated_dead_ends
 
     for row in rows:
-        source = queries.variant_source(args.store, row["sha256"]) if row["added"] and not args.force else None
+        source = Store(args.store).variant_source(row["sha256"]) if row["added"] and not args.force else None
         found = repeated_dead_ends(args.store, source, row["sha256"]) if source else []
         row["dead_ends"] = [{k: clean(v) for k, v in d.items()} for d in found if d["sha256"] != row["sha256"]]
         for d in row["dead_ends"]:
@@ -57,7 +57,7 @@ VARIANT_KEYS = ["variant", "path", "sha256", "commit", "parent", "parent_variant
 
 def variants_doc(args: argparse.Namespace) -> list[dict]:
     """What `variants --json` prints."""
-    df = queries.variant_list(args.store, family=args.family) if Path(args.store).exists() else None
+    df = Store(args.store).variant_list(family=args.family) if Path(args.store).exists() else None
     return [] if df is None else [{k: clean(r[k]) for k in VARIANT_KEYS} for r in df.to_dict("records")]
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from tracker.cli.common import UsageError, fmt_us, print_columns, readable_store, time_column
 from tracker.common.jsonfields import clean
-from tracker.store import queries
+from tracker.store import Store
 
 
 def _context(args: argparse.Namespace) -> dict[str, Any]:
@@ -17,12 +17,12 @@ def _context(args: argparse.Namespace) -> dict[str, Any]:
     from tracker.analysis import context
 
     readable_store(args.store)
-    facets = queries.facets(args.store)
+    facets = Store(args.store).facets()
     for what in ("suite", "gpu"):
         given = getattr(args, what)
         if given is not None and given not in facets[what]:
             raise UsageError(f"no runs with {what} {given!r}; {what} values: {', '.join(facets[what]) or 'none'}")
-    picked = context.default_context(queries.run_contexts(args.store), modes=(args.mode,), gpu=args.gpu,
+    picked = context.default_context(Store(args.store).run_contexts(), modes=(args.mode,), gpu=args.gpu,
                                      suite=args.suite)  # fmt: skip
     if picked["suite"] is None or picked["gpu"] is None:
         where = "".join(f" {k} {v}" for k, v in (("on", args.gpu), ("of suite", args.suite)) if v)
@@ -38,7 +38,7 @@ def leaderboard_doc(args: argparse.Namespace) -> dict[str, Any]:
     if args.variant and not args.gaps:
         raise UsageError("--variant goes with --gaps")
     ctx = _context(args)
-    data = queries.leaderboard_cells(args.store, suite=ctx["suite"], mode=args.mode, gpu=ctx["gpu"],
+    data = Store(args.store).leaderboard_cells(suite=ctx["suite"], mode=args.mode, gpu=ctx["gpu"],
                                      family=args.family)  # fmt: skip
     head = {**ctx, "mode": args.mode, "family": args.family}
     if args.gaps:
@@ -105,13 +105,13 @@ def lineage_doc(args: argparse.Namespace) -> dict[str, Any]:
     from tracker.analysis import summaries
 
     readable_store(args.store)
-    families = queries.variant_families(args.store)
+    families = Store(args.store).variant_families()
     if args.family is not None and args.family not in families:
         raise UsageError(f"no family {args.family!r} in {args.store}; families: {', '.join(families) or 'none'}")
-    nodes = queries.lineage_nodes(args.store, family=args.family, suite=args.suite, gpu=args.gpu)
+    nodes = Store(args.store).lineage_nodes(family=args.family, suite=args.suite, gpu=args.gpu)
     tree = summaries.lineage_tree(nodes)
     rows = [{k: clean(r.get(k)) for k in LINEAGE_KEYS} for r in tree.to_dict("records")]
-    dead = queries.dead_ends(args.store, families=None if args.family is None else [args.family])
+    dead = Store(args.store).dead_ends(families=None if args.family is None else [args.family])
     return {"family": args.family, "suite": args.suite, "gpu": args.gpu, "variants": rows,
             "dead_ends": [{k: clean(v) for k, v in d.items()} for d in dead]}  # fmt: skip
 

@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 
 from tracker.common.errors import InputError
 from tracker.common.jsonfields import clean
-from tracker.store import DEFAULT_STORE, StoreError, check_store, queries
+from tracker.store import DEFAULT_STORE, Store, StoreError
 
 
 class UsageError(InputError):
@@ -149,7 +149,7 @@ def print_table(rows: list[list[str]], headers: list[str]) -> None:
 
 def readable_store(store: str) -> None:
     """Refuse a store that a read cannot use: missing, not DuckDB, not ours, or written by a newer tracker."""
-    check_store(store)
+    Store(store).check()
 
 
 def resolve(store: str, run: str) -> str:
@@ -157,7 +157,7 @@ def resolve(store: str, run: str) -> str:
     readable_store(store)
     if not run:
         raise UsageError("empty run id")
-    matches = queries.match_run_ids(store, run, limit=6)
+    matches = Store(store).match_run_ids(run, limit=6)
     if not matches:
         raise UsageError(f"no run matches {run!r} in {store} (give a run id or a unique prefix)")
     if len(matches) > 1 and run not in matches:

@@ -10,7 +10,7 @@ from typing import Any
 
 from tracker.analysis.series import problem_args
 from tracker.cli.common import UsageError, fraction, print_columns, readable_store, resolve, time_column
-from tracker.store import queries
+from tracker.store import Store
 
 COMPARE_HELP = (
     "Per case: ratio = B mean / A mean (>1: B slower), with the 95% CI of that ratio. The mark: - faster, "
@@ -30,7 +30,7 @@ def _compare(args: argparse.Namespace):
     from tracker.analysis.stats import compare_runs
 
     ids = [resolve(args.store, r) for r in (args.a, args.b)]
-    bundles = [queries.run_bundle(args.store, run_id) for run_id in ids]
+    bundles = [Store(args.store).run_bundle(run_id) for run_id in ids]
     if any(b is None for b in bundles):
         raise UsageError("run vanished from the store while reading it")
     a, b = bundles
@@ -115,7 +115,7 @@ def cmd_regressions(args: argparse.Namespace) -> int:
     readable_store(args.store)
     scope = {"family": args.family, "path": args.path}
     _check_scope(args.store, args.family, args.path)
-    contexts = queries.history_contexts(args.store, **scope)
+    contexts = Store(args.store).history_contexts(**scope)
     if args.suite:
         suites = sorted(set(contexts["suite"]))
         contexts = contexts[contexts["suite"] == args.suite]
@@ -125,10 +125,10 @@ def cmd_regressions(args: argparse.Namespace) -> int:
 
     found: list[dict[str, Any]] = []
     for problem, suite, gpu in zip(contexts["problem"], contexts["suite"], contexts["gpu"], strict=True):
-        hist = queries.case_history(args.store, **scope, suite=suite, gpu=gpu, last=None, problem=problem)
+        hist = Store(args.store).case_history(**scope, suite=suite, gpu=gpu, last=None, problem=problem)
         points = history_points(hist)
         changes = detect_all(points)
-        states = states_by_run_case(queries.gpu_states(args.store, tuple(hist["runs"]["run_id"])))
+        states = states_by_run_case(Store(args.store).gpu_states(tuple(hist["runs"]["run_id"])))
         notes = change_point_notes(changes, points, states)
         for cps in changes.values():
             for cp in cps:
@@ -162,7 +162,7 @@ def cmd_regressions(args: argparse.Namespace) -> int:
 def _check_scope(store: str, family: str | None, path: str | None) -> None:
     """An unknown family or kernel path is bad input, not 'no change points'."""
     what, value = ("family", family) if family is not None else ("path", path)
-    known = queries.history_scopes(store)[what][what].tolist()
+    known = Store(store).history_scopes()[what][what].tolist()
     if value not in known:
         shown = ", ".join(map(str, known[:20])) + (", ..." if len(known) > 20 else "")
         raise UsageError(f"no runs in {what} {value!r} in {store}; {what} values: {shown or 'none'}")

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from tracker.cli.common import UsageError, fmt_us
-from tracker.store import finish_run
+from tracker.store import Store
 
 
 def cmd_import_results(args: argparse.Namespace) -> int:
@@ -20,16 +20,16 @@ def cmd_import_results(args: argparse.Namespace) -> int:
     if not Path(args.variant).is_file():
         raise UsageError(f"no variant file at {args.variant}")
     record = build_import(log.read_text(errors="replace"), args.variant, gpu=args.gpu, mode=args.mode, note=args.note)
-    pending = finish_run(args.store, record)
+    pending = Store(args.store).finish_run(record)
     run = record.run
     if pending:
         print(f"store {args.store}: {pending.reason}; saved to {pending.path}", file=sys.stderr)
     if args.json:
         keys = ("run_id", "variant", "path", "status", "suite", "mode", "gpu", "geomean_us", "error")
-        print(json.dumps({k: run.get(k) for k in keys} | {"cases": len(record.cases)}, default=str))
+        print(json.dumps({k: getattr(run, k) for k in keys} | {"cases": len(record.cases)}, default=str))
     else:
-        print(f"run {run['run_id']}: {run['status']} · {run['variant']} on {run['gpu']} ({run['mode']}), "
-              f"{len(record.cases)} cases, geomean {fmt_us(run['geomean_us'])} us")  # fmt: skip
+        print(f"run {run.run_id}: {run.status} · {run.variant} on {run.gpu} ({run.mode}), "
+              f"{len(record.cases)} cases, geomean {fmt_us(run.geomean_us)} us")  # fmt: skip
     return 0
 
 

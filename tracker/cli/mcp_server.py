@@ -27,7 +27,7 @@ from tracker.cli.common import (
     resolve,
 )
 from tracker.common.jsonfields import clean
-from tracker.store import queries
+from tracker.store import Store
 
 HOST = "127.0.0.1"  # streamable HTTP is for agents on this machine only: no token, no TLS
 DEFAULT_PORT = 8765
@@ -93,7 +93,7 @@ class Tools:
     # Reads that have no command of their own: their one input, a run, is resolved as every command resolves it.
     def source(self, run_id: str) -> dict[str, Any]:
         rid = resolve(self.store, run_id)
-        bundle = queries.run_bundle(self.store, rid, with_samples=False)
+        bundle = Store(self.store).run_bundle(rid, with_samples=False)
         if bundle is None:
             raise UsageError(f"run {rid} vanished from the store while reading it")
         r = bundle["run"]
@@ -101,7 +101,7 @@ class Tools:
 
     def diff(self, run_id: str) -> dict[str, Any]:
         own = self.source(run_id)
-        parent = queries.parent_source(self.store, own["run_id"])
+        parent = Store(self.store).parent_source(own["run_id"])
         if parent is None:
             return {"run_id": own["run_id"], "parent_run": None, "parent_variant": None, "diff": None}
         lines = difflib.unified_diff(
@@ -115,12 +115,12 @@ class Tools:
 
     def evidence(self, run_id: str) -> dict[str, Any]:
         rid = resolve(self.store, run_id)
-        rows = queries.run_evidence(self.store, rid).to_dict("records")
+        rows = Store(self.store).run_evidence(rid).to_dict("records")
         return {"run_id": rid, "evidence": [{k: clean(v) for k, v in r.items()} for r in rows]}
 
     def profile(self, run_id: str) -> dict[str, Any]:
         rid = resolve(self.store, run_id)
-        bundle = queries.run_bundle(self.store, rid, with_samples=False) or {}
+        bundle = Store(self.store).run_bundle(rid, with_samples=False) or {}
 
         def records(key: str) -> list[dict[str, Any]]:
             df = bundle.get(key)
@@ -135,8 +135,8 @@ class Tools:
         from tracker.analysis.margins import NEAR, gate_margins
 
         rid = resolve(self.store, run_id)
-        sha = (queries.get_run(self.store, rid) or {}).get("variant_sha256")
-        found = gate_margins(queries.gate_residuals(self.store, [sha])).get(sha) if sha else None
+        sha = (Store(self.store).get_run(rid) or {}).get("variant_sha256")
+        found = gate_margins(Store(self.store).gate_residuals([sha])).get(sha) if sha else None
         return {"run_id": rid, "near_factor": NEAR, **(found or {"cases": [], "closest": None, "near": False})}
 
 
@@ -319,7 +319,7 @@ def build_server(store: str):
                 outcome = await anyio.to_thread.run_sync(one)
             except Exception as exc:
                 raise ToolError(f"error: {internal_error_message(exc)}") from None
-            summary = {"variant": name, "path": outcome.record.run["path"], **run_summary(outcome),
+            summary = {"variant": name, "path": outcome.record.run.path, **run_summary(outcome),
                        "dead_ends": [d for d in repeats if d["path"] == req.path]}  # fmt: skip
             out.append(json.loads(json.dumps(summary, default=str)))
             await ctx.report_progress(i + 1, len(reqs), f"[{i + 1}/{len(reqs)}] {name}: {summary['status']}")

@@ -16,7 +16,7 @@ from tracker.capture.evidence import RESIDUAL_KEYS, unpack
 from tracker.cli.common import UsageError, resolve
 from tracker.common.errors import InputError
 from tracker.common.jsonfields import clean
-from tracker.store import queries
+from tracker.store import Store
 
 KERNEL_WRONG = "the kernel's output is wrong"
 CHECKER_DISAGREED = "the tracker's checker disagreed"
@@ -58,10 +58,10 @@ def recheck_case(row: dict[str, Any], blob: bytes | None) -> dict[str, Any]:
 
 def cmd_recheck(args: argparse.Namespace) -> int:
     run_id = resolve(args.store, args.run)
-    rows = queries.run_evidence(args.store, run_id, case_idx=args.case).to_dict("records")
+    rows = Store(args.store).run_evidence(run_id, case_idx=args.case).to_dict("records")
     if args.case is not None and not rows:
         raise UsageError(f"run {run_id} kept no evidence for case {args.case}")
-    report = [recheck_case(row, queries.evidence_arrays(args.store, run_id, int(row["case_idx"]))) for row in rows]
+    report = [recheck_case(row, Store(args.store).evidence_arrays(run_id, int(row["case_idx"]))) for row in rows]
     disagreed = [r for r in report if not r["agrees"]]
     if args.json:
         print(json.dumps({"run_id": run_id, "cases": report, "checker_disagreed": len(disagreed)}))

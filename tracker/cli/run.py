@@ -14,7 +14,7 @@ from typing import Any
 from tracker.cli.common import UsageError, int64, parse_cases, path_arg, positive_seconds
 from tracker.cli.deadends import dead_end_warnings
 from tracker.cli.summary import print_run, run_summary
-from tracker.store import check_store, queries
+from tracker.store import Store
 
 
 def _single(args: argparse.Namespace) -> bool:
@@ -70,7 +70,7 @@ def run_requests(args: argparse.Namespace) -> list:
             req.validate()
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    check_store(args.store, write=True)
+    Store(args.store).check(write=True)
     if args.parent:
         parent = resolve_parent(args.store, args.parent)
         for r in reqs:
@@ -115,7 +115,7 @@ def _targets(args: argparse.Namespace, suite: str, gpu: bool) -> list[dict[str, 
     if args.path or args.glob:
         files = find_variant_files(args.path, args.glob)
         exists = Path(args.store).exists()
-        taken = {v["name"]: v["path"] for v in queries.variant_index(args.store)} if exists else {}
+        taken = {v["name"]: v["path"] for v in Store(args.store).variant_index()} if exists else {}
         rels = {str(f): recorded_path(f)[0] for f in files}
         names = unique_names(rels.values(), taken)
         targets += [{"path": str(f), "name": names[rels[str(f)]]} for f in files]
@@ -123,7 +123,7 @@ def _targets(args: argparse.Namespace, suite: str, gpu: bool) -> list[dict[str, 
         if not Path(args.store).exists():
             raise UsageError(f"--pending: no store at {args.store}")
         gpu_name = (_gpu_name() if gpu else None) or "CPU"
-        df = queries.pending_variants(args.store, suite=suite, mode=args.mode, gpu=gpu_name, family=args.family)
+        df = Store(args.store).pending_variants(suite=suite, mode=args.mode, gpu=gpu_name, family=args.family)
         for row in df.to_dict("records"):
             targets.append(
                 {"source": row["source"], "recorded_path": row["path"], "commit": row["commit"], "name": row["name"],

@@ -19,7 +19,7 @@ def run_many(args: argparse.Namespace, requests: list) -> int:
     summaries = []
     for i, req in enumerate(requests, 1):
         outcome = run_variant(req)
-        summary = {"variant": req.name, "path": outcome.record.run["path"], **run_summary(outcome)}
+        summary = {"variant": req.name, "path": outcome.record.run.path, **run_summary(outcome)}
         summaries.append(summary)
         print(
             f"[{i}/{len(requests)}] {req.name}: {summary['status']} run {summary['run_id']} "

@@ -20,7 +20,7 @@ from tracker.cli.common import (
 )
 from tracker.cli.queue import queue_lines
 from tracker.common.jsonfields import clean, parse_flags, parse_stalls, stalls_text
-from tracker.store import VERDICTS, check_store, queries, traces_dir
+from tracker.store import VERDICTS, Store
 from tracker.variants.scan import describe
 
 
@@ -40,7 +40,7 @@ def list_doc(args: argparse.Namespace) -> list[dict]:
             since = parse_since(args.since, dt.datetime.now(dt.UTC))
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-    df = queries.list_runs(args.store, limit=args.limit, search=args.search, since=since,
+    df = Store(args.store).list_runs(limit=args.limit, search=args.search, since=since,
                            **{k: getattr(args, k, None) for k in ("family", "status", "variant")})  # fmt: skip
     cols = [
         "run_id",
@@ -86,16 +86,14 @@ def cmd_list(args: argparse.Namespace) -> int:
 def show_doc(args: argparse.Namespace) -> dict:
     """What `show --json` prints: the run's row, its cases and its evidence."""
     run_id = resolve(args.store, args.run)
-    run = {k: clean(v) for k, v in queries.get_run(args.store, run_id).items()}
-    cases = [
-        {k: clean(v) for k, v in row.items()} for row in queries.case_results(args.store, run_id).to_dict("records")
-    ]
+    run = {k: clean(v) for k, v in Store(args.store).get_run(run_id).items()}
+    cases = [{k: clean(v) for k, v in row.items()} for row in Store(args.store).case_results(run_id).to_dict("records")]
     evidence = [
-        {k: clean(v) for k, v in row.items()} for row in queries.run_evidence(args.store, run_id).to_dict("records")
+        {k: clean(v) for k, v in row.items()} for row in Store(args.store).run_evidence(run_id).to_dict("records")
     ]
     run["flags"] = parse_flags(run.get("flags"))[0]  # a malformed stored value shows as none
     kernels = [{k: clean(v) for k, v in row.items()}
-               for row in queries.profile_top_kernels(args.store, run_id).to_dict("records")]  # fmt: skip
+               for row in Store(args.store).profile_top_kernels(run_id).to_dict("records")]  # fmt: skip
     return {**run, "cases": cases, "evidence": evidence, "profile_kernels": kernels,
             "ncu": ncu_doc(args.store, run_id)}  # fmt: skip
 
@@ -103,10 +101,10 @@ def show_doc(args: argparse.Namespace) -> dict:
 def ncu_doc(store: str, run_id: str) -> dict:
     """A run's Nsight Compute profile as `show --json` and the MCP tool give it: per case the report's path (beside
     the store) or why there is none; per kernel its metrics, stalls as {reason: warp cycles per issued instruction}."""
-    found = queries.ncu_profile(store, run_id)
+    found = Store(store).ncu_profile(run_id)
     cases = [{k: clean(v) for k, v in r.items()} for r in found["cases"].to_dict("records")]
     for c in cases:  # a path only where the file is here (an import may come without a report too large to move)
-        kept = traces_dir(store, run_id) / c["report"] if c.get("report") else None
+        kept = Store(store).traces_dir(run_id) / c["report"] if c.get("report") else None
         c["report_path"] = str(kept) if kept is not None and kept.is_file() else None
     kernels = [{k: clean(v) for k, v in r.items()} for r in found["kernels"].to_dict("records")]
     for k in kernels:
@@ -212,11 +210,11 @@ def fmt_res(value) -> str:
 
 def verdict_doc(args: argparse.Namespace) -> dict:
     """Record the verdict; what `verdict --json` prints."""
-    from tracker.store import add_verdict
+    from tracker.store import Store
 
     run_id = resolve(args.store, args.run)
-    check_store(args.store, write=True)
-    add_verdict(args.store, run_id, args.verdict, args.reason or "", args.assumption)
+    Store(args.store).check(write=True)
+    Store(args.store).add_verdict(run_id, args.verdict, args.reason or "", args.assumption)
     return {"run_id": run_id, "verdict": args.verdict}
 
 

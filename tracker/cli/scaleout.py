@@ -28,7 +28,7 @@ def run_queue_cli(args: argparse.Namespace, requests: list, bar) -> int:
 
     def on_result(outcome) -> None:
         run = outcome.record.run
-        print(f"recorded {run['variant']} run {run['run_id']}: {run['status']}", file=sys.stderr)
+        print(f"recorded {run.variant} run {run.run_id}: {run.status}", file=sys.stderr)
 
     def on_event(msg: dict[str, Any]) -> None:
         if msg["event"] == "queue_submitted":

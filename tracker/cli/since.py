@@ -9,7 +9,7 @@ from pathlib import Path
 from tracker.analysis.summaries import parse_since, since_summary
 from tracker.cli.common import fmt_us, print_table
 from tracker.common.jsonfields import clean
-from tracker.store import queries
+from tracker.store import Store
 
 
 def since_doc(args: argparse.Namespace) -> dict:
@@ -17,9 +17,9 @@ def since_doc(args: argparse.Namespace) -> dict:
     when = parse_since(args.when)
     if not Path(args.store).exists():
         raise FileNotFoundError(f"no store at {args.store}")
-    activity = queries.since_activity(args.store, when)
+    activity = Store(args.store).since_activity(when)
     families = sorted({f for f in activity["runs"]["family"] if isinstance(f, str)})
-    dead = [{k: clean(v) for k, v in d.items()} for d in queries.dead_ends(args.store, families=families)]
+    dead = [{k: clean(v) for k, v in d.items()} for d in Store(args.store).dead_ends(families=families)]
     return {**since_summary(activity), "dead_ends": dead, "closer_to_gate": _closer_to_gate(args.store, activity)}
 
 
@@ -27,11 +27,11 @@ def _closer_to_gate(store: str, activity: dict) -> list[dict]:
     """New runs whose variant runs closer to a gate than its parent's (tracker.analysis.margins)."""
     from tracker.analysis.margins import closer_than_parent, gate_margins
 
-    parents = queries.run_parents(store, list(activity["runs"]["run_id"]))
+    parents = Store(store).run_parents(list(activity["runs"]["run_id"]))
     if parents.empty:
         return []
     shas = sorted(set(parents["variant_sha256"]) | set(parents["parent_sha256"]))
-    return closer_than_parent(parents, gate_margins(queries.gate_residuals(store, shas)))
+    return closer_than_parent(parents, gate_margins(Store(store).gate_residuals(shas)))
 
 
 def cmd_since(args: argparse.Namespace) -> int:

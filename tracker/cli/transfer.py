@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from tracker.cli.common import UsageError, path_arg, readable_store, resolve
-from tracker.store import check_store
+from tracker.store import Store
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -29,7 +29,6 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from tracker.store import flush_pending
     from tracker.store.transfer import check_export, import_runs
     from tracker.store.validate import read_export
     from tracker.workloads.qr_v2.suites import SUITES
@@ -37,9 +36,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     for folder in args.folders:  # every folder is checked, files and rows, before any is written: all or nothing
         check_export(folder)
         read_export(folder, SUITES)
-    check_store(args.store, write=True)
+    Store(args.store).check(write=True)
     added = sum(import_runs(args.store, folder, SUITES) for folder in args.folders)
-    flushed = flush_pending(args.store)  # prints a line per side file it keeps, and why
+    flushed = Store(args.store).flush_pending()  # prints a line per side file it keeps, and why
     print(
         f"imported {added} new run(s) into {args.store}"
         + (f", wrote {len(flushed.written)} pending" if flushed.written else "")

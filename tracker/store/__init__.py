@@ -1,44 +1,27 @@
 """The store layer: one DuckDB file per project, opened per operation and never held.
 
-`db` holds connections, migrations and the one write path; `schema` the tables; `queries` every read;
-`transfer` Parquet export and import. The names most callers need are re-exported here.
+`Store(path)` (store.py) is what callers use: typed reads grouped by concern (reads/: runs, cases, history,
+variants, verdicts, profiles, boards) and the write path (writes.py). Beneath it: `records` (RunRow, RunRecord),
+`connection` (lock retries, errors, the store check, migrations), `reaping`, `sidefiles` (the pending and traces
+folders, signed side files), `schema` (the tables), `validate` and `transfer` (Parquet export and import).
+The names most callers need are re-exported here.
 """
 
 from tracker.common.vocabulary import DEFAULT_STORE
-from tracker.store.db import (
-    FlushResult,
+from tracker.store.connection import (
     NotAStoreError,
-    PendingRun,
-    RunRecord,
     SchemaTooNewError,
-    SideFileError,
     StoreAccessError,
     StoreDamagedError,
     StoreError,
     StoreFullError,
     StoreLockedError,
-    add_verdict,
-    check_store,
-    connect,
-    fallback_dirs,
-    finish_run,
-    flush_pending,
     migrate,
     now,
-    pending_dir,
-    pending_run_ids,
-    read_side_file,
-    reap_dead_runs,
-    register_variants,
-    save_checkpoint,
     schema_version,
-    side_key,
-    side_key_path,
-    side_text,
-    start_run,
-    traces_dir,
-    write_run,
 )
+from tracker.store.reaping import reap_dead_runs
+from tracker.store.records import RunRecord, RunRow
 from tracker.store.schema import (
     MIGRATIONS,
     RUN_METHODS,
@@ -48,46 +31,48 @@ from tracker.store.schema import (
     TABLE_COLUMNS,
     VERDICTS,
 )
+from tracker.store.sidefiles import (
+    PendingRun,
+    SideFileError,
+    fallback_dirs,
+    read_side_file,
+    side_key,
+    side_key_path,
+    side_text,
+)
+from tracker.store.store import Store
+from tracker.store.writes import FlushResult, write_run
 
 __all__ = [
     "DEFAULT_STORE",
     "FlushResult",
     "MIGRATIONS",
+    "RUN_METHODS",
     "RUN_STATUSES",
     "RUN_TABLES",
     "SCHEMA_VERSION",
     "TABLE_COLUMNS",
-    "RUN_METHODS",
     "VERDICTS",
     "NotAStoreError",
     "PendingRun",
     "RunRecord",
+    "RunRow",
     "SchemaTooNewError",
+    "SideFileError",
+    "Store",
     "StoreAccessError",
     "StoreDamagedError",
     "StoreError",
     "StoreFullError",
     "StoreLockedError",
-    "add_verdict",
-    "check_store",
-    "connect",
-    "finish_run",
     "fallback_dirs",
-    "flush_pending",
     "migrate",
     "now",
-    "pending_dir",
-    "pending_run_ids",
     "read_side_file",
-    "save_checkpoint",
+    "reap_dead_runs",
+    "schema_version",
     "side_key",
     "side_key_path",
     "side_text",
-    "SideFileError",
-    "reap_dead_runs",
-    "register_variants",
-    "schema_version",
-    "start_run",
-    "traces_dir",
     "write_run",
 ]

@@ -10,7 +10,9 @@ from pathlib import Path
 import duckdb
 
 from tracker.common.errors import InputError
-from tracker.store import RUN_TABLES, TABLE_COLUMNS, connect, traces_dir
+from tracker.store.connection import connect
+from tracker.store.schema import RUN_TABLES, TABLE_COLUMNS
+from tracker.store.sidefiles import traces_dir
 from tracker.store.validate import NCU_REPORT_RE, RUN_ID_RE, read_export
 
 EXPORT_TABLES = ("runs", "variants", *RUN_TABLES, "verdicts")

@@ -20,6 +20,7 @@ import duckdb
 from tracker.common.errors import InputError
 from tracker.common.jsonfields import json_problem
 from tracker.common.vocabulary import FINISHED_STATUSES
+from tracker.store.records import RunRow
 from tracker.store.schema import (
     GPU_STATE_COLUMNS,
     MIGRATIONS,
@@ -336,11 +337,12 @@ def read_export(folder: str | Path, suites: Collection[str] | None = None) -> di
 
 
 def check_record(record: Any, source: str | Path) -> None:
-    """Check a run record read from a side file (tracker.store.db.RunRecord) as an import row by row; raises
+    """Check a run record read from a side file (tracker.store.records.RunRecord) as an import row by row; raises
     InvalidImport naming the file, the table, the run and the column. Nothing is written here."""
-    run_id = record.run.get("run_id") if isinstance(record.run, dict) else None
+    run = record.run.as_dict() if isinstance(record.run, RunRow) else record.run
+    run_id = run.get("run_id") if isinstance(run, dict) else None
     rows: dict[str, list[Any]] = {
-        "runs": [record.run],
+        "runs": [run],
         "variants": [record.variant],
         "case_results": record.cases,
         "samples": [

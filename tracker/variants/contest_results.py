@@ -135,4 +135,4 @@ def build_import(
         "warnings": "imported from the contest's result stream: no samples",
     }  # fmt: skip
     variant = {"sha256": sha, "name": name, "path": path, "source": source, "first_seen": now}
-    return store_mod.RunRecord(run=run, variant=variant, cases=cases)
+    return store_mod.RunRecord(run=store_mod.RunRow(**run), variant=variant, cases=cases)

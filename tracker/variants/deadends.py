@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker.common.jsonfields import clean
-from tracker.store import queries
+from tracker.store import Store
 
 
 class _Normalise(ast.NodeTransformer):
@@ -82,8 +82,8 @@ def repeated_dead_ends(store: str | os.PathLike, source: str, sha256: str | None
     shape = code_shape(source)
     if shape is None:
         return []
-    rejected = queries.dead_ends(store, with_source=True)
-    if sha256 is not None and queries.latest_verdict(store, sha256) not in (None, "rejected"):
+    rejected = Store(store).dead_ends(with_source=True)
+    if sha256 is not None and Store(store).latest_verdict(sha256) not in (None, "rejected"):
         return []
     return [{k: v for k, v in d.items() if k != "source"} for d in rejected if code_shape(d["source"]) == shape]
 

@@ -19,7 +19,7 @@ from typing import Any
 from tracker import store as store_mod
 from tracker.common.errors import InputError
 from tracker.common.gitinfo import GitError, git, repo_root, source_hash
-from tracker.store import queries
+from tracker.store import Store
 from tracker.variants.naming import unique_names
 
 PARENT_LINE = re.compile(r"^[\s#*-]*Parent:\s*([\w./-]+)", re.MULTILINE | re.IGNORECASE)
@@ -143,7 +143,7 @@ def register(
     files = find_variant_files(paths, pattern)
     if not files:
         raise InputError("no kernel file to register")
-    known = queries.variant_index(store) if Path(store).exists() else []
+    known = Store(store).variant_index() if Path(store).exists() else []
     per_file = [file_snapshots(f, commits) for f in files]
     taken = {}
     for v in known:
@@ -189,7 +189,7 @@ def register(
         previous[snap.path] = sha
         by_name[name] = sha
         by_name[Path(snap.path).stem] = sha
-    added = set(store_mod.register_variants(store, rows)) if rows else set()
+    added = set(Store(store).register_variants(rows)) if rows else set()
     for row in out:
         row["added"] = row["sha256"] in added
     return out
@@ -224,7 +224,7 @@ def unique_name_in_store(path: str, store: str) -> str | None:
         return None
     rel = recorded_path(Path(path))[0]
     try:
-        taken = {v["name"]: v["path"] for v in queries.variant_index(store)} if Path(store).exists() else {}
+        taken = {v["name"]: v["path"] for v in Store(store).variant_index()} if Path(store).exists() else {}
     except (store_mod.StoreLockedError, store_mod.NotAStoreError):
         taken = {}
     return unique_names([rel], taken)[rel]
@@ -233,7 +233,7 @@ def unique_name_in_store(path: str, store: str) -> str | None:
 def resolve_parent(store: str, text: str) -> str:
     """A run id, a unique prefix of one, or a variant name (its newest run), as the full run id; InputError for
     anything else."""
-    run_id = queries.resolve_run_id(store, text) or queries.latest_run_of_variant(store, text)
+    run_id = Store(store).resolve_run_id(text) or Store(store).latest_run_of_variant(text)
     if run_id is None:
         raise InputError(f"--parent {text!r} is not a run in {store}, nor a variant with runs there")
     return run_id

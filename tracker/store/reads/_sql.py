@@ -1,0 +1,126 @@
+"""What the store's reads share: SQL fragments, the filters over runs, the live status of `running` rows."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import socket
+from typing import Any
+
+import pandas as pd
+
+from tracker.common.processes import process_alive
+from tracker.store.sidefiles import pending_dir, pending_run_ids
+
+RUN_LIST_COLUMNS = (
+    "run_id, variant, path, family, status, problem, suite, mode, device, gpu, geomean_us, started_at, finished_at, "
+    "git_commit, git_branch, git_dirty, note, parent_run, trigger"
+)
+
+
+# A case's seed-free name, as its workload's Case.label spells it: what comparisons and histories key on. Runs
+# recorded before workloads stored a label were qr_v2, whose label is built from its columns.
+def case_label_sql(alias: str | None = None) -> str:
+    """A case's seed-free label in SQL: the label the workload recorded, else qr_v2's shape format (runs from
+    before labels were recorded). `alias` names the table or subquery holding the case_results columns."""
+    a = f"{alias}." if alias else ""
+    shape = f"format('{{}}x{{}} c{{:g}} {{}}', {a}batch, {a}n, CAST({a}cond AS DOUBLE), {a}case_name)"
+    return f"coalesce({a}label, {shape})"
+
+
+CASE_LABEL_SQL = case_label_sql()
+
+
+TIMED_MODES = ("benchmark", "leaderboard")
+
+
+IN_LIST_MAX = 1000  # run ids bound one by one up to this many (index lookups); a subquery beyond
+
+
+def _live_status(store: str | os.PathLike, con) -> dict[str, tuple[str, str | None]]:
+    """What `running` rows really are, without writing: {run_id: (status, side file)}. A run whose complete
+    record waits in a side file is `pending` (with that file); one whose process on this host is gone is
+    `crashed` (the next writer records it so)."""
+    rows = con.execute("SELECT run_id, host, pid FROM runs WHERE status = 'running'").fetchall()
+    if not rows:
+        return {}
+    folder = pending_dir(store)
+    waiting = pending_run_ids(store)
+    host = socket.gethostname()
+    out: dict[str, tuple[str, str | None]] = {}
+    for run_id, run_host, pid in rows:
+        if run_id in waiting:
+            out[run_id] = ("pending", str(folder / f"{run_id}.json"))
+        elif run_host == host and not process_alive(pid):
+            out[run_id] = ("crashed", None)
+    return out
+
+
+def _apply_live(df: pd.DataFrame, live: dict[str, tuple[str, str | None]], id_col: str, status_col: str) -> None:
+    if live and not df.empty and id_col in df and status_col in df:
+        found = df[id_col].map(lambda r: live.get(r, (None,))[0])
+        df[status_col] = found.where(found.notna(), df[status_col])
+
+
+def _has_runs_table(con) -> bool:
+    return bool(
+        con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'runs' AND table_schema = 'main'"
+        ).fetchone()[0]
+    )
+
+
+def _run_filters(
+    *,
+    gpu: str | None = None,
+    suite: str | None = None,
+    mode: str | None = None,
+    status: str | None = None,
+    family: str | None = None,
+    since: dt.date | None = None,
+    until: dt.date | None = None,
+    search: str | None = None,
+    prefix: str = "",
+    problem: str | None = None,
+) -> tuple[str, list[Any]]:
+    """A WHERE clause over the runs table (alias `prefix`) and its parameters."""
+    p = prefix
+    clauses: list[str] = []
+    params: list[Any] = []
+    filters = (("gpu", gpu), ("suite", suite), ("mode", mode), ("status", status), ("family", family))
+    for col, value in (*filters, ("problem", problem)):
+        if value:
+            clauses.append(f"{p}{col} = ?")
+            params.append(value)
+    if since:
+        clauses.append(f"{p}started_at >= CAST(? AS TIMESTAMPTZ)")
+        params.append(dt.datetime.combine(since, dt.time(), dt.UTC))
+    if until:
+        clauses.append(f"{p}started_at < CAST(? AS TIMESTAMPTZ)")
+        params.append(dt.datetime.combine(until + dt.timedelta(days=1), dt.time(), dt.UTC))
+    if search and search.strip():
+        needle = search.strip().lower()
+        fields = [f"{p}variant", f"{p}path", f"{p}family", f"{p}note", f"{p}run_id"]
+        ors = [f"contains(lower(coalesce({f}, '')), ?)" for f in fields]
+        # verdict reasons are part of a variant's notes too
+        ors.append(
+            f"{p}variant_sha256 IN (SELECT variant_sha256 FROM verdicts WHERE contains(lower(coalesce(reason, '')), ?))"
+        )
+        clauses.append("(" + " OR ".join(ors) + ")")
+        params += [needle] * len(ors)
+    return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+def _has_table(con, name: str) -> bool:
+    return bool(
+        con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]).fetchone()[0]
+    )
+
+
+def _has_column(con, table: str, column: str) -> bool:
+    """Whether an older store (opened read-only, so not migrated) already has a column."""
+    return bool(
+        con.execute(
+            "SELECT count(*) FROM information_schema.columns WHERE table_name = ? AND column_name = ?", [table, column]
+        ).fetchone()[0]
+    )

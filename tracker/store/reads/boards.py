@@ -1,0 +1,62 @@
+"""The leaderboard: best passed means per variant and case in one aggregate pass."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pandas as pd
+
+from tracker.store.connection import connect
+from tracker.store.reads._sql import (
+    _has_column,
+    case_label_sql,
+)
+
+
+class BoardReads:
+    """Reads of the store at `self.path` (a mixin of tracker.store.Store)."""
+
+    path: str | os.PathLike
+
+    def leaderboard_cells(
+        self,
+        *,
+        suite: str,
+        mode: str = "benchmark",
+        gpu: str | None = None,
+        family: str | None = None,
+    ) -> dict[str, pd.DataFrame]:
+        """The leaderboard in one aggregate pass: per (variant, case) the best passed mean and its run, and per
+        variant its name, path, family, run count and best passed geomean. GPU None means every run without a GPU."""
+        gpu_clause = "gpu = ?" if gpu is not None else "gpu IS NULL"
+        params: list[Any] = [suite, mode] + ([gpu] if gpu is not None else [])
+        with connect(self.path, read_only=True) as con:
+            vfam = "v.family" if _has_column(con, "variants", "family") else "NULL"
+            fam = f" AND coalesce(r.family, {vfam}) = ?" if family else ""
+            con.execute(
+                "CREATE TEMP TABLE lb_runs AS SELECT r.run_id, r.variant_sha256, r.status, r.geomean_us, r.started_at, "
+                f"r.variant, r.path, coalesce(r.family, {vfam}) AS family FROM runs r "
+                "LEFT JOIN variants v ON v.sha256 = r.variant_sha256 WHERE r.status NOT IN ('skipped', 'running') "
+                f"AND r.suite = ? AND r.mode = ? AND r.{gpu_clause}"
+                f"{fam}",
+                params + ([family] if family else []),
+            )
+            variants = con.execute(
+                "SELECT variant_sha256, arg_max(variant, started_at) AS variant, arg_max(path, started_at) AS path, "
+                "arg_max(family, started_at) AS family, count(*) AS runs, "
+                "min(geomean_us) FILTER (WHERE status = 'passed') AS best_geomean_us, "
+                "arg_min(run_id, geomean_us) FILTER (WHERE status = 'passed' AND geomean_us IS NOT NULL) AS best_run, "
+                "arg_max(run_id, started_at) AS latest_run FROM lb_runs GROUP BY variant_sha256"
+            ).df()
+            cells = con.execute(
+                # Grouped on the raw shape columns; the label is formatted once per group, not once per case row.
+                f"SELECT variant_sha256, case_idx, {case_label_sql('g')} AS label, best_us, run_id FROM ("
+                # In one suite a case index is one shape (a hidden seed changes the seed only), so group on the integer.
+                "SELECT r.variant_sha256, c.case_idx, any_value(c.batch) AS batch, any_value(c.n) AS n, "
+                "any_value(c.cond) AS cond, any_value(c.case_name) AS case_name, any_value(c.label) AS label, "
+                "min(c.mean_us) AS best_us, arg_min(c.run_id, c.mean_us) AS run_id "
+                "FROM case_results c JOIN lb_runs r USING (run_id) WHERE c.passed AND c.mean_us IS NOT NULL "
+                "GROUP BY r.variant_sha256, c.case_idx) g"
+            ).df()
+        return {"variants": variants, "cells": cells}

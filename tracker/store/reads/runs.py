@@ -1,0 +1,257 @@
+"""Runs: listing, one run, id prefixes, counts, the filters' values and contexts, the store's own state."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from tracker.store.connection import SchemaTooNewError, connect, schema_version
+from tracker.store.reads._sql import (
+    RUN_LIST_COLUMNS,
+    _apply_live,
+    _has_runs_table,
+    _live_status,
+    _run_filters,
+)
+from tracker.store.schema import SCHEMA_VERSION
+from tracker.store.sidefiles import pending_dir, pending_run_ids, read_side_file
+
+
+class RunReads:
+    """Reads of the store at `self.path` (a mixin of tracker.store.Store)."""
+
+    path: str | os.PathLike
+
+    def side_file_runs(self) -> list[dict[str, Any]]:
+        """Runs whose record waits in the store's side folder, as run rows with status `pending` and `side_file`."""
+        folder = pending_dir(self.path)
+        out = []
+        for run_id in sorted(pending_run_ids(self.path)):
+            side = folder / f"{run_id}.json"
+            try:
+                run = read_side_file(side).run
+                run = {c: getattr(run, c) for c in RUN_LIST_COLUMNS.split(", ")}
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                continue  # unreadable or not the tracker's own: `import` reports it
+            run.update(status="pending", side_file=str(side))
+            with contextlib.suppress(TypeError, ValueError):
+                run["started_at"] = pd.Timestamp(run["started_at"])
+            out.append(run)
+        return out
+
+    def list_runs(
+        self,
+        *,
+        limit: int | None = None,
+        search: str | None = None,
+        family: str | None = None,
+        status: str | None = None,
+        variant: str | None = None,
+        since: dt.datetime | None = None,
+    ) -> pd.DataFrame:
+        """All runs (those whose name, path, family, note, id or verdict reason contains `search`; of a family,
+        status or variant name; started from `since` on), newest first."""
+        where, params = _run_filters(search=search, family=family, status=status)
+        if since is not None:  # to the second: _run_filters' since is a date
+            where += (" AND " if where else " WHERE ") + "started_at >= CAST(? AS TIMESTAMPTZ)"
+            params.append(since)
+        if variant is not None:
+            where += (" AND " if where else " WHERE ") + "variant = ?"
+            params.append(variant)
+        sql = f"SELECT {RUN_LIST_COLUMNS} FROM runs{where} ORDER BY started_at DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(int(limit))
+        with connect(self.path, read_only=True) as con:
+            df = con.execute(sql, params).df()
+            live = _live_status(self.path, con)
+        _apply_live(df, live, "run_id", "status")
+        extra = [r for r in self.side_file_runs() if r["run_id"] not in set(df["run_id"])] if not where else []
+        if extra:  # runs that never reached the store (it was locked from their start)
+            df = pd.concat([df, pd.DataFrame(extra)[[c for c in df.columns]]], ignore_index=True)
+            df = df.sort_values("started_at", ascending=False, ignore_index=True)
+            if limit is not None:
+                df = df.head(int(limit))
+        return df
+
+    def get_run(self, run_id: str) -> dict[str, Any] | None:
+        """One run's row as a dict (status as it really is, see _live_status; `side_file` where a pending run
+        waits), or None if there is no such run."""
+        with connect(self.path, read_only=True) as con:
+            df = con.execute("SELECT * FROM runs WHERE run_id = ?", [run_id]).df()
+            live = _live_status(self.path, con)
+        if df.empty:
+            waiting = [r for r in self.side_file_runs() if r["run_id"] == run_id]
+            return waiting[0] if waiting else None
+        run = df.iloc[0].to_dict()
+        run["status"], run["side_file"] = live.get(run_id, (run["status"], None))
+        return run
+
+    def resolve_run_id(self, prefix: str) -> str | None:
+        """Accept a unique prefix of a run id, as git does for commits."""
+        ids = self.match_run_ids(prefix, limit=2)
+        return ids[0] if len(ids) == 1 else None
+
+    def latest_run_of_variant(self, name: str) -> str | None:
+        """The newest run of the variant with this name (any status), e.g. to name it as a parent."""
+        if not Path(self.path).exists():
+            return None
+        with connect(self.path, read_only=True) as con:
+            if not _has_runs_table(con):
+                return None
+            row = con.execute(
+                "SELECT run_id FROM runs WHERE variant = ? ORDER BY started_at DESC, run_id LIMIT 1", [name]
+            ).fetchone()
+        return row[0] if row else None
+
+    def match_run_ids(self, prefix: str, *, limit: int = 10) -> list[str]:
+        """The run ids starting with `prefix` (at most `limit`, newest first): one for a unique prefix."""
+        return self.run_candidates(prefix, limit=limit)["run_id"].tolist()
+
+    def run_candidates(self, prefix: str, *, limit: int = 20) -> pd.DataFrame:
+        """Runs whose id starts with `prefix` (to list when a prefix is ambiguous), newest first."""
+        with connect(self.path, read_only=True) as con:
+            return con.execute(
+                "SELECT run_id, variant, path, status, suite, mode, gpu, started_at FROM runs "
+                "WHERE starts_with(run_id, ?) ORDER BY started_at DESC LIMIT ?",
+                [prefix, int(limit)],
+            ).df()
+
+    def store_version(self) -> tuple[int, ...]:
+        """A key that changes whenever the store is written: modification times and sizes of the file and its WAL.
+
+        Dashboard caches are keyed on it, so a finished run shows up on the next render without a timer.
+        """
+        parts: list[int] = []
+        # A side file arriving shows too.
+        for path in (Path(self.path), Path(f"{self.path}.wal"), pending_dir(self.path)):
+            try:
+                st = path.stat()
+            except OSError:
+                parts += [0, 0]
+            else:
+                parts += [st.st_mtime_ns, st.st_size]
+        return tuple(parts)
+
+    def store_problem(self) -> str | None:
+        """Why the dashboard must not use this path as a store, or None: it does not exist, is not a DuckDB file, is
+        a DuckDB file without our tables, or has a newer schema than this tracker. Opens read-only; changes nothing."""
+        path = Path(self.path)
+        if not path.exists():
+            return f"There is no store at **{path}**. Check the path (the dashboard creates no store there)."
+        if not path.is_file():
+            return f"**{path}** is not a file, so not a KernelBeam store."
+        newer = f"**{path}** has a store schema newer than this dashboard (v{SCHEMA_VERSION}): upgrade KernelBeam."
+        try:
+            with connect(path, read_only=True) as con:
+                names = {
+                    r[0]
+                    for r in con.execute(
+                        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
+                    ).fetchall()
+                }
+                if "schema_version" not in names or "runs" not in names:
+                    return (
+                        f"**{path}** is a DuckDB file but not a KernelBeam store (it has no runs table); "
+                        "it is left as is."
+                    )
+                version = schema_version(con)
+        except SchemaTooNewError:  # reads refuse a newer schema on open
+            return newer
+        if version > SCHEMA_VERSION:
+            return newer
+        return None
+
+    def past_durations(self, variants: list[tuple[str, str]], suite: str, mode: str) -> dict:
+        """Median wall seconds of earlier finished runs, per (variant_sha256, variant name) asked for: runs of the
+        same source first, else of the same name, in the same suite and mode. Variants with no such run are left
+        out. For ordering a queue, so it does not matter that case selections differ."""
+        if not variants or not Path(self.path).exists():
+            return {}
+        with connect(self.path, read_only=True) as con:
+            if not _has_runs_table(con):
+                return {}
+            medians = {}
+            for key in ("variant_sha256", "variant"):
+                medians[key] = dict(
+                    con.execute(
+                        f"SELECT {key}, median(epoch(finished_at) - epoch(started_at)) FROM runs WHERE suite = ? "
+                        "AND mode = ? AND finished_at IS NOT NULL AND status NOT IN ('running', 'pending') GROUP BY 1",
+                        [suite, mode],
+                    ).fetchall()
+                )
+        by_sha, by_name = medians["variant_sha256"], medians["variant"]
+        found = {}
+        for sha, name in variants:
+            seconds = by_sha.get(sha, by_name.get(name))
+            if seconds is not None:
+                found[(sha, name)] = float(seconds)
+        return found
+
+    def count_runs(self) -> int:
+        """Number of runs in the store; 0 for a missing store or one without the schema yet."""
+        if not Path(self.path).exists():
+            return 0
+        with connect(self.path, read_only=True) as con:
+            if not _has_runs_table(con):
+                return 0
+            return int(con.execute("SELECT count(*) FROM runs").fetchone()[0])
+
+    def facets(self) -> dict[str, Any]:
+        """The values that filters offer: GPUs, suites, modes, statuses, families, and the date range."""
+        with connect(self.path, read_only=True) as con:
+            if not _has_runs_table(con):
+                empty = {"gpu": [], "suite": [], "mode": [], "status": [], "family": [], "problem": []}
+                return {**empty, "first": None, "last": None}
+            cols = ("gpu", "suite", "mode", "status", "family", "problem")  # whitelist: fixed column names
+            row = con.execute(
+                "SELECT "
+                + ", ".join(f"list(DISTINCT {c} ORDER BY {c}) FILTER (WHERE {c} IS NOT NULL)" for c in cols)
+                + ", min(started_at), max(started_at) FROM runs"
+            ).fetchone()
+        out: dict[str, Any] = {c: list(v or []) for c, v in zip(cols, row[: len(cols)], strict=True)}
+        out["first"], out["last"] = row[len(cols)], row[len(cols) + 1]
+        return out
+
+    def run_contexts(self) -> pd.DataFrame:
+        """Per (problem, suite, mode, GPU, family): runs, passed runs and the start of the latest passed one; what
+        tracker.analysis.context picks the pages' and commands' defaults from."""
+        with connect(self.path, read_only=True) as con:
+            if not _has_runs_table(con):
+                return pd.DataFrame(
+                    columns=["problem", "suite", "mode", "gpu", "family", "runs", "passed", "last_passed"]
+                )
+            return con.execute(
+                "SELECT problem, suite, mode, gpu, family, count(*) AS runs, count(*) FILTER (WHERE status = 'passed') "
+                "AS passed, max(started_at) FILTER (WHERE status = 'passed') AS last_passed FROM runs "
+                "WHERE status <> 'running' GROUP BY ALL"
+            ).df()
+
+    def run_choices(self, *, gpu: str | None = None, limit: int = 300, search: str | None = None) -> pd.DataFrame:
+        """Recent runs for pickers: run_id, variant, path, status, suite, mode, gpu, geomean_us, started_at."""
+        where, params = _run_filters(gpu=gpu, search=search)
+        sql = (
+            "SELECT run_id, variant, path, status, problem, suite, mode, gpu, geomean_us, started_at "
+            f"FROM runs{where} ORDER BY started_at DESC LIMIT ?"
+        )
+        with connect(self.path, read_only=True) as con:
+            df = con.execute(sql, [*params, int(limit)]).df()
+            _apply_live(df, _live_status(self.path, con), "run_id", "status")
+            return df
+
+    def shared_device_runs(self, run_ids: list[str] | tuple[str, ...]) -> list[str]:
+        """Which of these runs did not have their device to themselves (other GPU processes, or a host load above
+        its core count, at start or end): their timings may be contended."""
+        if not run_ids:
+            return []
+        with connect(self.path, read_only=True) as con:
+            rows = con.execute(
+                "SELECT run_id FROM runs WHERE shared_device AND list_contains(?, run_id) ORDER BY started_at",
+                [list(run_ids)],
+            ).fetchall()
+        return [r[0] for r in rows]

@@ -1,0 +1,158 @@
+"""Side files beside the store: the profile folder of a run (`<store>.traces/RUN`), and the pending folder
+(`<store>.pending/RUN.json`) for runs that could not be written (the store stayed locked) and for the
+checkpoints of runs being recorded; signed, so only the tracker's own processes can write one that is accepted."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import os
+import secrets
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from tracker.common.errors import InputError
+from tracker.common.files import write_text_atomic
+from tracker.common.processes import process_alive
+from tracker.store.records import RunRecord
+
+
+def traces_dir(path: str | os.PathLike, run_id: str) -> Path:
+    """Where a run's profile files live beside the store: torch.profiler traces, Nsight Compute reports."""
+    return Path(f"{path}.traces") / run_id
+
+
+def pending_dir(path: str | os.PathLike) -> Path:
+    """Side folder for runs that could not be written because the store stayed locked."""
+    return Path(f"{path}.pending")
+
+
+def fallback_dirs() -> list[Path]:
+    """Where a run goes when neither the store nor its side folder can be written, in order of preference."""
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return [Path(state) / "kernelbeam" / "pending", Path(tempfile.gettempdir()) / "kernelbeam-pending"]
+
+
+def pending_run_ids(path: str | os.PathLike) -> set[str]:
+    """Run ids waiting in the store's side folder (not the checkpoints of runs still being recorded)."""
+    folder = pending_dir(path)
+    try:
+        sides = list(folder.glob("*.json")) if folder.is_dir() else []
+    except OSError:
+        return set()
+    return {p.stem for p in sides if not owner_alive(p)}
+
+
+# Side files: "kernelbeam-side-v1 <owner pid> <HMAC-SHA256>" on the first line, the record's JSON after it. The
+# key lives in a file the worker's sandbox masks, so only the tracker's own processes can write a side file that
+# the next flush accepts. Owner 0: a finished run; else the checkpoint of a run that process is recording.
+SIDE_MAGIC = "kernelbeam-side-v1"
+
+
+class SideFileError(InputError):
+    """A side file that the tracker did not write (no or a wrong signature) or cannot read."""
+
+
+def side_key_path() -> Path:
+    if os.environ.get("KERNELBEAM_KEY_FILE"):
+        return Path(os.environ["KERNELBEAM_KEY_FILE"])
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "kernelbeam" / "side-file.key"
+
+
+def side_key() -> bytes:
+    """This user's side-file key, made on first use (readable by this user only)."""
+    path = side_key_path()
+    with contextlib.suppress(FileNotFoundError):
+        return bytes.fromhex(path.read_text().strip())
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with contextlib.suppress(FileExistsError):  # two processes making it at once: the first one's stays
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32))
+            f.flush()
+            os.fsync(f.fileno())
+    return bytes.fromhex(path.read_text().strip())
+
+
+def _signature(owner: int, body: str) -> str:
+    return hmac.new(side_key(), f"{owner}\n{body}".encode(), hashlib.sha256).hexdigest()
+
+
+def side_text(record: RunRecord, owner: int = 0) -> str:
+    body = record.to_json()
+    return f"{SIDE_MAGIC} {owner} {_signature(owner, body)}\n{body}"
+
+
+def _header(side: Path) -> tuple[int, str]:
+    with open(side, "rb") as f:
+        first = f.readline(200).decode(errors="replace").split()
+    if len(first) != 3 or first[0] != SIDE_MAGIC or not first[1].isdigit():
+        raise SideFileError("not signed by this tracker (no side-file header)")
+    return int(first[1]), first[2]
+
+
+def owner_alive(side: Path) -> bool:
+    """A checkpoint whose recording process still runs: not a pending run yet."""
+    try:
+        owner, _ = _header(side)
+    except (OSError, SideFileError):
+        return False
+    return owner != 0 and process_alive(owner)
+
+
+def read_side_file(side: Path) -> RunRecord:
+    """The record in a side file the tracker wrote; SideFileError for any other file."""
+    owner, signature = _header(side)
+    text = side.read_text()
+    body = text.split("\n", 1)[1] if "\n" in text else ""
+    if not hmac.compare_digest(signature, _signature(owner, body)):
+        raise SideFileError("its signature does not match: not written by this tracker, or changed since")
+    return RunRecord.from_json(body)
+
+
+@dataclass(frozen=True)
+class PendingRun:
+    """A run kept in a side file because it could not be written into the store, and why."""
+
+    path: Path
+    reason: str
+    fallback: bool = False  # True: not in the store's side folder but in a fallback folder (see fallback_dirs)
+
+
+def save_side_file(path: str | os.PathLike, record: RunRecord, reason: str) -> PendingRun:
+    """Keep a run that could not be written: the store's side folder, else the fallback folders in turn.
+    Raises OSError only if no folder at all can be written."""
+    text = side_text(record)
+    name = f"{record.run.run_id}.json"
+    errors = []
+    for i, folder in enumerate([pending_dir(path), *fallback_dirs()]):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            side = folder / name
+            write_text_atomic(side, text)
+        except OSError as exc:
+            errors.append(f"{folder}: {exc}")
+            continue
+        if i:
+            reason += f"; its side folder {pending_dir(path)} could not be written either ({errors[0]})"
+        return PendingRun(side, reason, fallback=bool(i))
+    raise OSError("the run could not be saved anywhere: " + "; ".join(errors))
+
+
+def save_checkpoint(path: str | os.PathLike, record: RunRecord) -> None:
+    """What a run has finished so far, as the record it would be if this process died now (`crashed`). Ignored
+    while this process lives; finish_run replaces it; after a kill -9 the next flush writes it."""
+    with contextlib.suppress(OSError):
+        folder = pending_dir(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(folder / f"{record.run.run_id}.json", side_text(record, owner=os.getpid()))
+
+
+def drop_checkpoint(path: str | os.PathLike, run_id: str) -> None:
+    side = pending_dir(path) / f"{run_id}.json"
+    with contextlib.suppress(OSError, SideFileError):
+        if _header(side)[0] == os.getpid():
+            side.unlink()
