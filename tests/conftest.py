@@ -26,7 +26,11 @@ ROOT = Path(__file__).resolve().parent.parent
 # so a test run writes nothing into the checkout.
 configuration.set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "kernelbeam-hypothesis")
 # Settings the test kernels in tests/variants read: the sandbox passes a kernel only the variables named here.
-os.environ.setdefault("KERNELBEAM_WORKER_ENV", "KB_IMPORT_SLEEP,KB_CALL_SLEEP,KB_TEST_PIDS,KB_ENTERED,KB_GO")
+os.environ.setdefault("KERNELBEAM_WORKER_ENV", "KB_IMPORT_SLEEP,KB_CALL_SLEEP,KB_TEST_PIDS,KB_ENTERED,KB_GO,KB_MARK")
+# The test kernels' marker children (`sleep 300.MARK`, which tests find by command line) carry this test process's
+# pid: a parallel worker of this session, or another session's suite on the same machine, never sees ours.
+os.environ["KB_MARK"] = str(os.getpid())
+HANG_SLEEP = f"300.{os.environ['KB_MARK']}"  # tests/variants/hangs_second.py's child: `sleep HANG_SLEEP`
 # The tests' own side-file key, lock and state folders, never this user's or this machine's (one per test session,
 # shared with the trackers and clusters they start; each test gets its own lock and state folder on top).
 _SESSION = Path(tempfile.mkdtemp(prefix="kb-tests-"))

@@ -34,6 +34,8 @@ pytestmark = [
 ]
 
 HEADER = "from task import input_t, output_t\nimport os, sys, time, torch\n"
+# Marker children's command lines carry this test process's pid (tests/conftest.py): no other suite's match.
+DAEMON, HANGER = f"777.{os.environ['KB_MARK']}", f"778.{os.environ['KB_MARK']}"
 
 
 @pytest.fixture
@@ -171,11 +173,11 @@ def test_a_daemon_the_kernel_double_forks_with_setsid_and_an_empty_environment_d
                 os._exit(0)
             time.sleep(0.5)
             return torch.geqrf(data)
-        """,
+        """.replace("777.25", DAEMON),
     )
     doc = _run(world, kernel)
     assert doc["status"] == "passed", doc["error"]
-    assert wait_no_process("sleep", "777.25", seconds=5) == []
+    assert wait_no_process("sleep", DAEMON, seconds=5) == []
 
 
 def test_killing_the_tracker_ends_a_kernel_that_ignores_sigterm_and_fakes_its_parent(world):
@@ -194,18 +196,18 @@ def test_killing_the_tracker_ends_a_kernel_that_ignores_sigterm_and_fakes_its_pa
                 while True:
                     time.sleep(1)
             return torch.geqrf(data)
-        """,
+        """.replace("778.25", HANGER),
     )
     cmd = [sys.executable, "-m", "tracker", "run", str(kernel), "--suite", "smoke", "--mode", "test", "--cases",
            "0,1", "--store", str(world["store"]), "--quiet"]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 150
-    while not host_processes("sleep", "778.25"):  # the second call is hanging now
+    while not host_processes("sleep", HANGER):  # the second call is hanging now
         assert time.monotonic() < deadline and proc.poll() is None
         time.sleep(0.2)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert wait_no_process("sleep", "778.25", seconds=10) == []
+    assert wait_no_process("sleep", HANGER, seconds=10) == []
     workers = [p for p in host_processes(sys.executable, "-m", "tracker.capture.worker") if _child_of_gone(p)]
     assert workers == []
 

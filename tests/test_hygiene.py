@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import wait_no_process, wait_process
+from tests.conftest import HANG_SLEEP, wait_no_process, wait_process
 from tracker.capture.progress import ProgressState
 from tracker.capture.runner import RunRequest, run_variant
 from tracker.common.processes import descendants
@@ -92,7 +92,7 @@ def _worker_tree(tracker_pid: int) -> list[int]:
 def test_kill_9_of_the_tracker_ends_the_worker_which_keeps_what_it_finished(tmp_path, private_tmp):
     proc, store, progress = _start_tracker(tmp_path, "hangs_second.py", mode="test", cases=[0, 1])
     _wait_progress(progress, 1)
-    wait_process("sleep", "300.25")  # the second call is hanging now, with its child
+    wait_process("sleep", HANG_SLEEP)  # the second call is hanging now, with its child
     tree = _worker_tree(proc.pid)
     assert len(tree) >= 2, tree
     proc.kill()
@@ -116,7 +116,7 @@ def test_kill_9_of_the_tracker_ends_the_worker_which_keeps_what_it_finished(tmp_
 def test_sigterm_of_the_tracker_stops_the_worker_and_records_the_run(tmp_path, private_tmp):
     proc, store, progress = _start_tracker(tmp_path, "hangs_second.py", mode="test", cases=[0, 1])
     _wait_progress(progress, 1)
-    wait_process("sleep", "300.25")  # inside the hanging second call
+    wait_process("sleep", HANG_SLEEP)  # inside the hanging second call
     tree = _worker_tree(proc.pid)
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=60)
@@ -135,6 +135,7 @@ def test_every_process_a_kernel_starts_ends_with_the_run(tmp_path, private_tmp):
     assert outcome.status == "passed", outcome.record.run.error
     assert re.search(r"KB-CHILDREN (\d+) (\d+) (\d+)", outcome.record.run.log_tail)
     for seconds in ("1000", "1001", "1002"):  # the plain child, the double-forked daemon, the setsid child
+        seconds = f"{seconds}.{os.environ['KB_MARK']}"
         assert wait_no_process("sleep", seconds, seconds=5) == []
     assert _workdirs(private_tmp) == []
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.conftest import wait_no_process
+from tests.conftest import HANG_SLEEP, wait_no_process
 from tracker.capture.runner import RunOutcome, RunRequest, run_variant
 from tracker.store import Store
 from tracker.workloads import get_workload
@@ -113,7 +113,7 @@ def test_the_compile_budget_ends_at_the_first_call_so_a_hang_in_warm_up_is_a_tim
     assert "exceeded its timeout of 20 s" in run_row["error"]
     assert run_row["compile_s"] is not None and run_row["compile_s"] < 15
     assert elapsed < 45, elapsed  # 20 s after the first call, plus the start and the teardown
-    assert wait_no_process("sleep", "300.25") == []
+    assert wait_no_process("sleep", HANG_SLEEP) == []
 
 
 def test_a_hanging_variant_times_out_keeps_finished_cases_and_the_next_run_works(tmp_path):
@@ -125,7 +125,7 @@ def test_a_hanging_variant_times_out_keeps_finished_cases_and_the_next_run_works
     assert not second["passed"] and "timeout" in second["message"] and second["spec"] == SMOKE.tests[1].spec
     # the worker and the child process it started are gone
     assert re.search(r"KB-PIDS (\d+) (\d+)", run_row["log_tail"]), run_row["log_tail"]
-    assert wait_no_process("sleep", "300.25") == []
+    assert wait_no_process("sleep", HANG_SLEEP) == []
     again, _ = run(tmp_path, REFERENCE)
     assert again.status == "passed"
 

@@ -18,7 +18,7 @@ pytest.importorskip("distributed")
 
 from datetime import UTC
 
-from tests.conftest import wait_no_process, wait_process
+from tests.conftest import HANG_SLEEP, wait_no_process, wait_process
 from tracker.capture import scaleout  # noqa: E402
 from tracker.capture.cores import core_shares, gpu_local_cores, parse_cpulist, split_cores  # noqa: E402
 from tracker.capture.runner import RunRequest, run_variant  # noqa: E402
@@ -204,7 +204,7 @@ def test_cancel_stops_queued_and_running_runs_and_kills_their_processes(cluster,
     assert len(runs) == 3 and runs["status"].eq("cancelled").all()
     logs = [o.record.run.log_tail or "" for o in outcomes]
     assert any("KB-PIDS" in log for log in logs)  # at least one run was inside its hanging kernel
-    assert wait_no_process("sleep", "300.25") == []
+    assert wait_no_process("sleep", HANG_SLEEP) == []
 
 
 def test_a_dashboard_job_with_gpus_runs_the_queue_and_its_cancel_stops_it(tmp_path):
@@ -217,7 +217,7 @@ def test_a_dashboard_job_with_gpus_runs_the_queue_and_its_cancel_stops_it(tmp_pa
         store, "hangs_second.py", suite="smoke", kernels_dir=VARIANTS, cases=[0], device="cpu", gpus="1"
     )
     assert job.spec["gpus"] == "1"
-    wait_process("sleep", "300.25")  # now inside the hanging kernel's warm-up
+    wait_process("sleep", HANG_SLEEP)  # now inside the hanging kernel's warm-up
     # the job's process is the capture layer's program, not the CLI
     cmdline = psutil.Process(job.spec["pid"]).cmdline()
     assert cmdline[1:] == ["-m", "tracker.capture.job", str(job.folder / "job.json")], cmdline

@@ -7,6 +7,7 @@ import subprocess
 import torch
 
 STARTED = []
+MARK = os.environ.get("KB_MARK", "0")  # in the children's command lines: tests/conftest.py's, the tests' pid
 
 
 def _daemon() -> int:
@@ -16,7 +17,7 @@ def _daemon() -> int:
         if os.fork() == 0:
             os.setsid()
             os.write(w, str(os.getpid()).encode())
-            os.execvp("sleep", ["sleep", "1001"])
+            os.execvp("sleep", ["sleep", f"1001.{MARK}"])
         os._exit(0)
     os.waitpid(pid, 0)
     os.close(w)
@@ -25,8 +26,8 @@ def _daemon() -> int:
 
 def custom_kernel(data: torch.Tensor):
     if not STARTED:
-        STARTED.append(subprocess.Popen(["sleep", "1000"]).pid)
+        STARTED.append(subprocess.Popen(["sleep", f"1000.{MARK}"]).pid)
         STARTED.append(_daemon())
-        STARTED.append(subprocess.Popen(["sleep", "1002"], start_new_session=True).pid)
+        STARTED.append(subprocess.Popen(["sleep", f"1002.{MARK}"], start_new_session=True).pid)
         print("KB-CHILDREN", *STARTED, flush=True)
     return torch.geqrf(data)

@@ -23,6 +23,9 @@ from tracker.common.errors import InputError
 from tracker.store import Store
 from tracker.variants.register import resolve_parent, unique_name_in_store
 
+# What counts as bad input (exit 2, one `error: ...` line), here and for the CLI (the MCP tools return the same
+# text as tool errors): the one definition, in the lowest layer that sees the store's errors. Any other exception,
+# a plain ValueError or KeyError included, is a bug of ours: an internal error, exit 1.
 BAD_INPUT = (InputError, FileNotFoundError, NotADirectoryError, store_mod.StoreError)
 
 

@@ -382,10 +382,14 @@ def cancel(store: str | os.PathLike, job_id: str) -> bool:
 
 
 def wait(job: Job, timeout: float = 600.0, poll: float = 0.2) -> dict[str, Any]:
-    """Block until the job is no longer active (for scripts and tests); returns its final status."""
+    """Block until the job is no longer active (for scripts and tests); returns its final status. A finished job
+    counts once its process has ended too: the run is finished when progress.json says so, its summary
+    (result.json, the process's stdout) is complete only when the process has exited."""
     deadline = time.monotonic() + timeout
     while True:
         st = status(job)
-        if st["state"] in ("finished", "died") or time.monotonic() > deadline:
+        if st["state"] == "died" or (st["state"] == "finished" and not process_alive(job.spec.get("pid"))):
+            return status(job)  # read again: the summary as the ended process left it
+        if time.monotonic() > deadline:
             return st
         time.sleep(poll)

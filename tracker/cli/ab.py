@@ -192,10 +192,26 @@ def cmd_ab(args: argparse.Namespace) -> int:
     return 0 if doc["statuses"] == ["passed"] else 1
 
 
+def session_options(problem_help: str, *, problem_required: bool) -> argparse.ArgumentParser:
+    """The options `ab` and `fidelity` share: what each run of the session runs, where, and for how long."""
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="rounds (default %(default)s, at least 2)")
+    p.add_argument("--cases", help="only these case numbers, e.g. 3,7")
+    p.add_argument("--suite", help="the suite; default: the (problem's) full suite with a GPU, smoke without one")
+    p.add_argument("--problem", metavar="DIR", required=problem_required, help=problem_help)
+    p.add_argument("--seed", type=int64, help="hidden seed for every case")
+    p.add_argument(
+        "--device", default="auto", choices=("auto", "cpu", "cuda"), help="where both run (default %(default)s)"
+    )
+    p.add_argument("--timeout", type=positive_seconds, default=900.0, help="seconds per run (default %(default)s)")
+    p.add_argument("--no-sandbox", action="store_true", help="run the workers without bubblewrap")
+    return p
+
+
 def register(sub, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "ab",
-        parents=[common],
+        parents=[common, session_options("a GPU Mode problem folder; default: qr_v2", problem_required=False)],
         help="time two variants interleaved in one session and judge each case by a paired test",
         description="Per round one run of each variant (A then B, then B then A), the same cases and inputs; each "
         "case is judged by a paired t-test on the per-round ratios B/A of the means: - faster, + slower, ~ within "
@@ -203,36 +219,19 @@ def register(sub, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("a", help="variant A: a kernel file or a stored variant name")
     p.add_argument("b", help="variant B: a kernel file or a stored variant name")
-    p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="rounds (default %(default)s, at least 2)")
-    p.add_argument("--cases", help="only these case numbers, e.g. 3,7")
-    p.add_argument("--suite", help="the suite; default: the full suite with a GPU, smoke without one")
-    p.add_argument("--problem", metavar="DIR", help="a GPU Mode problem folder; default: qr_v2")
-    p.add_argument("--seed", type=int64, help="hidden seed for every case")
-    p.add_argument(
-        "--device", default="auto", choices=("auto", "cpu", "cuda"), help="where both run (default %(default)s)"
-    )
-    p.add_argument("--timeout", type=positive_seconds, default=900.0, help="seconds per run (default %(default)s)")
     p.add_argument("--min-effect", type=fraction, default=0.02, help="smallest ratio change that counts (0.02)")
-    p.add_argument("--no-sandbox", action="store_true", help="run the workers without bubblewrap")
     p.set_defaults(func=cmd_ab)
 
     p = sub.add_parser(
         "fidelity",
-        parents=[common],
+        parents=[
+            common,
+            session_options("a GPU Mode problem folder with eval.py and files:", problem_required=True),
+        ],
         help="alternate the contest's method and the tracker's on one device: is the tracker inside the contest?",
         description="Per round one run of FILE by the problem folder's own harness (--method contest) and one by "
         "the tracker, alternating which goes first; per case the contest method's min..max of the means, the "
         "tracker's median, and whether it lies inside. The runs are stored as a pair: compare shows it.",
     )
     p.add_argument("file", help="the kernel file")
-    p.add_argument("--problem", metavar="DIR", required=True, help="a GPU Mode problem folder with eval.py and files:")
-    p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="rounds (default %(default)s, at least 2)")
-    p.add_argument("--cases", help="only these case numbers, e.g. 3,7")
-    p.add_argument("--suite", help="the suite; default: the problem's full suite with a GPU, smoke without one")
-    p.add_argument("--seed", type=int64, help="hidden seed for every case")
-    p.add_argument(
-        "--device", default="auto", choices=("auto", "cpu", "cuda"), help="where both run (default %(default)s)"
-    )
-    p.add_argument("--timeout", type=positive_seconds, default=900.0, help="seconds per run (default %(default)s)")
-    p.add_argument("--no-sandbox", action="store_true", help="run without bubblewrap")
     p.set_defaults(func=cmd_fidelity)

@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 
 from tracker.common.errors import InputError
 from tracker.common.jsonfields import clean
-from tracker.store import DEFAULT_STORE, Store, StoreError
+from tracker.store import DEFAULT_STORE, Store
 
 
 class UsageError(InputError):
@@ -19,9 +19,6 @@ class UsageError(InputError):
 
 
 DEBUG_ENV = "KERNELBEAM_DEBUG"
-# What counts as bad input (exit 2, one `error: ...` line); the MCP tools return the same text as tool errors.
-# Any other exception, a plain ValueError or KeyError included, is a bug of ours: an internal error, exit 1.
-BAD_INPUT = (InputError, FileNotFoundError, NotADirectoryError, StoreError)
 
 
 def error_message(exc: BaseException) -> str:

@@ -11,9 +11,9 @@ import argparse
 import os
 import sys
 
+from tracker.capture.job import BAD_INPUT
 from tracker.cli import ab, add, boards, compare, import_results, mcp_server, queue, recheck, run, runs, since, transfer
 from tracker.cli.common import (
-    BAD_INPUT,
     DEBUG_ENV,
     Parser,
     common_options,

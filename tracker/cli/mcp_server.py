@@ -15,9 +15,9 @@ import json
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+from tracker.capture.job import BAD_INPUT
 from tracker.cli import add, boards, compare, deadends, run, runs, since
 from tracker.cli.common import (
-    BAD_INPUT,
     Parser,
     UsageError,
     common_options,
@@ -149,8 +149,8 @@ def build_server(store: str):
     from mcp.server.mcpserver.exceptions import ToolError
 
     from tracker.capture.progress import ProgressState, progress_line
+    from tracker.capture.record import run_summary
     from tracker.capture.runner import run_variant
-    from tracker.cli.summary import run_summary
 
     tools = Tools(store)
     server = MCPServer(

@@ -11,9 +11,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from tracker.capture.record import run_summary
 from tracker.cli.common import UsageError, int64, parse_cases, path_arg, positive_seconds
 from tracker.cli.deadends import dead_end_warnings
-from tracker.cli.summary import print_run, run_summary
+from tracker.cli.summary import print_run
 from tracker.store import Store
 
 

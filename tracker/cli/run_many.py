@@ -6,8 +6,8 @@ import argparse
 import json
 import sys
 
+from tracker.capture.record import run_summary
 from tracker.cli.common import fmt_us, print_table
-from tracker.cli.summary import run_summary
 
 
 def run_many(args: argparse.Namespace, requests: list) -> int:

@@ -11,7 +11,8 @@ from tracker.cli.common import UsageError
 
 
 def run_queue_cli(args: argparse.Namespace, requests: list, bar) -> int:
-    from tracker.cli.summary import print_run, run_summary
+    from tracker.capture.record import run_summary
+    from tracker.cli.summary import print_run
 
     try:
         from tracker.capture import scaleout

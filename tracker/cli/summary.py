@@ -1,10 +1,9 @@
-"""A run's summary: the JSON document `run --json` prints, and its table for people."""
+"""A run's summary for people: the table of what `run --json` prints (tracker.capture.record.run_summary)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tracker.capture.record import run_summary  # noqa: F401 - the summary is the capture layer's; printed here
 from tracker.cli.common import fmt_us, print_cases
 
 
