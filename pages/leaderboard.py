@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from pages import _common as common
-from pages.ui import heatmap
+from pages.ui import heatmap, urlstate
 from tracker.analysis import context, gaps, margins, summaries
 
 ANY = "any"
@@ -23,14 +23,13 @@ gpus = context.choices(contexts, "gpu", modes=timed, prefer=common.gpu_filter())
 if not gpus:
     st.info("No benchmark or leaderboard runs yet: the leaderboard ranks timed runs (`--mode test` runs are untimed).")
     st.stop()
-gpu = cols[0].selectbox("GPU", gpus, key="gpu", bind="query-params",
-                        help="One GPU model at a time: timings of different GPUs are never ranked")  # fmt: skip
-suite = cols[1].selectbox("Suite", context.choices(contexts, "suite", modes=timed, gpu=gpu), key="suite",
-                          bind="query-params")  # fmt: skip
-mode = cols[2].selectbox("Mode", context.choices(contexts, "mode", modes=timed, gpu=gpu, suite=suite), key="mode",
-                         bind="query-params")  # fmt: skip
+gpu = urlstate.selectbox(cols[0], "GPU", gpus, key="gpu",
+                         help="One GPU model at a time: timings of different GPUs are never ranked")  # fmt: skip
+suite = urlstate.selectbox(cols[1], "Suite", context.choices(contexts, "suite", modes=timed, gpu=gpu), key="suite")
+mode = urlstate.selectbox(cols[2], "Mode", context.choices(contexts, "mode", modes=timed, gpu=gpu, suite=suite),
+                          key="mode")  # fmt: skip
 families = context.choices(contexts, "family", modes=(mode,), gpu=gpu, suite=suite)
-family = cols[3].selectbox("Family", [ANY, *families], key="family", bind="query-params")
+family = urlstate.selectbox(cols[3], "Family", [ANY, *families], key="family")
 data = common.read("leaderboard_cells", suite=suite, mode=mode, gpu=gpu, family=None if family == ANY else family)
 board = summaries.leaderboard(data)
 if board["table"].empty:
@@ -40,7 +39,7 @@ if board["table"].empty:
         + (f" in family {md(family)}." if family != ANY else ".")
     )
     st.stop()
-sort = cols[4].selectbox("Sort by", ["geomean", *board["cases"]], key="sort", bind="query-params")
+sort = urlstate.selectbox(cols[4], "Sort by", ["geomean", *board["cases"]], key="sort")
 if sort != "geomean":
     board = summaries.leaderboard(data, sort=sort)
 
@@ -101,7 +100,7 @@ if _near:
 # any variant reached on each case.
 st.subheader("Where the time goes")
 ranked = list(dict.fromkeys(str(v) for v in board["table"]["variant"].dropna()))
-pick = st.selectbox("Variant", ranked, key="variant", bind="query-params")
+pick = urlstate.selectbox(st, "Variant", ranked, key="variant")
 try:
     g = gaps.case_gaps(data, pick)
 except ValueError as exc:

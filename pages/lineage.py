@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from pages import _common as common
+from pages.ui import urlstate
 from tracker.analysis import context, summaries
 
 ALL = "all variants"
@@ -17,14 +18,14 @@ common.require_runs()
 contexts = common.read("run_contexts")
 families = common.read("variant_families")
 c = st.columns([2, 2, 1])
-family = c[0].selectbox("Family", [ALL, *families], key="family", bind="query-params")
+family = urlstate.selectbox(c[0], "Family", [ALL, *families], key="family")
 # GPU and suite follow the runs (of the family, when one is chosen), most recently passed first.
 fam = None if family == ALL else family
 gpus = context.choices(contexts, "gpu", prefer=common.gpu_filter(), family=fam, loose=("family",))
-gpu = c[1].selectbox("GPU", gpus or ["CPU"], key="gpu", bind="query-params",
-                     help="Geomeans and runs are taken in this suite and GPU")  # fmt: skip
+gpu = urlstate.selectbox(c[1], "GPU", gpus or ["CPU"], key="gpu",
+                         help="Geomeans and runs are taken in this suite and GPU")  # fmt: skip
 suites = context.choices(contexts, "suite", gpu=gpu, family=fam, loose=("family",))
-suite = c[2].selectbox("Suite", suites or ["smoke"], key="suite", bind="query-params")
+suite = urlstate.selectbox(c[2], "Suite", suites or ["smoke"], key="suite")
 nodes = common.read("lineage_nodes", family=None if family == ALL else family, suite=suite, gpu=gpu)
 tree = summaries.lineage_tree(nodes)
 if tree.empty:

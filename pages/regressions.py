@@ -53,7 +53,7 @@ if not options:
 key = "reg_family" if kind == "Family" else "reg_path"
 if wanted:
     st.session_state[key] = wanted
-elif st.session_state.get(key) not in options:
+else:  # the URL names none: the default (so Back to `regressions` shows it again, not the last pick)
     # The family whose timed runs passed most recently, with at least two of them: a history to show.
     ranked = context.choices(common.read("run_contexts"), "family", modes=context.TIMED_MODES, min_passed=2,
                              prefer=None, gpu=common.gpu_filter()) if kind == "Family" else []  # fmt: skip
