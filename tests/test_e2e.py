@@ -400,11 +400,12 @@ FILTERS_JS = """() => Object.fromEntries([...document.querySelectorAll(
     .map(i => [i.getAttribute('aria-label'), i.value.replace(/ \\(\\d+ runs\\)$/, '')]))"""
 
 
-def test_back_and_forward_across_pages(shared_server, shared_page):
+def test_back_and_forward_across_pages(server, page):
     """Issue 21: every page keeps its filters in the URL; a page switch and a changed filter are one history entry
-    each, so each Back returns to the state before (page, URL and the filters shown), and Forward returns."""
-    base, _, ids = shared_server
-    pg = shared_page
+    each, so each Back returns to the state before (page, URL and the filters shown), and Forward returns. (A
+    server of its own: a run finishing in the store meanwhile would change what a page shows.)"""
+    base, _, ids = server
+    pg = page
     nav, main = pg.get_by_test_id("stSidebarNav"), pg.get_by_test_id("stMain")
     seen: list[tuple[str, dict[str, str]]] = []  # (URL, filters shown) after each step
 
@@ -418,11 +419,13 @@ def test_back_and_forward_across_pages(shared_server, shared_page):
         before = pg.evaluate("history.length")
         action()
         settle(pg)
+        pg.wait_for_function("n => history.length > n", arg=before, timeout=15_000)  # the entry may come late
+        settle(pg)
         no_exception(pg)
         assert pg.evaluate("history.length") == before + 1, f"one history entry per step, at {pg.url}"
         seen.append(state())
 
-    def page(label: str):
+    def switch_to(label: str):
         return lambda: nav.get_by_role("link", name=label, exact=True).click()
 
     def choose(label: str, option: str | None = None):
@@ -453,20 +456,20 @@ def test_back_and_forward_across_pages(shared_server, shared_page):
     goto(pg, f"{base}/?family=householder&sort=name")
     seen.append(state())
     assert seen[0][1]["Family"] == "householder" and seen[0][1]["Sort by"] == "name"
-    step(page("Leaderboard"))
+    step(switch_to("Leaderboard"))
     assert pg.url == f"{base}/leaderboard" and seen[-1][1]["Family"] == "any"  # nothing of the page before
     step(choose("Sort by"))
-    step(page("Lineage"))
+    step(switch_to("Lineage"))
     step(choose("Family", "householder"))
-    step(page("Since"))
+    step(switch_to("Since"))
     step(type_in("Since", "2h"))
-    step(page("Run"))
+    step(switch_to("Run"))
     step(type_in("Run id", ids["profiled"]))
-    step(page("Compare"))
+    step(switch_to("Compare"))
     step(type_in("Run A (baseline)", ids["wy"][1]))
-    step(page("Regressions"))
+    step(switch_to("Regressions"))
     step(choose("Family"))
-    step(page("Experiments"))
+    step(switch_to("Experiments"))
     step(choose("Status", "passed"))
     queries_seen = [url.removeprefix(base) for url, _ in seen]
     assert queries_seen[3] == "/lineage" and queries_seen[4] == "/lineage?family=householder", queries_seen
