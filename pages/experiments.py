@@ -7,8 +7,9 @@ import datetime as dt
 import streamlit as st
 
 from pages import _common as common
-from pages.ui import charts, urlstate
+from pages.ui import charts, paging, urlstate
 from pages.ui import tables as views
+from pages.ui.derived import cached
 from tracker.common.vocabulary import DEFAULT_WORKLOAD
 from tracker.store.queries import VARIANT_SORTS
 
@@ -91,7 +92,9 @@ if not points.empty:
         points = points[ctx == chosen]
     x = urlstate.radio(st, "Against", charts.PROGRESS_X, horizontal=True, key="x",
                        help="run order: the n-th passed run of this suite and GPU; time: when it started")  # fmt: skip
-    st.plotly_chart(charts.progress_figure(points, x=x), key="progress")
+    chart_key = (tuple(sorted((k, str(v)) for k, v in filters.items())), filters_status, len(points), x,
+                 str(points["suite"].iloc[0]), str(points["gpu"].iloc[0]), str(points["problem"].iloc[0]))  # fmt: skip
+    st.plotly_chart(cached(charts.progress_spec, chart_key, points, x=x), key="progress")
     if len(points) < int(points["context_runs"].iloc[0]):
         st.caption(
             f"{int(points['context_runs'].iloc[0]):,} passed runs drawn as {len(points):,} points: every new best, "
@@ -100,8 +103,10 @@ if not points.empty:
 else:
     st.caption("No passed timed run in this selection, so no progress chart.")
 
+# Every row shown goes to the browser: a page of variants at a time (the sort above orders all of them).
+page, rows_shown = paging.page_of(table, per_page=200, key="variants_page")
 common.table(
-    views.experiments_table(table),
+    views.experiments_table(page),
     column_config={
         "best run": st.column_config.LinkColumn("best run", display_text=r"run\?id=(.*)"),
         "latest run": st.column_config.LinkColumn("latest run", display_text=r"run\?id=(.*)"),
@@ -110,9 +115,9 @@ common.table(
         "last run": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm"),
     },
     key="variants",
-    height=common.rows_height(len(table), max_rows=20),
+    height=common.rows_height(len(page), max_rows=20),
 )
 st.caption(
     "One row per variant (source hash) and context (suite · GPU): its best passed run by geomean and its latest "
-    "run. Click a column header to sort; links open the run."
+    "run. Click a column header to sort; links open the run. " + rows_shown
 )

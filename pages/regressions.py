@@ -8,6 +8,7 @@ import streamlit as st
 from pages import _common as common
 from pages.ui import charts
 from pages.ui import tables as views
+from pages.ui.derived import cached
 from tracker.analysis import context, gpustate, summaries
 from tracker.analysis import series as analysis
 
@@ -96,6 +97,7 @@ if kind == "Family":  # one line of descent: a variant's runs and its ancestors'
 hist, points, changes = common.history(
     **scope, suite=ctx["suite"], gpu=gpu_value, last=WINDOWS[window], problem=ctx["problem"], **lineage
 )  # fmt: skip
+history_key = (tuple(scope.items()), ctx["suite"], gpu_value, window, ctx["problem"], tuple(lineage.items()))
 runs = hist["runs"]
 if runs.empty or not points:
     st.info("No cases recorded along this history.")
@@ -149,7 +151,7 @@ errs = {
     for rid, label, err in zip(hist["cases"]["run_id"], hist["cases"]["label"], hist["cases"]["err_us"], strict=True)
     if views.is_num(err)
 }
-st.plotly_chart(charts.timeline_figure(points, changes, runs, errs), key="timeline")
+st.plotly_chart(cached(charts.timeline_spec, history_key, points, changes, runs, errs), key="timeline")
 not_passed = int((runs["status"] != "passed").sum())
 if not_passed:
     st.caption(f"{not_passed} run(s) did not pass (grey ×): inconclusive, left out of the change detection.")
