@@ -7,9 +7,9 @@ import datetime as dt
 import streamlit as st
 
 from pages import _common as common
+from pages._derived import cached
 from pages.ui import charts, paging, urlstate
 from pages.ui import tables as views
-from pages.ui.derived import cached
 from tracker.common.vocabulary import DEFAULT_WORKLOAD
 from tracker.store.queries import VARIANT_SORTS
 

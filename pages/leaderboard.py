@@ -7,8 +7,8 @@ import pandas as pd
 import streamlit as st
 
 from pages import _common as common
+from pages._derived import cached
 from pages.ui import heatmap, paging, urlstate
-from pages.ui.derived import cached
 from tracker.analysis import context, gaps, margins, summaries
 
 ANY = "any"

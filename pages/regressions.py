@@ -6,9 +6,9 @@ from __future__ import annotations
 import streamlit as st
 
 from pages import _common as common
+from pages._derived import cached
 from pages.ui import charts
 from pages.ui import tables as views
-from pages.ui.derived import cached
 from tracker.analysis import context, gpustate, summaries
 from tracker.analysis import series as analysis
 
