@@ -7,7 +7,8 @@ import datetime as dt
 import streamlit as st
 
 from pages import _common as common
-from pages.ui import charts
+from pages._derived import cached
+from pages.ui import charts, paging, urlstate
 from pages.ui import tables as views
 from tracker.common.vocabulary import DEFAULT_WORKLOAD
 from tracker.store import Store
@@ -23,18 +24,18 @@ facets = common.read(Store.facets)
 gpu = common.gpu_filter()
 
 c_search, c_sort = st.columns([3, 1])
-search = c_search.text_input(
-    "Search", key="q", bind="query-params", placeholder="variant, kernel path, family, note or hypothesis, verdict"
+search = urlstate.text_input(
+    c_search, "Search", key="q", placeholder="variant, kernel path, family, note or hypothesis, verdict"
 )
-sort = c_sort.selectbox("Sort by", list(VARIANT_SORTS), key="sort", bind="query-params")
+sort = urlstate.selectbox(c_sort, "Sort by", list(VARIANT_SORTS), key="sort")
 problem = ANY
 if len(facets["problem"]) > 1:  # a choice only when the store holds runs of more than one problem
-    problem = st.selectbox("Problem", [ANY, *facets["problem"]], key="problem", bind="query-params")
+    problem = urlstate.selectbox(st, "Problem", [ANY, *facets["problem"]], key="problem")
 cols = st.columns([1, 1, 1, 1, 2])
-suite = cols[0].selectbox("Suite", [ANY, *facets["suite"]], key="suite", bind="query-params")
-mode = cols[1].selectbox("Mode", [ANY, *facets["mode"]], key="mode", bind="query-params")
-status = cols[2].selectbox("Status", [ANY, *facets["status"]], key="status", bind="query-params")
-family = cols[3].selectbox("Family", [ANY, *facets["family"]], key="family", bind="query-params")
+suite = urlstate.selectbox(cols[0], "Suite", [ANY, *facets["suite"]], key="suite")
+mode = urlstate.selectbox(cols[1], "Mode", [ANY, *facets["mode"]], key="mode")
+status = urlstate.selectbox(cols[2], "Status", [ANY, *facets["status"]], key="status")
+family = urlstate.selectbox(cols[3], "Family", [ANY, *facets["family"]], key="family")
 first = facets["first"].date() if facets["first"] is not None else dt.date.today()
 last = facets["last"].date() if facets["last"] is not None else dt.date.today()
 dates = cols[4].date_input(
@@ -90,9 +91,11 @@ if not points.empty:
             "Progress chart of", list(counts.index), format_func=lambda c: f"{c} ({counts[c]} runs)", key="chart_ctx"
         )
         points = points[ctx == chosen]
-    x = st.radio("Against", charts.PROGRESS_X, horizontal=True, key="x", bind="query-params",
-                 help="run order: the n-th passed run of this suite and GPU; time: when it started")  # fmt: skip
-    st.plotly_chart(charts.progress_figure(points, x=x), key="progress")
+    x = urlstate.radio(st, "Against", charts.PROGRESS_X, horizontal=True, key="x",
+                       help="run order: the n-th passed run of this suite and GPU; time: when it started")  # fmt: skip
+    chart_key = (tuple(sorted((k, str(v)) for k, v in filters.items())), filters_status, len(points), x,
+                 str(points["suite"].iloc[0]), str(points["gpu"].iloc[0]), str(points["problem"].iloc[0]))  # fmt: skip
+    st.plotly_chart(cached(charts.progress_spec, chart_key, points, x=x), key="progress")
     if len(points) < int(points["context_runs"].iloc[0]):
         st.caption(
             f"{int(points['context_runs'].iloc[0]):,} passed runs drawn as {len(points):,} points: every new best, "
@@ -101,8 +104,10 @@ if not points.empty:
 else:
     st.caption("No passed timed run in this selection, so no progress chart.")
 
+# Every row shown goes to the browser: a page of variants at a time (the sort above orders all of them).
+page, rows_shown = paging.page_of(table, per_page=200, key="variants_page")
 common.table(
-    views.experiments_table(table),
+    views.experiments_table(page),
     column_config={
         "best run": st.column_config.LinkColumn("best run", display_text=r"run\?id=(.*)"),
         "latest run": st.column_config.LinkColumn("latest run", display_text=r"run\?id=(.*)"),
@@ -111,9 +116,9 @@ common.table(
         "last run": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm"),
     },
     key="variants",
-    height=common.rows_height(len(table), max_rows=20),
+    height=common.rows_height(len(page), max_rows=20),
 )
 st.caption(
     "One row per variant (source hash) and context (suite · GPU): its best passed run by geomean and its latest "
-    "run. Click a column header to sort; links open the run."
+    "run. Click a column header to sort; links open the run. " + rows_shown
 )

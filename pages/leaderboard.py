@@ -7,7 +7,8 @@ import pandas as pd
 import streamlit as st
 
 from pages import _common as common
-from pages.ui import heatmap
+from pages._derived import cached
+from pages.ui import heatmap, paging, urlstate
 from tracker.analysis import context, gaps, margins, summaries
 from tracker.store import Store
 
@@ -24,16 +25,16 @@ gpus = context.choices(contexts, "gpu", modes=timed, prefer=common.gpu_filter())
 if not gpus:
     st.info("No benchmark or leaderboard runs yet: the leaderboard ranks timed runs (`--mode test` runs are untimed).")
     st.stop()
-gpu = cols[0].selectbox("GPU", gpus, key="gpu", bind="query-params",
-                        help="One GPU model at a time: timings of different GPUs are never ranked")  # fmt: skip
-suite = cols[1].selectbox("Suite", context.choices(contexts, "suite", modes=timed, gpu=gpu), key="suite",
-                          bind="query-params")  # fmt: skip
-mode = cols[2].selectbox("Mode", context.choices(contexts, "mode", modes=timed, gpu=gpu, suite=suite), key="mode",
-                         bind="query-params")  # fmt: skip
+gpu = urlstate.selectbox(cols[0], "GPU", gpus, key="gpu",
+                         help="One GPU model at a time: timings of different GPUs are never ranked")  # fmt: skip
+suite = urlstate.selectbox(cols[1], "Suite", context.choices(contexts, "suite", modes=timed, gpu=gpu), key="suite")
+mode = urlstate.selectbox(cols[2], "Mode", context.choices(contexts, "mode", modes=timed, gpu=gpu, suite=suite),
+                          key="mode")  # fmt: skip
 families = context.choices(contexts, "family", modes=(mode,), gpu=gpu, suite=suite)
-family = cols[3].selectbox("Family", [ANY, *families], key="family", bind="query-params")
+family = urlstate.selectbox(cols[3], "Family", [ANY, *families], key="family")
 data = common.read(Store.leaderboard_cells, suite=suite, mode=mode, gpu=gpu, family=None if family == ANY else family)
-board = summaries.leaderboard(data)
+ctx_key = (suite, mode, gpu, family)
+board = cached(summaries.leaderboard, ctx_key, data)
 if board["table"].empty:
     md = common.md
     st.info(
@@ -41,18 +42,18 @@ if board["table"].empty:
         + (f" in family {md(family)}." if family != ANY else ".")
     )
     st.stop()
-sort = cols[4].selectbox("Sort by", ["geomean", *board["cases"]], key="sort", bind="query-params")
+sort = urlstate.selectbox(cols[4], "Sort by", ["geomean", *board["cases"]], key="sort")
 if sort != "geomean":
-    board = summaries.leaderboard(data, sort=sort)
+    board = cached(summaries.leaderboard, (*ctx_key, sort), data, sort=sort)
 
-MAX_ROWS = 500  # the heatmap's styling costs per cell; the rest is one filter or sort away
-table, ratio = board["table"].head(MAX_ROWS), board["ratio"].head(MAX_ROWS)
-more = len(board["table"]) - len(table)
+# The heatmap's styling costs per cell, and every row shown goes to the browser: a page of rows at a time.
+ROWS = 100
+table, rows_shown = paging.page_of(board["table"], per_page=ROWS, key="lb_page")
+ratio = board["ratio"].loc[table.index]
 st.caption(
     f"{len(board['table']):,} variants · {len(board['cases'])} cases · {suite} · {mode} · {gpu}. "
     "A cell is the variant's best passed mean (µs) on that case (blank: none passed); green is the best in its "
-    "column, red 2x or more slower. Select a cell to open its run."
-    + (f" Showing the first {MAX_ROWS} in this order ({more:,} more: filter by family or sort)." if more else "")
+    "column, red 2x or more slower. Select a cell to open its run. " + rows_shown
 )
 shown = heatmap.leaderboard_frame(table, board["cases"])
 event = common.table(
@@ -102,9 +103,9 @@ if _near:
 # any variant reached on each case.
 st.subheader("Where the time goes")
 ranked = list(dict.fromkeys(str(v) for v in board["table"]["variant"].dropna()))
-pick = st.selectbox("Variant", ranked, key="variant", bind="query-params")
+pick = urlstate.selectbox(st, "Variant", ranked, key="variant")
 try:
-    g = gaps.case_gaps(data, pick)
+    g = cached(gaps.case_gaps, (*ctx_key, pick), data, pick)
 except ValueError as exc:
     st.info(str(exc))
     st.stop()

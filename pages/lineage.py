@@ -7,6 +7,8 @@ import pandas as pd
 import streamlit as st
 
 from pages import _common as common
+from pages._derived import cached
+from pages.ui import paging, urlstate
 from tracker.analysis import context, summaries
 from tracker.store import Store
 
@@ -18,19 +20,24 @@ common.require_runs()
 contexts = common.read(Store.run_contexts)
 families = common.read(Store.variant_families)
 c = st.columns([2, 2, 1])
-family = c[0].selectbox("Family", [ALL, *families], key="family", bind="query-params")
+family = urlstate.selectbox(c[0], "Family", [ALL, *families], key="family")
 # GPU and suite follow the runs (of the family, when one is chosen), most recently passed first.
 fam = None if family == ALL else family
-gpus = context.choices(contexts, "gpu", prefer=common.gpu_filter(), family=fam, loose=("family",))
-gpu = c[1].selectbox("GPU", gpus or ["CPU"], key="gpu", bind="query-params",
-                     help="Geomeans and runs are taken in this suite and GPU")  # fmt: skip
-suites = context.choices(contexts, "suite", gpu=gpu, family=fam, loose=("family",))
-suite = c[2].selectbox("Suite", suites or ["smoke"], key="suite", bind="query-params")
+gpus = cached(context.choices, ("gpu", common.gpu_filter(), fam), contexts, "gpu", prefer=common.gpu_filter(),
+              family=fam, loose=("family",))  # fmt: skip
+gpu = urlstate.selectbox(c[1], "GPU", gpus or ["CPU"], key="gpu",
+                         help="Geomeans and runs are taken in this suite and GPU")  # fmt: skip
+suites = cached(context.choices, ("suite", gpu, fam), contexts, "suite", gpu=gpu, family=fam, loose=("family",))
+suite = urlstate.selectbox(c[2], "Suite", suites or ["smoke"], key="suite")
 nodes = common.read(Store.lineage_nodes, family=None if family == ALL else family, suite=suite, gpu=gpu)
-tree = summaries.lineage_tree(nodes)
+tree = cached(summaries.lineage_tree, (family, suite, gpu), nodes)
 if tree.empty:
     st.info("No variants" + (f" in family {common.md(family)}." if family != ALL else "."))
     st.stop()
+roots = int((tree["depth"] == 0).sum())
+n_variants = len(tree)
+# Every row shown goes to the browser (2,000 variants were 2 MB): a page of the tree at a time, in tree order.
+tree, rows_shown = paging.page_of(tree, per_page=250, key="lineage_page")
 
 
 def _label(row) -> str:
@@ -59,10 +66,9 @@ shown = pd.DataFrame(
         "message": tree["message"].fillna("").str.split("\n").str[0],
     }
 )
-roots = int((tree["depth"] == 0).sum())
 st.caption(
-    f"{len(tree)} variants, {roots} roots · geomeans on {common.md(suite)} · {common.md(gpu)}. "
-    "Indentation shows parent → child."
+    f"{n_variants} variants, {roots} roots · geomeans on {common.md(suite)} · {common.md(gpu)}. "
+    "Indentation shows parent → child. " + rows_shown
 )
 common.table(
     shown,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages import _common as common
+from pages._derived import cached
 from pages.ui import charts
 from pages.ui import tables as views
 from tracker.analysis import context, gpustate, summaries
@@ -54,7 +55,7 @@ if not options:
 key = "reg_family" if kind == "Family" else "reg_path"
 if wanted:
     st.session_state[key] = wanted
-elif st.session_state.get(key) not in options:
+else:  # the URL names none: the default (so Back to `regressions` shows it again, not the last pick)
     # The family whose timed runs passed most recently, with at least two of them: a history to show.
     ranked = context.choices(common.read(Store.run_contexts), "family", modes=context.TIMED_MODES, min_passed=2,
                              prefer=None, gpu=common.gpu_filter()) if kind == "Family" else []  # fmt: skip
@@ -97,6 +98,7 @@ if kind == "Family":  # one line of descent: a variant's runs and its ancestors'
 hist, points, changes = common.history(
     **scope, suite=ctx["suite"], gpu=gpu_value, last=WINDOWS[window], problem=ctx["problem"], **lineage
 )  # fmt: skip
+history_key = (tuple(scope.items()), ctx["suite"], gpu_value, window, ctx["problem"], tuple(lineage.items()))
 runs = hist["runs"]
 if runs.empty or not points:
     st.info("No cases recorded along this history.")
@@ -152,7 +154,7 @@ errs = {
     for rid, label, err in zip(hist["cases"]["run_id"], hist["cases"]["label"], hist["cases"]["err_us"], strict=True)
     if views.is_num(err)
 }
-st.plotly_chart(charts.timeline_figure(points, changes, runs, errs), key="timeline")
+st.plotly_chart(cached(charts.timeline_spec, history_key, points, changes, runs, errs), key="timeline")
 not_passed = int((runs["status"] != "passed").sum())
 if not_passed:
     st.caption(f"{not_passed} run(s) did not pass (grey ×): inconclusive, left out of the change detection.")

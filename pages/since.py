@@ -10,10 +10,12 @@ import streamlit as st
 
 from pages import _common as common
 from pages.ui import tables as views
+from pages.ui import urlstate
 from tracker.analysis import summaries
 from tracker.store import Store
 
 VISIT_KEY = "kb_since_last_visit"
+DEFAULT_KEY = "kb_since_default"  # the default of this visit to the page, fixed when it opens
 VISIT_COOKIE = "kb_since_visit"  # the browser keeps the last visit (Unix seconds) for the next session
 
 
@@ -31,11 +33,11 @@ st.title("Since")
 common.require_runs()
 now = dt.datetime.now(dt.UTC)
 last = st.session_state.get(VISIT_KEY) or _cookie_visit(now)
-default = last.isoformat(timespec="seconds") if last else "24h"
-if "since" not in st.session_state and "since" not in st.query_params:
-    st.session_state["since"] = default
-text = st.text_input("Since", key="since", bind="query-params", help="30m, 2h, 1d, 1w or an ISO timestamp. "
-                     "Default: your last visit to this page (kept by this browser), else 24 hours.")  # fmt: skip
+if "since" not in st.session_state:  # on entering the page (common.enter_page forgets it): the default until the next
+    st.session_state[DEFAULT_KEY] = last.isoformat(timespec="seconds") if last else "24h"
+default = st.session_state[DEFAULT_KEY]
+text = urlstate.text_input(st, "Since", key="since", default=default, help="30m, 2h, 1d, 1w or an ISO timestamp. "
+                           "Default: your last visit to this page (kept by this browser), else 24 hours.")  # fmt: skip
 try:
     when = summaries.parse_since(text or default, now)
 except ValueError as exc:

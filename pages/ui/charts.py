@@ -69,6 +69,11 @@ def log_ticks(lo: float, hi: float, *, most: int = 8, widen: bool = False) -> di
 PROGRESS_X = ("run order", "time")  # the x axes of the progress chart, as the page offers and the URL names them
 
 
+def progress_spec(points: pd.DataFrame, x: str = "run order") -> dict:
+    """progress_figure as a plain dict: what a page caches (a Figure is rebuilt and validated when unpickled)."""
+    return progress_figure(points, x=x).to_dict()
+
+
 def progress_figure(points: pd.DataFrame, x: str = "run order") -> go.Figure:
     """Every passed run a point coloured by family, named on hover; the best-so-far geomean per context as a step
     line; log y with readable ticks. x: "run order" (the n-th passed run of its context) or "time" (started)."""
@@ -219,6 +224,11 @@ def speedup_figure(cmp: RunComparison) -> go.Figure:
 
 
 NAMED_TICKS = 12  # up to this many runs, the timeline's x ticks are the runs' variant names
+
+
+def timeline_spec(points, changes, runs, errs) -> dict:
+    """timeline_figure as a plain dict: what a page caches (a Figure is rebuilt and validated when unpickled)."""
+    return timeline_figure(points, changes, runs, errs).to_dict()
 
 
 def timeline_figure(
