@@ -40,8 +40,8 @@ def test_unknown_knob_is_refused(tmp_path):
 @pytest.mark.parametrize("lst", sorted((ROOT / "scripts").glob("fused-*.txt")), ids=lambda p: p.name)
 def test_fused_list_variants_and_paths(lst, tmp_path):
     """scripts/h200_fused.sh lists: every VARIANT line writes its file, every run line names a file that exists
-    in kernels/ or is written by a VARIANT line of the same list."""
-    written = set()
+    in kernels/ or is written by a VARIANT line of the same list, and a BEST line follows a DEV screen."""
+    written, screened = set(), False
     for line in lst.read_text().splitlines():
         words = line.partition("|")[0].split()
         if not words or words[0].startswith("#"):
@@ -55,6 +55,9 @@ def test_fused_list_variants_and_paths(lst, tmp_path):
             written.add(f".kscratch/variants/{name}.py")
             ast.parse((tmp_path / f"{name}.py").read_text())
         elif words[0] in ("DEV", "BENCH"):
+            screened = screened or words[0] == "DEV"
             continue
+        elif words[0] == "BEST":  # BEST K NEED FAMILY PARENT: the K-th best of an earlier DEV screen
+            assert screened and words[1].isdigit() and words[2].isdigit() and len(words) >= 5, line
         else:
             assert words[1] in written or (ROOT / words[1]).is_file(), words[1]  # GATES PATH or NEED PATH ...
