@@ -4,6 +4,7 @@ search runs, imported) and a real CPU run started and followed through the serve
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -68,8 +69,11 @@ def test_every_tool_over_stdio_and_a_cpu_run_followed_to_the_end(store: Path, tm
         progress.append((value, total, message))
 
     async def session_checks() -> dict:
+        # The stdio client passes on only a few safe variables: the test's own lock and state folders go explicitly,
+        # or the server's runs would wait behind any other run on this machine.
+        own = {k: os.environ[k] for k in ("KERNELBEAM_LOCK_DIR", "XDG_STATE_HOME") if k in os.environ}
         params = StdioServerParameters(command=sys.executable, args=["-m", "tracker", "mcp", "--store", str(store)],
-                                       cwd=str(ROOT))  # fmt: skip
+                                       cwd=str(ROOT), env=own)  # fmt: skip
         out: dict = {}
         async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
             await s.initialize()
