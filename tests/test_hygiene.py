@@ -85,6 +85,21 @@ def _wait_progress(progress: Path, done: int, seconds: float = 90) -> None:
     raise AssertionError(f"no progress to {done} cases in {seconds} s")
 
 
+def _wait_checkpoint(pending: Path, cases: int, seconds: float = 60) -> None:
+    """Until the run's checkpoint beside the store holds `cases` cases (the runner writes it on each case's start
+    and end, a moment after the worker's event: a kill before that would find the previous checkpoint)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for side in pending.glob("*.json"):
+            try:
+                if len(read_side_file(side).cases) >= cases:
+                    return
+            except Exception:  # being replaced right now
+                pass
+        time.sleep(0.1)
+    raise AssertionError(f"no checkpoint with {cases} cases in {seconds} s")
+
+
 def _worker_tree(tracker_pid: int) -> list[int]:
     return [pid for pid, _ in descendants(tracker_pid)]
 
@@ -93,6 +108,7 @@ def test_kill_9_of_the_tracker_ends_the_worker_which_keeps_what_it_finished(tmp_
     proc, store, progress = _start_tracker(tmp_path, "hangs_second.py", mode="test", cases=[0, 1])
     _wait_progress(progress, 1)
     wait_process("sleep", HANG_SLEEP)  # the second call is hanging now, with its child
+    _wait_checkpoint(tmp_path / "s.duckdb.pending", 2)
     tree = _worker_tree(proc.pid)
     assert len(tree) >= 2, tree
     proc.kill()
