@@ -38,7 +38,8 @@ _LEAF_ELEMS = 16384  # leaf tile BM*nb, about 32 fp32 per thread at 16 warps
 _MAX_LEAF_ROWS = 4096  # taller: leaf [BM, 8] would spill; use the PyTorch route
 _NB_TORCH = 32
 _NBO = 64  # outer (trailing-update) panel width for n <= 1024
-_NBO_BIG = 128  # ... and for n > 1024
+_NBO_BIG = 128  # ... and for 1024 < n <= 2048
+_NBO_HUGE = 128  # ... and for n > 2048
 
 if _HAVE_TRITON:
 
@@ -290,6 +291,7 @@ _FUSED_BN = 64  # columns of A2 per program
 _FUSED_WARPS = 4
 _FUSED_STAGES = 3  # measured (wy_update_bench, H200): 640x512x448 950 us vs 1,045 with 2
 _FUSED_MIN_PROGRAMS = 264  # batch x column tiles at least (else cuBLAS: too few programs for 132 SMs)
+_FUSED_MIN_BATCH = 0  # batches at least this large take the fused kernel whatever their tiles (0: off)
 _FUSED_VT = True  # trailing updates read a transposed copy of V in phase 1 (measured: fused_wy_vt, run d42688781019)
 
 if _HAVE_TRITON:
@@ -421,7 +423,8 @@ def _fused_bn(n: int) -> int:
 
 
 def _fused_pays(b: int, n: int) -> bool:
-    return n > 0 and b * triton.cdiv(n, _fused_bn(n)) >= _FUSED_MIN_PROGRAMS
+    many = 0 < _FUSED_MIN_BATCH <= b
+    return n > 0 and (many or b * triton.cdiv(n, _fused_bn(n)) >= _FUSED_MIN_PROGRAMS)
 
 
 def _use_fused(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor) -> bool:
@@ -687,7 +690,7 @@ def _blocked_qr_(a: torch.Tensor, nb: int = _NB_TORCH) -> torch.Tensor:
 
 
 def _outer_width(n: int) -> int:
-    return _NBO if n <= 1024 else _NBO_BIG
+    return _NBO if n <= 1024 else _NBO_BIG if n <= 2048 else _NBO_HUGE
 
 
 def _qr(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
