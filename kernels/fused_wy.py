@@ -39,7 +39,7 @@ _MAX_LEAF_ROWS = 4096  # taller: leaf [BM, 8] would spill; use the PyTorch route
 _NB_TORCH = 32
 _NBO = 64  # outer (trailing-update) panel width for n <= 1024
 _NBO_BIG = 128  # ... and for 1024 < n <= 2048
-_NBO_HUGE = 128  # ... and for n > 2048
+_NBO_HUGE = 256  # ... and for n > 2048 (measured: fused_wy_mix, run 2d792fa02786; 8x2048 lost with 256)
 
 if _HAVE_TRITON:
 
@@ -291,7 +291,7 @@ _FUSED_BN = 64  # columns of A2 per program
 _FUSED_WARPS = 4
 _FUSED_STAGES = 3  # measured (wy_update_bench, H200): 640x512x448 950 us vs 1,045 with 2
 _FUSED_MIN_PROGRAMS = 264  # batch x column tiles at least (else cuBLAS: too few programs for 132 SMs)
-_FUSED_MIN_BATCH = 0  # batches at least this large take the fused kernel whatever their tiles (0: off)
+_FUSED_MIN_BATCH = 32  # batches this large take the fused kernel whatever their tiles (0: off; fused_wy_mix: 60x1024 -7%)
 _FUSED_VT = True  # trailing updates read a transposed copy of V in phase 1 (measured: fused_wy_vt, run d42688781019)
 
 if _HAVE_TRITON:
