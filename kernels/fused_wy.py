@@ -521,7 +521,7 @@ def _leaf_width(rows: int, batch: int) -> int:
 _COOP = True
 _COOP_NB = 32  # leaf width on the cooperative route
 _COOP_MIN_ROWS = 1024  # leaf panels at least this tall (and few matrices) go cooperative
-_COOP_MIN_BM = 128
+_COOP_MIN_BM = 64  # rows per program at least (fused_wy_coopbm64, run 6032b9055f01: 2x4096 22.6 -> 22.0 ms, 64 programs per matrix)
 _COOP_MIN_PER = 4  # programs per matrix at least (measured: 60x1024 with 2 per matrix 7.58 ms vs 7.39 without)
 _COOP_MAX_ELEMS = 16384  # rows per program x leaf width
 _NSM: dict = {}
