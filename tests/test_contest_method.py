@@ -187,6 +187,34 @@ def test_a_hanging_harness_times_out_and_is_ended(tmp_path):
     assert not wait_no_process(sys.executable, "eval.py", "benchmark", "kernelbeam-cases.txt", seconds=5)
 
 
+def test_sigterm_to_the_tracker_records_the_run_cancelled_and_ends_the_harness(tmp_path):
+    from tests.conftest import wait_no_process, wait_process
+
+    folder = problem(tmp_path, "hang")
+    kernel = tmp_path / "double.py"
+    kernel.write_text(GOOD)
+    store = tmp_path / "runs.duckdb"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tracker", "run", str(kernel), "--problem", str(folder), "--method", "contest",
+         "--store", str(store), "--json"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    harness = (sys.executable, "eval.py", "benchmark", "kernelbeam-cases.txt")
+    try:
+        assert wait_process(*harness, seconds=60), "the harness never started"
+        proc.terminate()
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + 15, err
+    runs = Store(store).list_runs()
+    assert len(runs) == 1
+    bundle = stored(store, runs.iloc[0]["run_id"])
+    assert bundle["run"]["status"] == "cancelled", bundle["run"]
+    assert "SIGTERM" in bundle["run"]["error"]
+    assert not wait_no_process(*harness, seconds=10)
+
+
 @pytest.mark.parametrize("bad", ["no-files", "no-problem"])
 def test_the_method_needs_a_problem_folder_with_a_files_list(tmp_path, bad):
     folder = problem(tmp_path)

@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from tracker import store as store_mod
-from tracker.capture import sandbox
+from tracker.capture import sandbox, stopping
 from tracker.common.errors import InputError
 from tracker.common.processes import child_env, descendants, end_processes
 from tracker.variants.contest_results import NS_PER_US, parse_stream
@@ -128,6 +128,7 @@ def drive(req, record, events: list[dict[str, Any]], should_cancel, device: str)
         os.set_blocking(read_fd, False)
         start = time.monotonic()
         deadline, last_scan = start + req.compile_timeout, 0.0
+        old_term = stopping.catch()
         try:
             while True:
                 finished = proc.poll() is not None
@@ -160,7 +161,10 @@ def drive(req, record, events: list[dict[str, Any]], should_cancel, device: str)
                 time.sleep(0.1)
         except KeyboardInterrupt:
             status, error = "cancelled", "the run was cancelled"
+        except stopping.Stopped:
+            status, error = "cancelled", "the tracker was stopped by SIGTERM"
         finally:
+            stopping.release(old_term)
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):

@@ -21,7 +21,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -30,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker import store as store_mod
-from tracker.capture import devicelock, envinfo, gpustate, handoff, plausibility, sandbox
+from tracker.capture import devicelock, envinfo, gpustate, handoff, plausibility, sandbox, stopping
 from tracker.capture.channel import Lines
 from tracker.capture.evidence import FIRST_PASS, RESIDUAL_KEYS
 from tracker.capture.evidence import collect as collect_evidence
@@ -97,10 +96,6 @@ def _kill(proc: subprocess.Popen) -> None:
     except (ProcessLookupError, PermissionError):
         pass
     proc.wait()
-
-
-class _Stopped(Exception):
-    """The tracker itself got SIGTERM: the run is recorded as cancelled and its worker stopped."""
 
 
 def build_record(req: RunRequest, run_id: str, started_at, source: str) -> store_mod.RunRecord:
@@ -180,7 +175,7 @@ def run_variant(
     events = capture_variant(req, record, on_event, should_cancel, checkpoint=checkpoint)
     flushed = store_mod.FlushResult()
     pending = Store(req.store).finish_run(record, flushed=flushed)
-    if _SIGTERM.is_set():  # the run is recorded; a session of several runs (ab, fidelity, many files) ends here
+    if stopping.REQUESTED.is_set():  # the run is recorded; a session of runs (ab, fidelity, many files) ends here
         raise SystemExit(128 + signal.SIGTERM)
     return RunOutcome(record, pending, flushed, events)
 
@@ -427,8 +422,7 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
         worker_end.close()
         seen: set[tuple[int, int]] = set()
         try:
-            if threading.current_thread() is threading.main_thread():
-                old_term = signal.signal(signal.SIGTERM, _on_sigterm)
+            old_term = stopping.catch()
             try:
                 proc.stdin.write(json.dumps(job, default=str).encode())
                 proc.stdin.close()
@@ -471,11 +465,10 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
                 selector.select(0.1)
         except (Cancelled, KeyboardInterrupt):
             status, error = "cancelled", "the run was cancelled"
-        except _Stopped:
+        except stopping.Stopped:
             status, error = "cancelled", "the tracker was stopped by SIGTERM"
         finally:
-            if old_term is not None:
-                signal.signal(signal.SIGTERM, old_term)
+            stopping.release(old_term)
             try:
                 os.killpg(proc.pid, signal.SIGTERM if status == "cancelled" and not in_sandbox else signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
@@ -649,14 +642,6 @@ def _record_helpers(record, events: list[dict[str, Any]], variant: Path) -> None
     for rel, text in sources.items():
         flags += [{**f, "message": f"{rel}: {f['message']}"} for f in flags_as_dicts(scan_source(text))]
     record.run.flags = json.dumps(flags)
-
-
-_SIGTERM = threading.Event()  # set once the tracker was told to stop: no further run of its session starts
-
-
-def _on_sigterm(signum, frame) -> None:
-    _SIGTERM.set()
-    raise _Stopped
 
 
 _NEEDS_CUDA = (
