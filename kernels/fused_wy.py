@@ -291,7 +291,7 @@ _FUSED_BN = 64  # columns of A2 per program
 _FUSED_WARPS = 4
 _FUSED_STAGES = 3  # measured (wy_update_bench, H200): 640x512x448 950 us vs 1,045 with 2
 _FUSED_MIN_PROGRAMS = 264  # batch x column tiles at least (else cuBLAS: too few programs for 132 SMs)
-_FUSED_MIN_BATCH = 32  # batches this large take the fused kernel whatever their tiles (0: off; fused_wy_mix: 60x1024 -7%)
+_FUSED_MIN_BATCH = 32  # batches this large take the fused kernel whatever their tiles (0: off; 60x1024 -7%)
 _FUSED_VT = True  # trailing updates read a transposed copy of V in phase 1 (measured: fused_wy_vt, run d42688781019)
 
 if _HAVE_TRITON:
@@ -521,7 +521,7 @@ def _leaf_width(rows: int, batch: int) -> int:
 _COOP = True
 _COOP_NB = 32  # leaf width on the cooperative route
 _COOP_MIN_ROWS = 1024  # leaf panels at least this tall (and few matrices) go cooperative
-_COOP_MIN_BM = 64  # rows per program at least (fused_wy_coopbm64, run 6032b9055f01: 2x4096 22.6 -> 22.0 ms, 64 programs per matrix)
+_COOP_MIN_BM = 64  # rows per program at least (fused_wy_coopbm64: 2x4096 22.6 -> 22.0 ms, 64 per matrix)
 _COOP_MIN_PER = 4  # programs per matrix at least (measured: 60x1024 with 2 per matrix 7.58 ms vs 7.39 without)
 _COOP_MAX_ELEMS = 16384  # rows per program x leaf width
 _NSM: dict = {}
