@@ -19,6 +19,10 @@ for few tall matrices), 3 pipeline stages in the fused kernel (microbenchmark 1,
 60x1024 6.23 -> 6.00 ms, 640x512 equal; now the default. Knobs _LEAF_VT (the leaf writes V^T), _T_BUILD (outer T
 by one kernel) and _REUSE (buffers zeroed once per call): together as knob variant fused_wy_ltr (run
 89a5b2574255): 3,208 us, 640x512 7.06 -> 6.66 ms, 60x1024 5.99 -> 5.60 ms; now the defaults.
+Session 20, routing knobs on top (each a knob variant, promoted, now the defaults): _FUSED_MIN_BATCH=32 (every
+batch of 32 or more on the fused kernel) and _NBO_HUGE=256 (256-wide outer panels for n > 2048): fused_wy_mix,
+run 2d792fa02786, 3,036 us; _COOP_MIN_BM=64 (64 cooperative leaf programs per matrix of 2x4096): fused_wy_coopbm64,
+run 6032b9055f01, 2,987 us.
 """
 
 import os  # noqa: E402
