@@ -69,6 +69,8 @@ def main() -> int:
     sock = socket.socket(fileno=job["worker_fd"])
     verdicts = Verdicts(job["verdict_fd"])
     device = torch.device("cuda" if job["device"] == "cuda" else "cpu")
+    if device.type == "cpu":  # beside the worker on the same cores: torch's thread pools would oversubscribe them
+        torch.set_num_threads(1)
     workload = get_workload(job.get("problem"))
     all_cases = cases_for(get_suite(workload, job["suite"]), job["mode"])
     indices = job.get("cases") or list(range(len(all_cases)))

@@ -86,7 +86,7 @@ def checker_numerics(device: torch.device | None = None) -> Iterator[None]:
         torch.backends.cudnn.allow_tf32 = False
         torch.set_float32_matmul_precision("highest")
         torch.set_default_dtype(torch.float32)
-        torch.use_deterministic_algorithms(False)
+        _set_deterministic(False, False)
         with contextlib.ExitStack() as stack:
             if cuda:
                 torch.cuda.synchronize(device)
@@ -103,4 +103,14 @@ def checker_numerics(device: torch.device | None = None) -> Iterator[None]:
             for owner, attr, value in precision:
                 setattr(owner, attr, value)
         torch.set_default_dtype(dtype)
-        torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
+        _set_deterministic(deterministic, warn_only)
+
+
+def _set_deterministic(mode: bool, warn_only: bool) -> None:
+    # Only on a change: torch.use_deterministic_algorithms imports torch._inductor (and dynamo), 1.5-4 s of CPU
+    # per process on first use, which every worker and checker paid although nearly no kernel sets the mode.
+    if (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()) != (
+        mode,
+        warn_only,
+    ):
+        torch.use_deterministic_algorithms(mode, warn_only=warn_only)
