@@ -284,7 +284,8 @@ def test_timing_loop_stops_on_the_case_budget_after_the_minimum_time():
 def test_timing_loop_rechecks_every_repetition():
     import torch
 
-    from tracker.capture.timing import Clock, ModeRules, run_loop, stats
+    from tracker.capture.timing import Clock, ModeRules, run_loop
+    from tracker.common.samplestats import stats
 
     calls = []
 

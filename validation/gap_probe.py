@@ -28,8 +28,9 @@ import torch
 
 sys.path.insert(0, os.getcwd())
 from tracker.capture import gpustate, handoff  # noqa: E402
-from tracker.capture.timing import Clock, clone_data, stats  # noqa: E402
+from tracker.capture.timing import Clock, clone_data  # noqa: E402
 from tracker.capture.worker import load_variant  # noqa: E402
+from tracker.common.samplestats import stats  # noqa: E402
 from tracker.workloads import for_suite  # noqa: E402
 
 OTHER = r"""

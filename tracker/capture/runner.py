@@ -595,7 +595,7 @@ def judge(events: list[dict[str, Any]], verdicts: list[dict[str, Any]], req, gpu
 
 
 def _stats(samples: list[float]) -> dict[str, float]:
-    from tracker.capture.timing import stats
+    from tracker.common.samplestats import stats
 
     st = stats(samples)
     return dict(

@@ -6,7 +6,6 @@ On a CPU the same loop runs with a wall clock (no flush, no events); such timing
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from time import perf_counter as _clock  # bound before the kernel is imported: patching time.perf_counter misses it
@@ -14,6 +13,7 @@ from typing import Any
 
 import torch
 
+from tracker.common.samplestats import stats
 from tracker.workloads.base import L2_FLUSH_BYTES, CheckResult
 
 
@@ -32,24 +32,6 @@ MODE_RULES = {
 MIN_LOOP_S = 0.1  # no stop before this much wall time has passed (and at least 3 repetitions)
 MAX_LOOP_S = 120.0
 TARGET_REL_ERR = 0.001
-
-
-@dataclass
-class Stats:
-    runs: int
-    mean: float
-    std: float
-    err: float  # standard error of the mean: std / sqrt(runs)
-    best: float
-    worst: float
-    median: float
-
-
-def stats(samples: list[float]) -> Stats:
-    runs = len(samples)
-    mean = sum(samples) / runs
-    std = math.sqrt(sum((s - mean) ** 2 for s in samples) / (runs - 1)) if runs > 1 else 0.0
-    return Stats(runs, mean, std, std / math.sqrt(runs), min(samples), max(samples), statistics.median(samples))
 
 
 def reps_expected(rules: ModeRules, mean_us: float, budget_s: float | None = None) -> int:

@@ -9,5 +9,5 @@ DEFAULT_STORE = "experiments.duckdb"
 RUN_STATUSES = ("running", "passed", "failed", "timeout", "crashed", "cancelled", "skipped")
 FINISHED_STATUSES = tuple(s for s in RUN_STATUSES if s != "running")  # what an export holds: `running` rows stay
 RUN_METHODS = ("tracker", "contest")  # runs.method; NULL is the tracker's own (runs recorded before methods)
-# The statistics of a timed case over its samples, as case_results stores them (tracker.capture.timing.stats).
+# The statistics of a timed case over its samples, as case_results stores them (tracker.common.samplestats).
 CASE_STATS = ("runs", "mean_us", "std_us", "err_us", "best_us", "worst_us", "median_us")
