@@ -124,9 +124,10 @@ def leaderboard(data: dict[str, pd.DataFrame], *, sort: str = "geomean") -> dict
     base = variants.set_index("variant_sha256")
     means = means.reindex(base.index)
     ratio = means / means.min(axis=0)
-    with np.errstate(all="ignore"):  # rows without any result score inf (last)
-        score = pd.Series(np.exp(np.nanmean(np.log(ratio.to_numpy(dtype=float)), axis=1)), index=ratio.index)
-    score = score.fillna(math.inf)
+    logs = np.log(ratio.to_numpy(dtype=float))
+    have = (~np.isnan(logs)).sum(axis=1)
+    mean_log = np.divide(np.nansum(logs, axis=1), have, out=np.full(len(have), np.inf), where=have > 0)
+    score = pd.Series(np.exp(mean_log), index=ratio.index)  # rows without any result score inf (last)
     key = base["best_geomean_us"].fillna(math.inf) if sort == "geomean" else means.get(sort, score)
     ordered = pd.DataFrame({"k": key, "s": score}).sort_values(["k", "s"]).index
     table = base.loc[ordered, ["variant", "path", "family", "runs", "best_geomean_us", "best_run", "latest_run"]]
