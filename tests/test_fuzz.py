@@ -32,7 +32,7 @@ NASTY = [
     "--output=/tmp/kb-fuzz-owned", "-p", "--", "../../etc/passwd", "..", "/", "' OR 1=1 --", "\"; DROP TABLE runs;",
     "%00", "\u202e", "x" * 10_000, "", " ", "HEAD", "main", "0" * 40, "*", "?", "\\", "$(touch /tmp/kb-fuzz-owned)",
 ]  # fmt: skip
-TABLES = ("runs", "variants", "case_results", "samples", "verdicts")
+TABLES = ("runs", "variants", "variant_names", "case_results", "samples", "verdicts")
 
 values = hs.one_of(
     hs.none(),

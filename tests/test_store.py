@@ -28,6 +28,7 @@ REFERENCE = ROOT / "kernels" / "geqrf_reference.py"
 TABLES = (
     "runs",
     "variants",
+    "variant_names",
     "case_results",
     "samples",
     "profile_cases",
@@ -252,8 +253,8 @@ def test_write_run_replaces_an_earlier_write_of_the_same_run(store):
     assert Store(store).finish_run(record) is None
     assert Store(store).finish_run(record) is None
     assert counts(store) == {
-        "runs": 1, "variants": 1, "case_results": 2, "samples": 10, "profile_cases": 2, "profile_kernels": 2,
-        "verdicts": 0, "evidence": 0, "ncu_cases": 1, "ncu_kernels": 1,
+        "runs": 1, "variants": 1, "variant_names": 1, "case_results": 2, "samples": 10, "profile_cases": 2,
+        "profile_kernels": 2, "verdicts": 0, "evidence": 0, "ncu_cases": 1, "ncu_kernels": 1,
     }  # fmt: skip
     samples = Store(store).run_samples("again0000001")
     assert samples["time_us"].tolist() == [t for _, _, t in record.samples]
@@ -398,8 +399,8 @@ def test_export_import_round_trip_through_parquet(tmp_path):
     expected = counts(a)
     expected["runs"] -= 1  # the running one stayed home
     assert counts(b) == expected == {
-        "runs": 3, "variants": 2, "case_results": 6, "samples": 26, "profile_cases": 2, "profile_kernels": 2,
-        "verdicts": 1, "evidence": 0, "ncu_cases": 0, "ncu_kernels": 0,
+        "runs": 3, "variants": 2, "variant_names": 1, "case_results": 6, "samples": 26, "profile_cases": 2,
+        "profile_kernels": 2, "verdicts": 1, "evidence": 0, "ncu_cases": 0, "ncu_kernels": 0,
     }  # fmt: skip
     assert import_runs(b, folder) == 0  # importing twice adds nothing
     assert counts(b) == expected
@@ -446,12 +447,16 @@ def test_every_status_and_every_table_survive_export_and_import(tmp_path):
         assert Store(a).finish_run(record) is None
         ids.append(record.run.run_id)
     Store(a).add_verdict(ids[0], "rejected", "slower")
+    sha = Store(a).get_run(ids[0])["variant_sha256"]  # a second name for the runs' content (`add` of a copy)
+    twin = {"name": "twin", "sha256": sha, "path": "kernels/twin.py", "family": "beam", "added_at": store_mod.now()}
+    assert Store(a).register_variants([], [twin]) == []
     assert export_runs(a, folder) == len(FINISHED_STATUSES)
     assert {p.name for p in folder.glob("*.parquet")} == {f"{t}.parquet" for t in EXPORT_TABLES}
     assert import_runs(b, folder) == len(FINISHED_STATUSES)
     assert all(n > 0 for n in counts(b).values()), counts(b)  # every table carried rows across
     assert counts(b) == counts(a)
     assert {Store(b).get_run(r)["status"] for r in ids} == set(FINISHED_STATUSES)
+    assert Store(b).variant_names() == Store(a).variant_names() and counts(b)["variant_names"] == 2
 
 
 def test_seed_from_samples_only_fills_an_empty_store(tmp_path):

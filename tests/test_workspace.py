@@ -148,6 +148,7 @@ def test_add_registers_every_version_with_lineage(workspace):
         "family",
         "runs",
         "best_geomean_us",
+        "aliases",
     }
     assert all(v["runs"] == 1 for v in listed)  # run --pending ran each once
 
@@ -293,14 +294,15 @@ def test_same_folder_name_in_two_places_gets_told_apart(tmp_path):
 
 
 def test_add_of_a_copy_under_a_new_name_says_so_and_records_the_family(tmp_path):
-    """Issue 21: an unchanged copy is the same variant (content), so `add` says which name it is known by and
-    records the family the variant lacked instead of reporting "0 added" and dropping both."""
+    """Issue 21: an unchanged copy is the same variant (content), so `add` says which name it is known by,
+    records the family the variant lacked and the copy's name for it (tests/test_variant_names.py) instead of
+    reporting "0 added" and dropping both."""
     store = str(tmp_path / "copy.duckdb")
     (tmp_path / "orig.py").write_text(BASE)
     (tmp_path / "copy.py").write_text(BASE)
     assert cli_json("add", str(tmp_path / "orig.py"), "--store", store)[0]["added"] is True
     (row,) = cli_json("add", str(tmp_path / "copy.py"), "--family", "beam", "--store", store)
-    assert row["added"] is False and row["known_as"] == "orig" and row["family"] == "beam"
+    assert row["added"] is False and row["known_as"] == "orig" and row["family"] == "beam" and row["name_added"]
     (listed,) = cli_json("variants", "--store", store)
     assert listed["variant"] == "orig" and listed["family"] == "beam"
     shown = cli("add", str(tmp_path / "copy.py"), "--family", "other", "--store", store)

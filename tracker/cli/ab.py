@@ -24,14 +24,14 @@ DEFAULT_ROUNDS = 4
 
 
 def _target(store: str, what: str, folder: Path) -> dict[str, Any]:
-    """A file, or a stored variant's source (by name, its newest snapshot) written to a temporary copy."""
+    """A file, or a stored variant's source (by any recorded name: the content it stands for, a file's newest
+    snapshot) written to a temporary copy, recorded under that name and the name's file."""
     if Path(what).is_file():
         return {"path": what, "name": None, "recorded_path": None}
-    found = Store(store).variant_list() if Path(store).exists() else None
-    rows = [] if found is None else found[found["variant"] == what].to_dict("records")
-    if not rows:
+    named = {n["name"]: n for n in Store(store).variant_names()} if Path(store).exists() else {}
+    if what not in named:
         raise UsageError(f"{what} is neither a kernel file nor a variant in {store}")
-    row = rows[-1]
+    row = named[what]
     source = Store(store).variant_source(row["sha256"])
     copy = folder / f"{len(list(folder.iterdir()))}_{Path(str(row['path'] or what)).name}"
     copy = copy if copy.suffix == ".py" else copy.with_suffix(".py")

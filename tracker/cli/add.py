@@ -19,24 +19,40 @@ def cmd_add(args: argparse.Namespace) -> int:
     if not args.paths and not args.glob:
         raise InputError("give kernel files or folders, or --glob PATTERN")
     rows = register(
-        args.paths, args.store, pattern=args.glob, commits=args.commits, family=args.family, parent=args.parent
-    )
+        args.paths, args.store, pattern=args.glob, commits=args.commits, family=args.family, parent=args.parent,
+        name=args.name,
+    )  # fmt: skip
     _warn_dead_ends(args, rows)
     if args.json:
         print(json.dumps(rows))
         return 0
     table = [
         [r["variant"], r["path"], r["sha256"][:12], (r["commit"] or "-")[:10], (r["parent"] or "-")[:12],
-         "added" if r["added"] else "known", (r["message"] or "").splitlines()[0][:50] if r["message"] else ""]
+         _state(r), (r["message"] or "").splitlines()[0][:50] if r["message"] else ""]
         for r in rows
     ]  # fmt: skip
     print_table(table, ["variant", "path", "sha256", "commit", "parent", "", "message"])
+    names = {n["name"]: n["sha256"] for n in Store(args.store).variant_names()}
     for r in rows:
         if r.get("known_as"):  # the content is registered already, under the name it had first
             family = f" (family {r['family']})" if r.get("family") else ""
-            print(f"{r['path']}: the same content as registered variant {r['known_as']}{family}, which keeps its name")
-    print(f"{sum(r['added'] for r in rows)} added, {sum(not r['added'] for r in rows)} already registered")
+            head = f"{r['path']}: the same content as registered variant {r['known_as']}{family}"
+            if r["name_added"]:
+                name_family = f" (family {r['name_family']})" if r.get("name_family") else ""
+                print(f"{head}; recorded the name {r['variant']}{name_family} for it")
+            elif names.get(r["variant"]) == r["sha256"]:
+                print(f"{head}; the name {r['variant']} is recorded for it already")
+            else:  # an older snapshot of a file whose name stands for its newest one
+                print(f"{head}, which keeps its name")
+    print(
+        f"{sum(r['added'] for r in rows)} added, {sum(r['name_added'] for r in rows)} named, "
+        f"{sum(not r['added'] and not r['name_added'] for r in rows)} already registered"
+    )
     return 0
+
+
+def _state(row: dict) -> str:
+    return "added" if row["added"] else "named" if row["name_added"] else "known"
 
 
 def _warn_dead_ends(args: argparse.Namespace, rows: list[dict]) -> None:
@@ -56,9 +72,18 @@ VARIANT_KEYS = ["variant", "path", "sha256", "commit", "parent", "parent_variant
 
 
 def variants_doc(args: argparse.Namespace) -> list[dict]:
-    """What `variants --json` prints."""
+    """What `variants --json` prints: VARIANT_KEYS, and `aliases`, the other names recorded for the content
+    (`{name, path, family}`, oldest first)."""
     df = Store(args.store).variant_list(family=args.family) if Path(args.store).exists() else None
-    return [] if df is None else [{k: clean(r[k]) for k in VARIANT_KEYS} for r in df.to_dict("records")]
+    if df is None:
+        return []
+    return [
+        {
+            **{k: clean(r[k]) for k in VARIANT_KEYS},
+            "aliases": [{k: clean(v) for k, v in a.items()} for a in r["aliases"]],
+        }
+        for r in df.to_dict("records")
+    ]
 
 
 def cmd_variants(args: argparse.Namespace) -> int:
@@ -74,11 +99,16 @@ def cmd_variants(args: argparse.Namespace) -> int:
             ("commit", [(r["commit"] or "-")[:10] for r in records]),
             ("parent", [r["parent_variant"] or (r["parent"] or "-")[:12] for r in records]),  # as on Lineage
             ("family", [r["family"] or "-" for r in records]),
+            ("also named", [_aliases(r["aliases"]) for r in records]),
             ("runs", [r["runs"] for r in records]),
             time_column("best geomean", [r["best_geomean_us"] for r in records]),
         ]
     )
     return 0
+
+
+def _aliases(aliases: list[dict]) -> str:
+    return ", ".join(a["name"] + (f" ({a['family']})" if a["family"] else "") for a in aliases) or "-"
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -88,6 +118,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--commits", help="only commits in this range, A..B (default: the whole history)")
     p.add_argument("--family", help="family of the registered variants")
     p.add_argument("--parent", help="parent variant (name, file stem or sha256 prefix) of every one registered")
+    p.add_argument("--name", help="the variant's name instead of its file's (one file); unique in the store")
     p.add_argument("--force", action="store_true", help="no warning for a variant that repeats a rejected one")
     p.set_defaults(func=cmd_add)
     v = sub.add_parser("variants", parents=[common], help="list registered variants with their runs")

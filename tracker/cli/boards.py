@@ -30,6 +30,15 @@ def _context(args: argparse.Namespace) -> dict[str, Any]:
     return {"suite": picked["suite"], "gpu": picked["gpu"]}
 
 
+def _board_name(store: str, variants, name: str | None) -> str | None:
+    """The leaderboard's name for the content a recorded name stands for (an unchanged copy's name), else `name`."""
+    if name is None or name in set(variants["variant"]):
+        return name
+    sha = Store(store).resolve_variant_name(name)
+    same = variants[variants["variant_sha256"] == sha]
+    return str(same["variant"].iloc[0]) if sha is not None and not same.empty else name
+
+
 def leaderboard_doc(args: argparse.Namespace) -> dict[str, Any]:
     """What `leaderboard --json` prints: per variant its best passed geomean and best mean per case; with --gaps,
     where the chosen variant's geomean goes (tracker.analysis.gaps)."""
@@ -42,7 +51,7 @@ def leaderboard_doc(args: argparse.Namespace) -> dict[str, Any]:
                                      family=args.family)  # fmt: skip
     head = {**ctx, "mode": args.mode, "family": args.family}
     if args.gaps:
-        return {**head, **gaps.case_gaps(data, args.variant)}
+        return {**head, **gaps.case_gaps(data, _board_name(args.store, data["variants"], args.variant))}
     board = summaries.leaderboard(data)
     rows = []
     for sha, r in board["table"].iterrows():

@@ -150,13 +150,17 @@ def readable_store(store: str) -> None:
 
 
 def resolve(store: str, run: str) -> str:
-    """A run id from a full id or a unique prefix; a prefix matching several runs lists them."""
+    """A run id from a full id or a unique prefix, else from a variant name (any name recorded for it: its newest
+    run, as `--parent NAME` takes it); a prefix matching several runs lists them."""
     readable_store(store)
     if not run:
         raise UsageError("empty run id")
     matches = Store(store).match_run_ids(run, limit=6)
     if not matches:
-        raise UsageError(f"no run matches {run!r} in {store} (give a run id or a unique prefix)")
+        named = Store(store).latest_run_of_variant(run)
+        if named is not None:
+            return named
+        raise UsageError(f"no run matches {run!r} in {store} (give a run id, a unique prefix or a variant name)")
     if len(matches) > 1 and run not in matches:
         more = ", ..." if len(matches) > 5 else ""
         raise UsageError(f"run prefix {run!r} is ambiguous: it matches {', '.join(matches[:5])}{more}")

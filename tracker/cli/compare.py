@@ -170,8 +170,8 @@ def _check_scope(store: str, family: str | None, path: str | None) -> None:
 
 def register(sub, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("compare", parents=[common], help="compare two runs case by case", description=COMPARE_HELP)
-    p.add_argument("a", help="run id (or unique prefix) of the baseline")
-    p.add_argument("b", help="run id (or unique prefix) of the candidate")
+    p.add_argument("a", help="run id (or unique prefix) of the baseline, or a variant name (its newest run)")
+    p.add_argument("b", help="run id (or unique prefix) of the candidate, or a variant name (its newest run)")
     p.add_argument(
         "--min-effect",
         type=fraction,

@@ -161,19 +161,21 @@ def build_server(store: str):
     )
 
     @server.tool()
-    def list_runs(limit: int | None = None, search: str | None = None) -> dict[str, Any]:
+    def list_runs(limit: int | None = None, search: str | None = None, variant: str | None = None) -> dict[str, Any]:
         """Runs, newest first (as `list --json`); `search` keeps those whose name, path, family, note, id or verdict
-        reason contains it."""
-        return {"runs": tools.command(runs.list_doc, "list", limit=limit, search=search)}
+        reason contains it; `variant` those of the variant with this name (any name recorded for its content)."""
+        return {"runs": tools.command(runs.list_doc, "list", limit=limit, search=search, variant=variant)}
 
     @server.tool()
     def list_variants(family: str | None = None) -> dict[str, Any]:
-        """Registered and run variants with their run count and best geomean (as `variants --json`)."""
+        """Registered and run variants with their run count, best geomean and other recorded names (`aliases`), as
+        `variants --json`."""
         return {"variants": tools.command(add.variants_doc, "variants", family=family)}
 
     @server.tool()
     def show_run(run: str) -> dict[str, Any]:
-        """One run with its cases and kept evidence (as `show RUN --json`); a unique prefix of the id will do."""
+        """One run with its cases and kept evidence (as `show RUN --json`); a unique prefix of the id will do, or a
+        variant name (its newest run)."""
         return tools.command(runs.show_doc, "show", [run])
 
     @server.tool()

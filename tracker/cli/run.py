@@ -116,7 +116,7 @@ def _targets(args: argparse.Namespace, suite: str, gpu: bool) -> list[dict[str, 
     if args.path or args.glob:
         files = find_variant_files(args.path, args.glob)
         exists = Path(args.store).exists()
-        taken = {v["name"]: v["path"] for v in Store(args.store).variant_index()} if exists else {}
+        taken = Store(args.store).name_paths() if exists else {}
         rels = {str(f): recorded_path(f)[0] for f in files}
         names = unique_names(rels.values(), taken)
         targets += [{"path": str(f), "name": names[rels[str(f)]]} for f in files]

@@ -230,12 +230,12 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--search", help="only runs whose name, path, family, note, id or verdict reason contains this")
     p.add_argument("--family", help="only runs of this family")
     p.add_argument("--status", help="only runs with this status (passed, failed, timeout, crashed, skipped, ...)")
-    p.add_argument("--variant", help="only runs of the variant with this name")
+    p.add_argument("--variant", help="only runs of the variant with this name (any name recorded for its content)")
     p.add_argument("--since", help="only runs started since: 30m, 2h, 1d, 1w or an ISO timestamp")
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("show", parents=[common], help="show one run with its cases")
-    p.add_argument("run", help="run id or a unique prefix of one")
+    p.add_argument("run", help="run id or a unique prefix of one, or a variant name (its newest run)")
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("verdict", parents=[common], help="record a verdict on a run")

@@ -5,6 +5,17 @@ from __future__ import annotations
 from tracker.common.vocabulary import CASE_STATS, RUN_METHODS, RUN_STATUSES  # noqa: F401 - re-exported
 from tracker.store.records import RUN_FIELDS
 
+
+def newest_names_sql(variants: str, at: str = "coalesce(committed_at, first_seen)", family: str = "family") -> str:
+    """Each name of the variants in `variants` (a table or subquery) for its newest content, as variant_names rows
+    (name, sha256, path, family, added_at): what a name meant before names had a table of their own (`ab NAME`
+    took the newest snapshot of that name). `at` and `family` stand in for columns a store before v7 lacks."""
+    return (
+        f"SELECT name, sha256, path, {family} AS family, {at} AS added_at FROM {variants} "
+        f"QUALIFY row_number() OVER (PARTITION BY name ORDER BY {at} DESC, sha256 DESC) = 1"
+    )
+
+
 # Ordered migrations: index i brings the schema from version i to version i + 1. Never edit a shipped one.
 MIGRATIONS: list[str] = [
     """
@@ -120,6 +131,13 @@ MIGRATIONS: list[str] = [
         static_smem_bytes BIGINT, dynamic_smem_bytes BIGINT, block_size INTEGER, grid_size BIGINT, stalls VARCHAR
     );
     """,
+    # v12 (names): every name a variant is known by, one content per name; a content may have several (`add` of an
+    # unchanged copy records its file's name). `path`: the file the name came from, so that a changed file keeps its
+    # name (the name moves to the new content) while another file's content cannot take it. Backfilled with each
+    # variant's name as it resolved before. Built from newest_names_sql: change that only with a new migration.
+    "CREATE TABLE variant_names (name VARCHAR PRIMARY KEY, sha256 VARCHAR NOT NULL, path VARCHAR, family VARCHAR, "
+    "added_at TIMESTAMPTZ NOT NULL); "
+    f"INSERT INTO variant_names (name, sha256, path, family, added_at) {newest_names_sql('variants')};",
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -145,6 +163,7 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
         "parent",
         "registered_at",
     ),
+    "variant_names": ("name", "sha256", "path", "family", "added_at"),
     "runs": RUN_FIELDS,  # the fields of tracker.store.records.RunRow, in order
     "case_results": [
         "run_id",

@@ -11,17 +11,18 @@ import duckdb
 
 from tracker.common.errors import InputError
 from tracker.store.connection import connect
-from tracker.store.schema import RUN_TABLES, TABLE_COLUMNS
+from tracker.store.schema import RUN_TABLES, TABLE_COLUMNS, newest_names_sql
 from tracker.store.sidefiles import traces_dir
 from tracker.store.validate import NCU_REPORT_RE, RUN_ID_RE, read_export
 
-EXPORT_TABLES = ("runs", "variants", *RUN_TABLES, "verdicts")
+EXPORT_TABLES = ("runs", "variants", "variant_names", *RUN_TABLES, "verdicts")  # names after their variants
 NCU_FOLDER = "ncu"  # an export's Nsight Compute reports: ncu/RUN/ncu-caseN.ncu-rep
 MAX_NCU_REPORT_BYTES = 256 << 20
 # Columns an export file must have (the NOT NULL ones); any other column of ours it lacks (an export from an
 # older tracker) is imported as NULL, and columns we do not know are ignored.
 REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
     "variants": ("sha256", "name", "source", "first_seen"),
+    "variant_names": ("name", "sha256", "added_at"),
     "runs": ("run_id", "variant_sha256", "variant", "status", "suite", "mode", "started_at"),
     "case_results": ("run_id", "case_idx", "spec", "kind", "passed"),
     "samples": ("run_id", "case_idx", "rep", "time_us"),
@@ -31,6 +32,15 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
     "ncu_cases": ("run_id", "case_idx"),
     "ncu_kernels": ("run_id", "case_idx", "kernel_idx"),
     "verdicts": ("run_id", "verdict", "created_at"),
+}
+
+
+NAME_COLUMNS = ", ".join(TABLE_COLUMNS["variant_names"])  # the order newest_names_sql gives them in
+# Which exported rows an import adds: runs the store lacks, with their rows; variants (content) it lacks; names
+# it lacks, of content it has once the variants are in (a name the store has already keeps its content).
+_IMPORT_WHERE = {
+    "variants": "sha256 NOT IN (SELECT sha256 FROM variants)",
+    "variant_names": "name NOT IN (SELECT name FROM variant_names) AND sha256 IN (SELECT sha256 FROM variants)",
 }
 
 
@@ -54,7 +64,7 @@ def export_runs(
         for table in (t for t in EXPORT_TABLES if t in present):  # a store of an older schema lacks newer ones
             where = (
                 "sha256 IN (SELECT variant_sha256 FROM runs WHERE run_id IN (SELECT run_id FROM chosen))"
-                if table == "variants"
+                if table in ("variants", "variant_names")  # the names of the exported variants' content
                 else "run_id IN (SELECT run_id FROM chosen)"
             )
             target = str(folder / f"{table}.parquet").replace("'", "''")
@@ -143,12 +153,14 @@ def import_runs(store: str | os.PathLike, folder: str | os.PathLike, suites: Col
                     continue
                 present = set(tables[table].column_names)
                 cols = ", ".join(c for c in TABLE_COLUMNS[table] if c in present)  # whitelisted names only
-                where = (
-                    "sha256 NOT IN (SELECT sha256 FROM variants)"
-                    if table == "variants"
-                    else "run_id IN (SELECT run_id FROM new_runs)"
-                )
+                where = _IMPORT_WHERE.get(table, "run_id IN (SELECT run_id FROM new_runs)")
                 con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM import_{table} WHERE {where}")
+            if "variants" in tables:  # names the export did not carry (one from before v12): as v12 backfills them
+                fresh = "(SELECT * FROM variants WHERE sha256 IN (SELECT sha256 FROM import_variants))"
+                con.execute(
+                    f"INSERT INTO variant_names ({NAME_COLUMNS}) SELECT * FROM ({newest_names_sql(fresh)}) "
+                    "WHERE name NOT IN (SELECT name FROM variant_names)"
+                )
             exported = tables.get("case_results")
             if exported is not None and "median_us" not in exported.column_names:  # export from before v3
                 con.execute(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
 from functools import cache
@@ -84,6 +85,14 @@ NON_FINITE_OK = {("case_results", c) for c in ("factor_res", "tril_res", "recon_
     ("evidence", c) for c in ("factor_res", "tril_res", "recon_res", "orth_res")
 }
 INT32 = (-(2**31), 2**31 - 1)
+
+
+def name_problem(name: str) -> str | None:
+    """Why a variant name cannot be recorded (`add --name`, an imported variant_names row), or None: it must say
+    something (not empty or blank) and fit the column's cap, as any stored text."""
+    if not name.strip():
+        return "is empty"
+    return _check_value("variant_names", "name", "VARCHAR", name)
 
 
 class InvalidImport(InputError):
@@ -214,6 +223,9 @@ def _check_formats(table: str, row: dict[str, Any], suites: Collection[str] | No
         checks.append(("throttle", row["throttle"], all(n in THROTTLE_REASONS.values() for n in names)))
     if table == "ncu_cases" and row.get("report") is not None:
         checks.append(("report", row["report"], bool(NCU_REPORT_RE.match(str(row["report"])))))
+    if table == "variant_names":
+        checks.append(("sha256", row["sha256"], bool(SHA256_RE.match(row["sha256"] or ""))))
+        checks.append(("name", row["name"], name_problem(row["name"] or "") is None))
     if table == "verdicts":
         checks.append(("verdict", row["verdict"], row["verdict"] in VERDICTS))
         sha = row.get("variant_sha256")
@@ -277,7 +289,7 @@ def _check_row(
     problem = _check_formats(table, row, suites)
     if problem:
         return problem
-    return totals.add(row.get("run_id"), row) if table != "variants" else None
+    return totals.add(row.get("run_id"), row) if table not in ("variants", "variant_names") else None
 
 
 def _who(row: dict[str, Any]) -> str:
@@ -326,14 +338,33 @@ def read_export(folder: str | Path, suites: Collection[str] | None = None) -> di
     run_ids = set(tables["runs"].column("run_id").to_pylist())
     if len(run_ids) != tables["runs"].num_rows:
         raise InvalidImport(f"{folder / 'runs.parquet'} lists a run id twice")
+    _check_names(folder, tables)
     for table, data in tables.items():
-        if table in ("runs", "variants"):
+        if table in ("runs", "variants", "variant_names"):
             continue
         stray = set(data.column("run_id").to_pylist()) - run_ids
         if stray:
             shown = sorted(stray)[:3]
             raise InvalidImport(f"{folder / (table + '.parquet')} has rows of runs not in runs.parquet: {shown}")
     return tables
+
+
+def _check_names(folder: Path, tables: dict[str, Any]) -> None:
+    """An export's names: each once, each of a content the export carries (a name of nothing would resolve to
+    nothing, or to another store's content)."""
+    data = tables.get("variant_names")
+    if data is None:
+        return
+    twice = sorted(n for n, k in Counter(data.column("name").to_pylist()).items() if k > 1)
+    if twice:
+        raise InvalidImport(f"{folder / 'variant_names.parquet'} lists the name {twice[0]!r} twice")
+    carried = set(tables["variants"].column("sha256").to_pylist()) if "variants" in tables else set()
+    for i, row in enumerate(data.to_pylist()):
+        if row["sha256"] not in carried:
+            raise InvalidImport(
+                f"{folder / 'variant_names.parquet'}, row {i}: the name {row['name']!r} is of content "
+                f"{row['sha256'][:12]} that variants.parquet does not carry"
+            )
 
 
 def check_record(record: Any, source: str | Path) -> None:

@@ -1,5 +1,5 @@
 """The write path: a run's `running` row when it starts, the whole record in one transaction when it ends (or a
-side file if the store stays locked), the flush of side files, variant registration and verdicts."""
+side file if the store stays locked), the flush of side files, variant registration, variant names and verdicts."""
 
 from __future__ import annotations
 
@@ -67,6 +67,28 @@ def _upsert_variant(con: duckdb.DuckDBPyConnection, variant: dict[str, Any]) -> 
         cols = [c for c in TABLE_COLUMNS["variants"] if c in variant]
         sql = f"INSERT INTO variants ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
         con.execute(sql, [variant[c] for c in cols])
+        # New content of a run: its file's name stands for it now (a changed file keeps its name, as before names
+        # had a table); content already known keeps its names.
+        record_name(con, {**variant, "family": None, "added_at": variant.get("first_seen") or now()})
+
+
+def record_name(con: duckdb.DuckDBPyConnection, row: dict[str, Any]) -> None:
+    """Make `row["name"]` stand for the content `row["sha256"]` (a variant_names row: name, sha256, path, family,
+    added_at). A name already recording this content keeps its path and family (a family it lacks is filled in);
+    one recording other content moves to this one, keeping its family unless a new one is given. Whether it may
+    move (the same file, changed) is the caller's rule (tracker.variants.register)."""
+    held = con.execute("SELECT sha256 FROM variant_names WHERE name = ?", [row["name"]]).fetchone()
+    if held is None:
+        _insert(con, "variant_names", [row])
+    elif held[0] == row["sha256"]:
+        con.execute(
+            "UPDATE variant_names SET family = coalesce(family, ?) WHERE name = ?", [row.get("family"), row["name"]]
+        )
+    else:
+        con.execute(
+            "UPDATE variant_names SET sha256 = ?, path = ?, family = coalesce(?, family), added_at = ? WHERE name = ?",
+            [row["sha256"], row.get("path"), row.get("family"), row["added_at"], row["name"]],
+        )
 
 
 # Registration metadata filled in on a variant that a run recorded first (a run knows no commit message).
@@ -154,10 +176,12 @@ class RunWrites:
             _insert(con, "runs", [{**record.run.as_dict(), "status": "running", "problem": problem}])
             con.execute("COMMIT")
 
-    def register_variants(self, variants: Sequence[dict[str, Any]]) -> list[str]:
-        """Register variants without running them, in one transaction; returns the sha256 of those added.
+    def register_variants(self, variants: Sequence[dict[str, Any]], names: Sequence[dict[str, Any]] = ()) -> list[str]:
+        """Register variants without running them, and then names (variant_names rows, in order: record_name), in
+        one transaction; returns the sha256 of the variants added.
 
-        Content already in the store adds nothing; only registration fields it lacks are filled in."""
+        Content already in the store adds nothing; only registration fields it lacks are filled in. The names are
+        the caller's: a variant's own name is recorded only as one of them."""
         added: list[str] = []
         with connect(self.path) as con:
             con.execute("BEGIN TRANSACTION")
@@ -172,6 +196,8 @@ class RunWrites:
                     else:
                         _insert(con, "variants", [v])
                         added.append(v["sha256"])
+                for row in names:
+                    record_name(con, row)
                 con.execute("COMMIT")
             except Exception:
                 con.execute("ROLLBACK")

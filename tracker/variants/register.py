@@ -3,7 +3,9 @@
 One snapshot per distinct content (sha256). For a file in a git repository, one snapshot per commit that changed
 it (oldest first; the same content in several commits keeps the earliest), plus the working copy if it differs
 from HEAD. Lineage: `--parent` wins; else the previous version of the same file; else a `Parent: NAME` line in
-the source (a docstring or comment), resolved by variant name or file stem.
+the source (a docstring or comment), resolved by variant name or file stem. Names: each file's name (from its path,
+or `--name`) is recorded for its newest snapshot in variant_names, also where that content is registered already
+under another name (an unchanged copy); see register().
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from tracker import store as store_mod
 from tracker.common.errors import InputError
 from tracker.common.gitinfo import GitError, git, repo_root, source_hash
 from tracker.store import Store
+from tracker.store.validate import name_problem
 from tracker.variants.naming import unique_names
 
 PARENT_LINE = re.compile(r"^[\s#*-]*Parent:\s*([\w./-]+)", re.MULTILINE | re.IGNORECASE)
@@ -137,23 +140,36 @@ def register(
     commits: str | None = None,
     family: str | None = None,
     parent: str | None = None,
+    name: str | None = None,
 ) -> list[dict[str, Any]]:
     """Register every snapshot of the named files; one dict per snapshot with `added` False when the content
-    was already there."""
+    was already there, and `name_added` True where its name was recorded for it now.
+
+    Names: each file's name (`name`, for one file, else from its path) stands for its newest snapshot. A name is
+    unique: an unchanged copy's name is recorded beside the name its content has; a changed file's name moves to
+    its new content (as before names had a table); a name that another file's content holds is an InputError."""
     files = find_variant_files(paths, pattern)
     if not files:
         raise InputError("no kernel file to register")
-    known = Store(store).variant_index() if Path(store).exists() else []
+    if name is not None:
+        problem = name_problem(name)
+        if problem:
+            raise InputError(f"--name {name!r} {problem}")
+        if len(files) > 1:
+            raise InputError(f"--name names one file; {len(files)} were given")
+    exists = Path(store).exists()
+    known = Store(store).variant_index() if exists else []
+    held = {n["name"]: n for n in Store(store).variant_names()} if exists else {}
     per_file = [file_snapshots(f, commits) for f in files]
-    taken = {}
-    for v in known:
-        taken.setdefault(v["name"], v["path"])
-    names = unique_names([s[0].path for s in per_file if s], taken)
+    names = unique_names([s[0].path for s in per_file if s], Store(store).name_paths() if exists else {})
+    if name is not None:
+        names = dict.fromkeys(names, name)
     by_name: dict[str, str] = {}  # name or file stem -> latest sha256, as the history is walked
     for v in sorted(known, key=lambda v: str(v["at"])):
         by_name[v["name"]] = v["sha256"]
         if v["path"]:
             by_name.setdefault(Path(v["path"]).stem, v["sha256"])
+    by_name.update({n: h["sha256"] for n, h in held.items()})  # a recorded name means its content
     seen = {v["sha256"] for v in known}
     stored = {v["sha256"]: v for v in known}
     forced = _resolve(parent, by_name, seen) if parent else None
@@ -161,38 +177,70 @@ def register(
         raise InputError(f"--parent {parent!r} names no registered variant")
     now = store_mod.now()
     snaps = sorted((s for group in per_file for s in group), key=lambda s: (s.committed_at or now).timestamp())
+    newest = {snap.path: snap for snap in snaps}  # each file's name stands for its newest snapshot
+    name_rows = {path: _name_row(snap, names[path], held, family, now) for path, snap in newest.items()}
     previous: dict[str, str] = {}
     rows, out = [], []
     for snap in snaps:
-        sha, name = snap.sha256, names[snap.path]
+        sha, called = snap.sha256, names[snap.path]
         if sha in seen:
-            # The same content under another name or family: a variant is its content, so it keeps its name,
-            # but a family it has none of is recorded, and the summary says which name the content is known by.
+            # The same content under another name or family: a variant is its content, so it keeps its name (the
+            # file's name is recorded beside it, in name_rows), but a family it has none of is recorded, and the
+            # summary says which name the content is known by.
             was = stored.get(sha, {})
             if family and not was.get("family"):
                 rows.append({"sha256": sha, "family": family})
-            summary = _summary(snap, name, None, was.get("family") or family, added=False)
-            summary["known_as"] = was.get("name") if was.get("name") not in (None, name) else None
+            summary = _summary(snap, called, None, was.get("family") or family, added=False)
+            summary["known_as"] = was.get("name") if was.get("name") not in (None, called) else None
             out.append(summary)
         else:
             named = parent_line(snap.source)
             par = forced or previous.get(snap.path) or (_resolve(named, by_name, seen) if named else None)
             rows.append(
                 {
-                    "sha256": sha, "name": name, "path": snap.path, "source": snap.source, "first_seen": now,
+                    "sha256": sha, "name": called, "path": snap.path, "source": snap.source, "first_seen": now,
                     "commit": snap.commit, "committed_at": snap.committed_at, "message": snap.message,
                     "family": family, "parent": par, "registered_at": now,
                 }
             )  # fmt: skip
             seen.add(sha)
-            out.append(_summary(snap, name, par, family, added=True))
+            out.append(_summary(snap, called, par, family, added=True))
         previous[snap.path] = sha
-        by_name[name] = sha
+        by_name[called] = sha
         by_name[Path(snap.path).stem] = sha
-    added = set(Store(store).register_variants(rows)) if rows else set()
-    for row in out:
+    changes = [r for r in name_rows.values() if _changes(r, held.get(r["name"]))]
+    added = set(Store(store).register_variants(rows, changes)) if rows or changes else set()
+    for row, snap in zip(out, snaps, strict=True):
         row["added"] = row["sha256"] in added
+        own = name_rows[snap.path] if newest[snap.path] is snap else None  # older snapshots' names are not theirs
+        before = held.get(row["variant"])
+        # True where this call made the name stand for this content: an unchanged copy's name (a new variant's own
+        # name is no news: `added` says it)
+        row["name_added"] = bool(own) and not row["added"] and (before is None or before["sha256"] != row["sha256"])
+        row["name_family"] = own["family"] if own else None
     return out
+
+
+def _changes(row: dict, holder: dict | None) -> bool:
+    """Whether writing this name row changes the store: a new name, one that moves, or a family it lacked."""
+    return holder is None or holder["sha256"] != row["sha256"] or bool(row["family"] and not holder["family"])
+
+
+def _name_row(snap: Snapshot, name: str, held: dict[str, dict], family: str | None, now: datetime) -> dict:
+    """The variant_names row that makes `name` stand for this snapshot; InputError where the name is another
+    file's (it holds other content, recorded from another path)."""
+    holder = held.get(name)
+    if holder is not None and holder["sha256"] != snap.sha256 and holder["path"] != snap.path:
+        raise InputError(
+            f"{snap.path}: the name {name!r} is taken: it stands for other content (sha256 {holder['sha256'][:12]}, "
+            f"from {holder['path'] or 'an unknown file'}); give the file another name with --name"
+        )
+    same = holder is not None and holder["sha256"] == snap.sha256
+    kept_family = holder.get("family") if holder is not None else None
+    return {
+        "name": name, "sha256": snap.sha256, "path": snap.path, "added_at": now,
+        "family": (kept_family or family) if same else (family or kept_family),
+    }  # fmt: skip
 
 
 def _resolve(text: str, by_name: dict[str, str], shas: set[str]) -> str | None:
@@ -224,7 +272,7 @@ def unique_name_in_store(path: str, store: str) -> str | None:
         return None
     rel = recorded_path(Path(path))[0]
     try:
-        taken = {v["name"]: v["path"] for v in Store(store).variant_index()} if Path(store).exists() else {}
+        taken = Store(store).name_paths() if Path(store).exists() else {}
     except (store_mod.StoreLockedError, store_mod.NotAStoreError):
         taken = {}
     return unique_names([rel], taken)[rel]

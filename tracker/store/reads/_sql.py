@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from tracker.common.processes import process_alive
+from tracker.store.schema import newest_names_sql
 from tracker.store.sidefiles import pending_dir, pending_run_ids
 
 RUN_LIST_COLUMNS = (
@@ -82,8 +83,10 @@ def _run_filters(
     search: str | None = None,
     prefix: str = "",
     problem: str | None = None,
+    names: str | None = None,
 ) -> tuple[str, list[Any]]:
-    """A WHERE clause over the runs table (alias `prefix`) and its parameters."""
+    """A WHERE clause over the runs table (alias `prefix`) and its parameters. `names` (names_sql): the search
+    also finds the runs of a content by any name recorded for it."""
     p = prefix
     clauses: list[str] = []
     params: list[Any] = []
@@ -106,6 +109,8 @@ def _run_filters(
         ors.append(
             f"{p}variant_sha256 IN (SELECT variant_sha256 FROM verdicts WHERE contains(lower(coalesce(reason, '')), ?))"
         )
+        if names:
+            ors.append(f"{p}variant_sha256 IN (SELECT sha256 FROM {names} WHERE contains(lower(name), ?))")
         clauses.append("(" + " OR ".join(ors) + ")")
         params += [needle] * len(ors)
     return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
@@ -124,3 +129,28 @@ def _has_column(con, table: str, column: str) -> bool:
             "SELECT count(*) FROM information_schema.columns WHERE table_name = ? AND column_name = ?", [table, column]
         ).fetchone()[0]
     )
+
+
+_NO_NAMES = (
+    "(SELECT NULL::VARCHAR AS name, NULL::VARCHAR AS sha256, NULL::VARCHAR AS path, NULL::VARCHAR AS family, "
+    "NULL::TIMESTAMPTZ AS added_at WHERE false)"
+)
+
+
+def names_sql(con) -> str:
+    """The store's variant names as a relation (name, sha256, path, family, added_at): the variant_names table, or
+    in a store from before v12 (a read never migrates) each name for its newest content, as v12 fills the table."""
+    if _has_table(con, "variant_names"):
+        return "variant_names"
+    if not _has_table(con, "variants"):
+        return _NO_NAMES
+    if _has_column(con, "variants", "committed_at"):  # the columns of `add` came in one migration (v7)
+        return f"({newest_names_sql('variants')})"
+    return f"({newest_names_sql('variants', at='first_seen', family='NULL::VARCHAR')})"
+
+
+def variant_clause(names: str, name: str, prefix: str = "") -> tuple[str, list[Any]]:
+    """Runs (alias `prefix`) of the variant called `name`: those recorded under the name, and every run of the
+    content the name stands for now (any name it was run under)."""
+    p = prefix
+    return f"({p}variant = ? OR {p}variant_sha256 IN (SELECT sha256 FROM {names} WHERE name = ?))", [name, name]

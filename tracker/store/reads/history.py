@@ -14,6 +14,7 @@ from tracker.store.reads._sql import (
     TIMED_MODES,
     _run_filters,
     case_label_sql,
+    names_sql,
 )
 
 
@@ -138,6 +139,10 @@ class HistoryReads:
         context's run order (the cloud of points)."""
         if status not in (None, "passed"):
             status = "\x00none"  # no run has this status: no point
+        names = None
+        if search:  # a search finds runs by their content's recorded names too, as on the table beside the chart
+            with connect(self.path, read_only=True) as con:
+                names = names_sql(con)
         where, params = _run_filters(
             gpu=gpu,
             suite=suite,
@@ -148,6 +153,7 @@ class HistoryReads:
             until=until,
             search=search,
             problem=problem,
+            names=names,
         )
         same_ctx = " AND ".join(f"p.{c} IS NOT DISTINCT FROM c.{c}" for c in ("problem", "suite", "gpu"))
         # One window (the best before each run) and one aggregate per family and time slice: ~2x faster than a

@@ -17,6 +17,8 @@ from tracker.store.reads._sql import (
     _has_runs_table,
     _live_status,
     _run_filters,
+    names_sql,
+    variant_clause,
 )
 from tracker.store.schema import SCHEMA_VERSION
 from tracker.store.sidefiles import pending_dir, pending_run_ids, read_side_file
@@ -54,20 +56,23 @@ class RunReads:
         variant: str | None = None,
         since: dt.datetime | None = None,
     ) -> pd.DataFrame:
-        """All runs (those whose name, path, family, note, id or verdict reason contains `search`; of a family,
-        status or variant name; started from `since` on), newest first."""
-        where, params = _run_filters(search=search, family=family, status=status)
-        if since is not None:  # to the second: _run_filters' since is a date
-            where += (" AND " if where else " WHERE ") + "started_at >= CAST(? AS TIMESTAMPTZ)"
-            params.append(since)
-        if variant is not None:
-            where += (" AND " if where else " WHERE ") + "variant = ?"
-            params.append(variant)
-        sql = f"SELECT {RUN_LIST_COLUMNS} FROM runs{where} ORDER BY started_at DESC"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(int(limit))
+        """All runs (those whose name, path, family, note, id, verdict reason or a recorded name of their content
+        contains `search`; of a family, status or variant name (any name recorded for it: _sql.variant_clause);
+        started from `since` on), newest first."""
         with connect(self.path, read_only=True) as con:
+            names = names_sql(con)
+            where, params = _run_filters(search=search, family=family, status=status, names=names)
+            if since is not None:  # to the second: _run_filters' since is a date
+                where += (" AND " if where else " WHERE ") + "started_at >= CAST(? AS TIMESTAMPTZ)"
+                params.append(since)
+            if variant is not None:
+                clause, more = variant_clause(names, variant)
+                where += (" AND " if where else " WHERE ") + clause
+                params += more
+            sql = f"SELECT {RUN_LIST_COLUMNS} FROM runs{where} ORDER BY started_at DESC"
+            if limit is not None:
+                sql += " LIMIT ?"
+                params.append(int(limit))
             df = con.execute(sql, params).df()
             live = _live_status(self.path, con)
         _apply_live(df, live, "run_id", "status")
@@ -98,14 +103,16 @@ class RunReads:
         return ids[0] if len(ids) == 1 else None
 
     def latest_run_of_variant(self, name: str) -> str | None:
-        """The newest run of the variant with this name (any status), e.g. to name it as a parent."""
+        """The newest run of the variant with this name (any status; any recorded name, as list_runs' `variant`),
+        e.g. to name it as a parent."""
         if not Path(self.path).exists():
             return None
         with connect(self.path, read_only=True) as con:
             if not _has_runs_table(con):
                 return None
+            clause, params = variant_clause(names_sql(con), name)
             row = con.execute(
-                "SELECT run_id FROM runs WHERE variant = ? ORDER BY started_at DESC, run_id LIMIT 1", [name]
+                f"SELECT run_id FROM runs WHERE {clause} ORDER BY started_at DESC, run_id LIMIT 1", params
             ).fetchone()
         return row[0] if row else None
 
@@ -234,12 +241,12 @@ class RunReads:
 
     def run_choices(self, *, gpu: str | None = None, limit: int = 300, search: str | None = None) -> pd.DataFrame:
         """Recent runs for pickers: run_id, variant, path, status, suite, mode, gpu, geomean_us, started_at."""
-        where, params = _run_filters(gpu=gpu, search=search)
-        sql = (
-            "SELECT run_id, variant, path, status, problem, suite, mode, gpu, geomean_us, started_at "
-            f"FROM runs{where} ORDER BY started_at DESC LIMIT ?"
-        )
         with connect(self.path, read_only=True) as con:
+            where, params = _run_filters(gpu=gpu, search=search, names=names_sql(con))
+            sql = (
+                "SELECT run_id, variant, path, status, problem, suite, mode, gpu, geomean_us, started_at "
+                f"FROM runs{where} ORDER BY started_at DESC LIMIT ?"
+            )
             df = con.execute(sql, [*params, int(limit)]).df()
             _apply_live(df, _live_status(self.path, con), "run_id", "status")
             return df

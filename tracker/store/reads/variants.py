@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -16,6 +17,7 @@ from tracker.store.reads._sql import (
     _live_status,
     _run_filters,
     case_label_sql,
+    names_sql,
 )
 
 VARIANT_SORTS = {
@@ -52,52 +54,54 @@ class VariantReads:
         Geomeans of different problems, suites or GPUs are not comparable, hence the context in the key. Aggregated
         in SQL, so the cost does not grow with the number of samples.
         """
-        where, params = _run_filters(
-            gpu=gpu,
-            suite=suite,
-            mode=mode,
-            status=status,
-            family=family,
-            since=since,
-            until=until,
-            search=search,
-            problem=problem,
-        )
-        order = VARIANT_SORTS.get(sort, VARIANT_SORTS["best geomean"])
-        sql = f"""
-            WITH r AS (SELECT * FROM runs{where}),
-            agg AS (
-                SELECT variant_sha256, problem, suite, gpu,
-                    arg_max(variant, started_at) AS variant,
-                    arg_max(path, started_at) AS path,
-                    arg_max(family, started_at) FILTER (WHERE family IS NOT NULL) AS family,
-                    arg_max(note, started_at) FILTER (WHERE note IS NOT NULL) AS note,
-                    count(*) AS runs,
-                    count(*) FILTER (WHERE status = 'passed') AS passed,
-                    min(geomean_us) FILTER (WHERE status = 'passed') AS best_geomean_us,
-                    arg_min(run_id, geomean_us) FILTER (WHERE status = 'passed' AND geomean_us IS NOT NULL)
-                        AS best_run,
-                    arg_max(run_id, started_at) AS latest_run,
-                    arg_max(status, started_at) AS latest_status,
-                    -- arg_max skips NULLs, which would show an older run's geomean as the latest one's
-                    arg_max_null(geomean_us, started_at) AS latest_geomean_us,
-                    min(started_at) AS first_run_at,
-                    max(started_at) AS last_run_at,
-                    arg_max(flags, started_at) AS latest_flags
-                FROM r GROUP BY variant_sha256, problem, suite, gpu
-            ),
-            v AS (
-                SELECT variant_sha256, arg_max(verdict, created_at) AS verdict, arg_max(reason, created_at) AS reason
-                FROM verdicts GROUP BY variant_sha256
+        with connect(self.path, read_only=True) as con:  # the names relation depends on the store's schema
+            where, params = _run_filters(
+                gpu=gpu,
+                suite=suite,
+                mode=mode,
+                status=status,
+                family=family,
+                since=since,
+                until=until,
+                search=search,
+                problem=problem,
+                names=names_sql(con),
             )
-            SELECT agg.*, v.verdict, v.reason AS verdict_reason
-            FROM agg LEFT JOIN v USING (variant_sha256)
-            ORDER BY {order}
-        """
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(int(limit))
-        with connect(self.path, read_only=True) as con:
+            order = VARIANT_SORTS.get(sort, VARIANT_SORTS["best geomean"])
+            sql = f"""
+                WITH r AS (SELECT * FROM runs{where}),
+                agg AS (
+                    SELECT variant_sha256, problem, suite, gpu,
+                        arg_max(variant, started_at) AS variant,
+                        arg_max(path, started_at) AS path,
+                        arg_max(family, started_at) FILTER (WHERE family IS NOT NULL) AS family,
+                        arg_max(note, started_at) FILTER (WHERE note IS NOT NULL) AS note,
+                        count(*) AS runs,
+                        count(*) FILTER (WHERE status = 'passed') AS passed,
+                        min(geomean_us) FILTER (WHERE status = 'passed') AS best_geomean_us,
+                        arg_min(run_id, geomean_us) FILTER (WHERE status = 'passed' AND geomean_us IS NOT NULL)
+                            AS best_run,
+                        arg_max(run_id, started_at) AS latest_run,
+                        arg_max(status, started_at) AS latest_status,
+                        -- arg_max skips NULLs, which would show an older run's geomean as the latest one's
+                        arg_max_null(geomean_us, started_at) AS latest_geomean_us,
+                        min(started_at) AS first_run_at,
+                        max(started_at) AS last_run_at,
+                        arg_max(flags, started_at) AS latest_flags
+                    FROM r GROUP BY variant_sha256, problem, suite, gpu
+                ),
+                v AS (
+                    SELECT variant_sha256, arg_max(verdict, created_at) AS verdict,
+                        arg_max(reason, created_at) AS reason
+                    FROM verdicts GROUP BY variant_sha256
+                )
+                SELECT agg.*, v.verdict, v.reason AS verdict_reason
+                FROM agg LEFT JOIN v USING (variant_sha256)
+                ORDER BY {order}
+            """
+            if limit is not None:
+                sql += " LIMIT ?"
+                params.append(int(limit))
             df = con.execute(sql, params).df()
             _apply_live(df, _live_status(self.path, con), "latest_run", "latest_status")
             return df
@@ -114,30 +118,68 @@ class VariantReads:
             rows = con.execute(f"SELECT sha256, name, path, {at} AS seen_at, {family} FROM variants").fetchall()
         return [{"sha256": r[0], "name": r[1], "path": r[2], "at": r[3], "family": r[4]} for r in rows]
 
+    def variant_names(self) -> list[dict[str, Any]]:
+        """Every recorded name: name, sha256 (the content it stands for), path (the file it came from), family,
+        added_at; [] for a store without variants yet."""
+        if not Path(self.path).exists():
+            return []
+        with connect(self.path, read_only=True) as con:
+            rows = con.execute(f"SELECT name, sha256, path, family, added_at FROM {names_sql(con)} ORDER BY name")
+            return [
+                dict(zip(("name", "sha256", "path", "family", "added_at"), r, strict=True)) for r in rows.fetchall()
+            ]
+
+    def name_paths(self) -> dict[str, str | None]:
+        """Each name in use and the file it came from: what a new file's name must be told apart from (naming)."""
+        found: dict[str, str | None] = {}
+        for v in self.variant_index():  # a variant's own name first (an older version keeps it there)
+            found.setdefault(v["name"], v["path"])
+        for n in self.variant_names():
+            found.setdefault(n["name"], n["path"])
+        return found
+
+    def resolve_variant_name(self, name: str) -> str | None:
+        """The sha256 of the content that this recorded name stands for (a variant's name or one `add` recorded for
+        its content), or None."""
+        return next((n["sha256"] for n in self.variant_names() if n["name"] == name), None)
+
     def variant_list(self, *, family: str | None = None) -> pd.DataFrame:
         """Registered and run variants: variant, path, sha256, commit, committed_at, message, parent (a source hash)
-        and parent_variant (its name), family, runs, best_geomean_us (best passed geomean of any context), oldest
-        first."""
-        where = " WHERE coalesce(v.family, r.family) = ?" if family else ""
-        sql = f"""
-            WITH r AS (
-                SELECT variant_sha256, count(*) AS runs, min(geomean_us) FILTER (WHERE status = 'passed') AS best,
-                    arg_max(family, started_at) FILTER (WHERE family IS NOT NULL) AS family,
-                    arg_min(parent_run, started_at) FILTER (WHERE parent_run IS NOT NULL) AS parent_run
-                FROM runs GROUP BY variant_sha256
-            ),
-            -- The parent as lineage_nodes has it: from registration, else from the first run's parent run.
-            p AS (SELECT v.sha256, coalesce(v.parent, pr.variant_sha256) AS parent FROM variants v
-                  LEFT JOIN r ON r.variant_sha256 = v.sha256 LEFT JOIN runs pr ON pr.run_id = r.parent_run)
-            SELECT v.name AS variant, v.path, v.sha256, v.commit, v.committed_at, v.message, p.parent,
-                pv.name AS parent_variant, coalesce(v.family, r.family) AS family, coalesce(r.runs, 0) AS runs,
-                r.best AS best_geomean_us
-            FROM variants v LEFT JOIN r ON r.variant_sha256 = v.sha256 JOIN p ON p.sha256 = v.sha256
-            LEFT JOIN variants pv ON pv.sha256 = p.parent{where}
-            ORDER BY coalesce(v.committed_at, v.first_seen), v.name
-        """
+        and parent_variant (its name), family, runs, best_geomean_us (best passed geomean of any context), aliases
+        (the other names recorded for its content: name, path, family), oldest first. `family`: the variant's own,
+        or that of any name recorded for it."""
+        where = (
+            " WHERE coalesce(v.family, r.family) = ? OR v.sha256 IN (SELECT sha256 FROM names WHERE family = ?)"
+            if family
+            else ""
+        )
         with connect(self.path, read_only=True) as con:
-            return con.execute(sql, [family] if family else []).df()
+            names = names_sql(con)
+            sql = f"""
+                WITH names AS (SELECT * FROM {names}),
+                r AS (
+                    SELECT variant_sha256, count(*) AS runs, min(geomean_us) FILTER (WHERE status = 'passed') AS best,
+                        arg_max(family, started_at) FILTER (WHERE family IS NOT NULL) AS family,
+                        arg_min(parent_run, started_at) FILTER (WHERE parent_run IS NOT NULL) AS parent_run
+                    FROM runs GROUP BY variant_sha256
+                ),
+                -- The parent as lineage_nodes has it: from registration, else from the first run's parent run.
+                p AS (SELECT v.sha256, coalesce(v.parent, pr.variant_sha256) AS parent FROM variants v
+                      LEFT JOIN r ON r.variant_sha256 = v.sha256 LEFT JOIN runs pr ON pr.run_id = r.parent_run)
+                SELECT v.name AS variant, v.path, v.sha256, v.commit, v.committed_at, v.message, p.parent,
+                    pv.name AS parent_variant, coalesce(v.family, r.family) AS family, coalesce(r.runs, 0) AS runs,
+                    r.best AS best_geomean_us,
+                    -- the other names recorded for this content (`add` of an unchanged copy), oldest first
+                    (SELECT list({{'name': n.name, 'path': n.path, 'family': n.family}} ORDER BY n.added_at, n.name)
+                     FROM names n WHERE n.sha256 = v.sha256 AND n.name <> v.name) AS aliases
+                FROM variants v LEFT JOIN r ON r.variant_sha256 = v.sha256 JOIN p ON p.sha256 = v.sha256
+                LEFT JOIN variants pv ON pv.sha256 = p.parent{where}
+                ORDER BY coalesce(v.committed_at, v.first_seen), v.name
+            """
+            df = con.execute(sql, [family, family] if family else []).df()
+        # a list of structs comes as an array of dicts, none as NULL: plain lists of dicts, [] for none
+        df["aliases"] = [[dict(x) for x in a] if hasattr(a, "__iter__") else [] for a in df["aliases"]]
+        return df
 
     def pending_variants(self, *, suite: str, mode: str, gpu: str | None, family: str | None = None) -> pd.DataFrame:
         """Registered variants with no run in this suite, mode and GPU (None: no GPU): sha256, name, path, commit,
