@@ -75,8 +75,9 @@ def own_lock_and_state_folders(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
 
 
-def host_processes(*argv: str) -> list[int]:
-    """Pids of this host's live processes whose command line is exactly `argv`. A sandboxed kernel's children
+def host_processes(*argv: str, any_program: bool = False) -> list[int]:
+    """Pids of this host's live processes whose command line is exactly `argv` (with any_program, whatever runs
+    the rest: the sandbox may start the interpreter under its resolved path). A sandboxed kernel's children
     have pids of the sandbox's own namespace, so tests find them by what they run."""
     want = ("\0".join(argv) + "\0").encode()
     found = []
@@ -85,26 +86,28 @@ def host_processes(*argv: str) -> list[int]:
             continue
         try:
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            if (entry / "cmdline").read_bytes() == want and state not in "ZX":
+            line = (entry / "cmdline").read_bytes()
+            same = line.partition(b"\0")[2] == want if any_program else line == want
+            if same and state not in "ZX":
                 found.append(int(entry.name))
         except (OSError, IndexError):
             continue
     return found
 
 
-def wait_process(*argv: str, seconds: float = 90.0) -> list[int]:
+def wait_process(*argv: str, seconds: float = 90.0, any_program: bool = False) -> list[int]:
     """Wait until a process runs `argv` (a kernel's marker child: the kernel is inside that call); its pids."""
     deadline = time.monotonic() + seconds
-    while not (found := host_processes(*argv)):
+    while not (found := host_processes(*argv, any_program=any_program)):
         assert time.monotonic() < deadline, f"no process {' '.join(argv)} within {seconds} s"
         time.sleep(0.1)
     return found
 
 
-def wait_no_process(*argv: str, seconds: float = 10.0) -> list[int]:
+def wait_no_process(*argv: str, seconds: float = 10.0, any_program: bool = False) -> list[int]:
     """Wait until no process runs `argv`; returns those still running after `seconds`."""
     deadline = time.monotonic() + seconds
-    while (left := host_processes(*argv)) and time.monotonic() < deadline:
+    while (left := host_processes(*argv, any_program=any_program)) and time.monotonic() < deadline:
         time.sleep(0.2)
     return left
 
