@@ -159,8 +159,8 @@ common.table(
 )
 
 if cmp.comparable and any(c.ratio for c in cmp.cases):
-    st.plotly_chart(charts.grouped_bars_figure(cmp, bundle_a, bundle_b), key="bars")
-    st.plotly_chart(charts.speedup_figure(cmp), key="speedup")
+    st.vega_lite_chart(*charts.grouped_bars_chart(cmp, bundle_a, bundle_b), key="bars")
+    st.vega_lite_chart(*charts.speedup_chart(cmp), key="speedup")
 
 st.subheader("Source diff")
 name_a = f"A {run_a.get('path') or run_a['variant']} ({run_a['variant_sha256'][:8]})"

@@ -95,7 +95,8 @@ if not points.empty:
                        help="run order: the n-th passed run of this suite and GPU; time: when it started")  # fmt: skip
     chart_key = (tuple(sorted((k, str(v)) for k, v in filters.items())), filters_status, len(points), x,
                  str(points["suite"].iloc[0]), str(points["gpu"].iloc[0]), str(points["problem"].iloc[0]))  # fmt: skip
-    st.plotly_chart(cached(charts.progress_spec, chart_key, points, x=x), key="progress")
+    frame, spec = cached(charts.progress_chart, chart_key, points, x=x)
+    st.vega_lite_chart(frame, spec, key="progress")
     if len(points) < int(points["context_runs"].iloc[0]):
         st.caption(
             f"{int(points['context_runs'].iloc[0]):,} passed runs drawn as {len(points):,} points: every new best, "

@@ -154,7 +154,8 @@ errs = {
     for rid, label, err in zip(hist["cases"]["run_id"], hist["cases"]["label"], hist["cases"]["err_us"], strict=True)
     if views.is_num(err)
 }
-st.plotly_chart(cached(charts.timeline_spec, history_key, points, changes, runs, errs), key="timeline")
+frame, spec = cached(charts.timeline_chart, history_key, points, changes, runs, errs)
+st.vega_lite_chart(frame, spec, key="timeline")
 not_passed = int((runs["status"] != "passed").sum())
 if not_passed:
     st.caption(f"{not_passed} run(s) did not pass (grey ×): inconclusive, left out of the change detection.")

@@ -2,6 +2,7 @@
 page load, on a large synthetic store (the one scripts/bench_dashboard.py builds).
 
     python scripts/bench_browser.py --store /tmp/kb-100k.duckdb [--runs 100000 --variants 2000] [--repeat 3]
+    python scripts/bench_browser.py --store /tmp/kb-100k.duckdb --base cf3ae3c   # this checkout against a commit
 
 Starts `streamlit run app.py` on the store (opened read-only: it is not the dashboard's own store) on a free
 port, then drives Chromium with Playwright:
@@ -11,6 +12,11 @@ port, then drives Chromium with Playwright:
   its script run is over and every chart on it has drawn;
 - fresh: each page's URL (with the parameters a shared link has) opened in a new browser context (no cookies,
   a new Streamlit session), timed from navigation to the same point.
+
+With --base REF, the commit REF is exported (git archive) into a temporary folder and served too, from the same
+virtual environment, and every timing alternates between the two servers (base then this checkout, then the
+other way round), so both see the same machine load: each fresh load of a page and each click of a switch is
+taken on both before the next; the table then gives both medians side by side.
 
 Before timing, one untimed load warms the fresh server (Python imports and the first reads, once per server
 process); its time is printed on its own. Prints the median per page; exits 1 when a switch takes 1 s or more or
@@ -46,11 +52,18 @@ NAV = [("Run", "Run"), ("Compare", "Compare"), ("Regressions", "Regressions"), (
        ("Experiments", "Experiments")]  # fmt: skip
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
+# Drawn: a Plotly chart has its SVG, a Vega-Lite chart its canvas (or SVG) with a size, unless it is hidden (a tab
+# not shown).
 DONE_JS = """(title) => {
     const h1 = [...document.querySelectorAll('h1')].some(h => h.innerText.trim() === title);
     const idle = document.querySelector("[data-test-script-state='notRunning']") !== null;
-    const charts = [...document.querySelectorAll("[data-testid='stPlotlyChart']")];
-    const drawn = charts.every(c => c.querySelector('.main-svg') !== null);
+    const plotly = [...document.querySelectorAll("[data-testid='stPlotlyChart']")];
+    const vega = [...document.querySelectorAll("[data-testid='stVegaLiteChart']")];
+    const drawn = plotly.every(c => c.querySelector('.main-svg') !== null) && vega.every(c => {
+        if (c.getClientRects().length === 0) return true;
+        const m = c.querySelector('canvas, svg.marks');
+        return m !== null && m.getBoundingClientRect().width > 0;
+    });
     const stale = document.querySelector("[data-stale='true']") !== null;
     return h1 && idle && drawn && !stale;
 }"""
@@ -70,16 +83,16 @@ def find_chromium() -> str:
     raise SystemExit("no Chromium: `python -m playwright install chromium` or `apt-get install chromium`")
 
 
-def serve(store: Path, log: Path) -> tuple[subprocess.Popen, str]:
+def serve(store: Path, log: Path, root: Path = ROOT) -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = dict(os.environ, KERNELBEAM_STORE=str(store), PYTHONPATH=str(ROOT), KERNELBEAM_NO_GPU="1",
+    env = dict(os.environ, KERNELBEAM_STORE=str(store), PYTHONPATH=str(root), KERNELBEAM_NO_GPU="1",
                KERNELBEAM_OWN_STORE=str(Path(tempfile.mkdtemp(prefix="kb-bench-own-")) / "own.duckdb"))  # fmt: skip
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.headless", "true",
          "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
+        cwd=root, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90
@@ -115,42 +128,65 @@ def fresh_urls(store: Path) -> list[tuple[str, str, str]]:
     ]
 
 
-def measure(base: str, store: Path, repeat: int) -> tuple[float, dict[str, list[float]], dict[str, list[float]]]:
+def export(ref: str) -> Path:
+    """The tree of commit `ref` in a new temporary folder (git archive: no worktree, nothing else changed)."""
+    out = Path(tempfile.mkdtemp(prefix="kb-bench-base-"))
+    archive = subprocess.run(["git", "archive", "--format=tar", ref], cwd=ROOT, capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(out)], input=archive.stdout, check=True)
+    return out
+
+
+def _timed_load(browser, url: str, title: str, viewport: dict) -> float:
+    ctx = browser.new_context(viewport=viewport)
+    pg = ctx.new_page()
+    t = time.perf_counter()
+    pg.goto(url)
+    wait_done(pg, title)
+    took = time.perf_counter() - t
+    ctx.close()
+    return took
+
+
+def measure(bases: dict[str, str], store: Path, repeat: int):
+    """Per server (name -> base URL): (first load, switches per page label, fresh loads per page name). With
+    several servers every timing is taken on each in turn, the order reversed every round."""
     from playwright.sync_api import sync_playwright
 
-    switches: dict[str, list[float]] = {label: [] for label, _ in NAV}
-    fresh: dict[str, list[float]] = {}
+    names = list(bases)
+    switches = {n: {label: [] for label, _ in NAV} for n in names}
+    fresh: dict[str, dict[str, list[float]]] = {n: {} for n in names}
+    first = {}
+    viewport = {"width": 1440, "height": 1000}
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=find_chromium(), args=CHROMIUM_ARGS)
-        viewport = {"width": 1440, "height": 1000}
-        ctx = browser.new_context(viewport=viewport)
-        pg = ctx.new_page()
-        t = time.perf_counter()
-        pg.goto(base + "/")
-        wait_done(pg, "Experiments", timeout_s=180)
-        first = time.perf_counter() - t
-        ctx.close()
-        for _ in range(repeat):  # fresh loads: a new context each, so a new session with empty browser state
+        for n in names:
+            ctx = browser.new_context(viewport=viewport)
+            pg = ctx.new_page()
+            t = time.perf_counter()
+            pg.goto(bases[n] + "/")
+            wait_done(pg, "Experiments", timeout_s=180)
+            first[n] = time.perf_counter() - t
+            ctx.close()
+        for r in range(repeat):  # fresh loads: a new context each, so a new session with empty browser state
             for name, path, title in fresh_urls(store):
-                ctx = browser.new_context(viewport=viewport)
-                pg = ctx.new_page()
-                t = time.perf_counter()
-                pg.goto(base + path)
-                wait_done(pg, title)
-                fresh.setdefault(name, []).append(time.perf_counter() - t)
-                ctx.close()
-        ctx = browser.new_context(viewport=viewport)
-        pg = ctx.new_page()
-        pg.goto(base + "/")
-        wait_done(pg, "Experiments")
-        nav = pg.get_by_test_id("stSidebarNav")
-        for _ in range(repeat):
+                for n in names if r % 2 == 0 else names[::-1]:
+                    took = _timed_load(browser, bases[n] + path, title, viewport)
+                    fresh[n].setdefault(name, []).append(took)
+        pages, navs = {}, {}
+        for n in names:
+            ctx = browser.new_context(viewport=viewport)
+            pages[n] = ctx.new_page()
+            pages[n].goto(bases[n] + "/")
+            wait_done(pages[n], "Experiments")
+            navs[n] = pages[n].get_by_test_id("stSidebarNav")
+        for r in range(repeat):
             for label, title in NAV:
-                link = nav.get_by_role("link", name=label, exact=True)
-                t = time.perf_counter()
-                link.click()
-                wait_done(pg, title)
-                switches[label].append(time.perf_counter() - t)
+                for n in names if r % 2 == 0 else names[::-1]:
+                    link = navs[n].get_by_role("link", name=label, exact=True)
+                    t = time.perf_counter()
+                    link.click()
+                    wait_done(pages[n], title)
+                    switches[n][label].append(time.perf_counter() - t)
         browser.close()
     return first, switches, fresh
 
@@ -161,31 +197,48 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=100_000)
     parser.add_argument("--variants", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--base", help="a commit to time too, interleaved with this checkout (e.g. the one before)")
     args = parser.parse_args()
     store = Path(args.store)
     if not store.exists() or Store(store).count_runs() != args.runs:
         print(f"building a store of {args.runs:,} runs (bench_dashboard.build_bulk) ...", file=sys.stderr)
         bench_dashboard.build_bulk(store, args.runs, args.variants, 12, 50)
-    log = Path(tempfile.gettempdir()) / "kb-bench-browser-streamlit.log"
-    proc, base = serve(store, log)
+    roots = {"this": ROOT}
+    if args.base:
+        roots = {f"base {args.base}": export(args.base), "this": ROOT}
+    procs, bases = [], {}
+    load_start = os.getloadavg()[0]
     try:
-        first, switches, fresh = measure(base, store, args.repeat)
+        for n, root in roots.items():
+            log = Path(tempfile.gettempdir()) / f"kb-bench-browser-streamlit-{len(procs)}.log"
+            proc, bases[n] = serve(store, log, root)
+            procs.append(proc)
+        first, switches, fresh = measure(bases, store, args.repeat)
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        for proc in procs:
+            proc.terminate()
+            proc.wait(timeout=30)
+        if args.base:
+            shutil.rmtree(roots[f"base {args.base}"], ignore_errors=True)
     load = os.getloadavg()[0]
-    print(f"store {store}: {Store(store).count_runs():,} runs · {os.cpu_count()} cores · load {load:.2f}")
-    print(f"first load of a fresh server (untimed below): {first:.2f} s")
-    print(f"\n{'page':<14}{'switch (s)':>11}{'fresh (s)':>11}   median of {args.repeat}, in Chromium")
+    print(f"store {store}: {Store(store).count_runs():,} runs · {os.cpu_count()} cores · "
+          f"load {load_start:.2f} at the start, {load:.2f} at the end")  # fmt: skip
     ok = True
-    for label, _ in NAV:
-        name = label.lower()
-        sw = statistics.median(switches[label])
-        fr = statistics.median(fresh[name])
-        slow = ("  switch >= 1 s!" if sw >= SWITCH_LIMIT_S else "") + ("  fresh >= 2 s!" if fr >= FRESH_LIMIT_S else "")
-        ok = ok and not slow
-        each = " ".join(f"{x:.2f}" for x in switches[label]) + " / " + " ".join(f"{x:.2f}" for x in fresh[name])
-        print(f"{name:<14}{sw:>11.2f}{fr:>11.2f}   each: {each}{slow}")
+    for n in roots:
+        head = f"{n} ({ROOT if n == 'this' else args.base})"
+        print(f"\n{head}: first load of a fresh server (untimed below): {first[n]:.2f} s")
+        print(f"{'page':<14}{'switch (s)':>11}{'fresh (s)':>11}   median of {args.repeat}, in Chromium")
+        for label, _ in NAV:
+            name = label.lower()
+            sw = statistics.median(switches[n][label])
+            fr = statistics.median(fresh[n][name])
+            slow = ("  switch >= 1 s!" if sw >= SWITCH_LIMIT_S else "") + (
+                "  fresh >= 2 s!" if fr >= FRESH_LIMIT_S else ""
+            )
+            ok = ok and (not slow or n != "this")  # the limits are this checkout's
+            each = " ".join(f"{x:.2f}" for x in switches[n][label])
+            each += " / " + " ".join(f"{x:.2f}" for x in fresh[n][name])
+            print(f"{name:<14}{sw:>11.2f}{fr:>11.2f}   each: {each}{slow}")
     return 0 if ok else 1
 
 

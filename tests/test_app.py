@@ -1,6 +1,6 @@
 """Dashboard pages through streamlit.testing.v1.AppTest, on stores built through the tracker's write path.
 
-Asserts on table contents and on the Plotly specs of the charts (parsed from the element protos), and on
+Asserts on table contents and on the charts' specs and data (Plotly and Vega-Lite, from the element protos), and on
 bad inputs: unknown run ids, quotes and SQL in the search box, kernel paths outside the allowed folder, an
 empty store, a file that is not a store. Also: a tracker run writing while pages render, and UI jobs.
 """
@@ -50,8 +50,20 @@ def _isolated(monkeypatch, tmp_path):
     st.cache_data.clear()
 
 
-def charts(at: AppTest) -> list[dict]:
-    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+def vega_charts(at: AppTest) -> list[tuple[dict, pd.DataFrame]]:
+    """The Vega-Lite charts of a render: (spec, the data frame sent with it) each."""
+    import pyarrow as pa
+
+    out = []
+    for el in at.get("vega_lite_chart"):
+        data = el.proto.data.data or (el.proto.datasets[0].data.data if el.proto.datasets else b"")
+        frame = pa.ipc.open_stream(data).read_pandas() if data else pd.DataFrame()
+        out.append((json.loads(el.proto.spec), frame))
+    return out
+
+
+def _layer(frame: pd.DataFrame, name: str) -> pd.DataFrame:
+    return frame[frame["layer"] == name]
 
 
 def texts(elements) -> str:
@@ -107,36 +119,41 @@ def test_experiments_one_row_per_variant_with_best_and_latest(demo_store):
 
 def test_experiments_progress_chart_spec(demo_store):
     at = open_page()
-    (spec,) = charts(at)
-    assert spec["layout"]["yaxis"]["type"] == "log"
+    ((spec, frame),) = vega_charts(at)
+    runs, best = spec["layer"]
+    assert runs["encoding"]["y"]["scale"]["type"] == "log" and best["encoding"]["y"]["scale"]["type"] == "log"
     # one context per chart (geomeans of different suites or GPUs do not share an axis): the busiest first
     assert at.selectbox(key="chart_ctx").value == "qr_v2 · NVIDIA H200"
-    points = {t["name"]: t for t in spec["data"] if t["type"] == "scattergl"}
-    assert set(points) == {"householder", "wy"}
-    assert len(points["householder"]["customdata"]) == 9  # ten runs, one timed out
-    assert len(points["wy"]["customdata"]) == 2  # three runs, one failed
-    (line,) = [t for t in spec["data"] if t["type"] == "scatter"]
-    assert line["name"] == "best so far (qr_v2 · NVIDIA H200)" and line["line"]["shape"] == "hv"
-    best = _decode(line["y"])
-    assert best == sorted(best, reverse=True) and best[-1] == pytest.approx(min(_decode(points["wy"]["y"])))
+    points = _layer(frame, "run")
+    assert points.groupby("family").size().to_dict() == {"householder": 9, "wy": 2}  # ten runs, one timed out;
+    # three runs, one failed
+    line = _layer(frame, "best")
+    assert set(line["context"]) == {"qr_v2 · NVIDIA H200"} and best["mark"]["interpolate"] == "step-after"
+    ys = line["y"].tolist()
+    assert ys == sorted(ys, reverse=True) and ys[-1] == pytest.approx(points[points["family"] == "wy"]["y"].min())
     at.selectbox(key="chart_ctx").select("smoke · CPU").run()
-    (spec,) = charts(at)
-    assert [t["name"] for t in spec["data"]] == ["(none)", "best so far (smoke · CPU)"]
+    ((spec, frame),) = vega_charts(at)
+    assert set(_layer(frame, "run")["family"]) == {"(none)"} and set(_layer(frame, "best")["context"]) == {
+        "smoke · CPU"
+    }
 
     # Issue 21: x is run order by default (the n-th passed run of the context, whole numbers), time on request;
-    # each point names its variant and family on hover; the log axis reads round numbers.
+    # each point names its variant and family on hover; the log axis reads round numbers; the legend picks.
     at.selectbox(key="chart_ctx").select("qr_v2 · NVIDIA H200").run()
-    (spec,) = charts(at)
-    xs = sorted(x for t in spec["data"] if t["type"] == "scattergl" for x in _decode(t["x"]))
-    assert xs == list(range(1, 12)) and spec["layout"]["xaxis"]["tickformat"] == "d"
-    hh = next(t for t in spec["data"] if t["name"] == "householder")
-    assert hh["customdata"][0][1].startswith("householder_v") and hh["customdata"][0][2] == "householder"
-    assert "%{customdata[1]}" in hh["hovertemplate"]
-    ticks = spec["layout"]["yaxis"]["ticktext"]
-    assert ticks and all(t.replace(",", "").isdigit() for t in ticks), ticks
+    ((spec, frame),) = vega_charts(at)
+    runs = spec["layer"][0]
+    points = _layer(frame, "run")
+    assert sorted(points["x"]) == list(range(1, 12)) and runs["encoding"]["x"]["axis"]["format"] == "d"
+    hh = points[points["family"] == "householder"].iloc[0]
+    assert hh["variant"].startswith("householder_v")
+    assert {"variant", "family", "run_id"} <= {t["field"] for t in runs["encoding"]["tooltip"]}
+    assert runs["params"][0]["bind"] == "legend"
+    ticks = runs["encoding"]["y"]["axis"]["values"]
+    assert ticks and all(float(t).is_integer() for t in ticks), ticks
     at.radio(key="x").set_value("time").run()
-    (spec,) = charts(at)
-    assert str(spec["data"][0]["x"][0]).startswith("2026-")  # timestamps
+    ((spec, frame),) = vega_charts(at)
+    assert spec["layer"][0]["encoding"]["x"]["type"] == "temporal"
+    assert str(_layer(frame, "run")["x"].iloc[0]).startswith("2026-")  # timestamps
 
 
 def test_log_ticks_read_as_round_numbers():
@@ -146,17 +163,6 @@ def test_log_ticks_read_as_round_numbers():
     narrow = charts_mod.log_ticks(3822.43, 3822.44, widen=True)  # the issue's 3822.43, 3822.44
     assert narrow["ticktext"] == ["3,700", "3,750", "3,800", "3,850", "3,900"] and len(narrow["range"]) == 2
     assert charts_mod.log_ticks(9780, 9800)["ticktext"] == ["9,780", "9,785", "9,790", "9,795", "9,800"]
-
-
-def _decode(values) -> list[float]:
-    """Plotly writes numeric arrays either as lists or as {'dtype', 'bdata'} (base64)."""
-    if isinstance(values, dict):
-        import base64
-
-        import numpy as np
-
-        return np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"]).tolist()
-    return list(values)
 
 
 def test_experiments_filters_and_gpu(demo_store):
@@ -177,12 +183,12 @@ def test_experiments_filters_and_gpu(demo_store):
 
 def test_experiments_progress_chart_follows_every_filter(demo_store):
     def scatter_points(at):
-        (spec,) = charts(at)
-        return {t["name"]: len(t["customdata"]) for t in spec["data"] if t["type"] == "scattergl"}
+        ((_, frame),) = vega_charts(at)
+        return _layer(frame, "run").groupby("family").size().to_dict()
 
     at = open_page()
     at.selectbox(key="status").select("failed").run()  # failed runs have no geomean: no chart, not every run's
-    assert not charts(at) and "No passed timed run" in texts(at.caption)
+    assert not vega_charts(at) and "No passed timed run" in texts(at.caption)
     at.selectbox(key="status").select("passed").run()
     assert scatter_points(at) == {"householder": 9, "wy": 2}
     at.selectbox(key="status").select("any").run()
@@ -260,12 +266,13 @@ def test_run_page_cases_samples_profile_source_env(demo_store):
     assert row["GFLOP/s"] == pytest.approx(flops / (rec["mean_us"] * 1e3))
     assert row["mean ± err (µs)"] == f"{views.fmt_us(rec['mean_us'])} ± {views.fmt_us(rec['err_us'])}"
     assert row["factor res"] == pytest.approx(rec["factor_res"]) and row["orth res"] == pytest.approx(rec["orth_res"])
-    (box,) = charts(at)
+    ((box, samples),) = vega_charts(at)
     # Each case on a linear axis of its own, so a 20 µs case and a 10 ms case both show their spread.
-    assert [t["type"] for t in box["data"]] == ["box"] * 12
-    assert len({t["yaxis"] for t in box["data"]}) == 12
-    assert all(box["layout"][k].get("type") != "log" for k in box["layout"] if k.startswith("yaxis"))
-    assert box["data"][3]["name"] == "640x512 c2 dense"
+    assert box["spec"]["mark"]["type"] == "boxplot" and box["resolve"]["scale"]["y"] == "independent"
+    assert "type" not in box["spec"]["encoding"]["y"]["scale"]  # linear
+    assert len(box["facet"]["sort"]) == 12 and box["facet"]["sort"][3] == "640x512 c2 dense"
+    per_case = samples.groupby("case").size()  # every sample, not a summary: the browser draws the boxes
+    assert len(per_case) == 12 and (per_case > 5).all()
     frames = {tuple(df.value.columns): df.value for df in at.dataframe}
     kernels = next(v for cols, v in frames.items() if "kernel" in cols)
     assert kernels.iloc[0]["kernel"] == "householder_panel_kernel" and kernels.iloc[0]["calls"] == 8 * 12
@@ -375,16 +382,18 @@ def test_compare_per_case_marks_charts_and_diff(demo_store):
     metrics = {m.label: m.value for m in at.metric}
     assert float(metrics["Geomean ratio B/A"]) == pytest.approx(1.5 ** (1 / 12), rel=0.01)
     assert metrics["Cases faster / slower"] == "0 / 1"
-    bars, speedup = charts(at)
-    assert bars["layout"]["barmode"] == "group" and bars["layout"]["yaxis"]["type"] == "log"
-    assert [t["type"] for t in bars["data"]] == ["bar", "bar"] and len(bars["data"][0]["x"]) == 12
-    assert bars["data"][0]["error_y"]["type"] == "data"
-    (sp,) = speedup["data"]
-    assert sp["base"] == 1.0 and speedup["layout"]["yaxis"]["type"] == "log"
-    assert sp["x"][3] == "640x512 c2 dense"
-    values = _decode(sp["y"])
-    assert 1.0 + values[3] == pytest.approx(1 / 1.5, rel=0.02)  # bars start at 1.0: y is speedup - 1
-    assert sp["marker"]["color"][3] == charts_mod.MARK_COLOURS["slower"]
+    (bars, means), (speedup, ratios) = vega_charts(at)
+    bar, errors = bars["layer"]
+    assert bars["encoding"]["xOffset"]["field"] == "side" and bar["encoding"]["y"]["scale"]["type"] == "log"
+    assert means.groupby("side").size().tolist() == [12, 12]  # grouped: A and B per case
+    assert errors["encoding"]["y"]["field"] == "lo" and (means["hi"] - means["mean"]).gt(0).all()  # error bars
+    bar, text, _ = speedup["layer"]
+    assert bar["encoding"]["y2"] == {"datum": 1.0} and bar["encoding"]["y"]["scale"]["type"] == "log"  # from 1.0
+    slow = ratios.iloc[3]
+    assert slow["case"] == "640x512 c2 dense" and slow["speedup"] == pytest.approx(1 / 1.5, rel=0.02)
+    colours = bar["encoding"]["color"]["scale"]
+    assert colours["range"][colours["domain"].index(slow["verdict"])] == charts_mod.MARK_COLOURS["slower"]
+    assert slow["label"] == f"{slow['speedup']:.3f}×" and set(ratios.drop(3)["label"]) == {""}
     unified = next(c for c in at.code if c.language == "diff")
     assert "-BLOCK = 32" in unified.value and "+BLOCK = 48" in unified.value
     side = at.get("html")[0].proto.body
@@ -397,7 +406,7 @@ def test_compare_gpu_mismatch_warns_and_does_not_compare(demo_store):
     assert "Different GPUs" in texts(at.warning)
     df = table(at, "cmp_table")
     assert set(df["mark"]) == {"x"} and df["ratio B/A"].isna().all()
-    assert not charts(at)
+    assert not vega_charts(at)
 
 
 def test_compare_bad_ids(demo_store):
@@ -469,14 +478,18 @@ def test_regressions_family_table_links_and_timeline(demo_store):
     assert row["before (µs)"] == pytest.approx(BASE_US[3], rel=0.02)
     assert row["after (µs)"] == pytest.approx(1.5 * BASE_US[3], rel=0.02)
     assert row["compare"] == f"compare?a={ids['before_regression']}&b={ids['regressed']}"
-    (spec,) = charts(at)
-    layout = spec["layout"]
-    assert all(layout[f"yaxis{k if k > 1 else ''}"]["type"] == "log" for k in range(1, 13))
-    means = [t for t in spec["data"] if t.get("mode") == "lines+markers"]
-    assert len(means) == 12 and all("(standard error)" in t["text"][0] for t in means)  # on hover, not as bars
-    assert len(means[3]["x"]) == 9  # the timeout is not a point
-    (shape,) = layout["shapes"]
-    assert shape["xref"] == "x4" and shape["x0"] == 4.5 and shape["line"]["dash"] == "dash"
+    ((spec, frame),) = vega_charts(at)  # one chart, faceted by case, each case its own log axis
+    cases = spec["facet"]["sort"]
+    assert spec["facet"]["field"] == "case" and len(cases) == 12 and spec["resolve"]["scale"]["y"] == "independent"
+    layers = spec["spec"]["layer"]
+    assert all(lay["encoding"]["y"]["scale"]["type"] == "log" for lay in layers if "y" in lay["encoding"])
+    means = _layer(frame, "mean")
+    assert means["case"].nunique() == 12 and means["err"].notna().all()  # the standard error on hover, not as bars
+    assert any(t["field"] == "err" for lay in layers for t in lay["encoding"].get("tooltip", []))
+    assert cases[3] == "640x512 c2 dense" and len(means[means["case"] == cases[3]]) == 9  # the timeout: no point
+    (change,) = _layer(frame, "change").itertuples()
+    assert (change.case, change.x, change.kind) == (cases[3], 4.5, "regression")
+    assert next(lay for lay in layers if "'change'" in lay["transform"][0]["filter"])["mark"]["strokeDash"]
     # follow the link: the compare view shows the regression and its source diff
     a, b = row["compare"].split("?")[1].replace("a=", "").replace("b=", "").split("&")
     at2 = open_page("pages/compare.py", a=a, b=b)
@@ -492,7 +505,7 @@ def test_regressions_by_kernel_path_and_bad_scope(demo_store):
     at = open_url("pages/regressions.py", family="no-such-family")
     assert "No runs with family **no\\-such\\-family**" in texts(at.error)
     at = open_url("pages/regressions.py", path="kernels/no_such_file.py")  # not another file's results
-    assert "No runs with kernel file" in texts(at.error) and not charts(at) and not find_tables(at, "reg_table")
+    assert "No runs with kernel file" in texts(at.error) and not vega_charts(at) and not find_tables(at, "reg_table")
     at = open_url("pages/regressions.py", family="wy")  # no step along wy
     assert "No regression detected" in texts(at.success)
 
@@ -727,7 +740,7 @@ def test_fresh_store_shows_the_shipped_h200_runs(tmp_path, monkeypatch):
     at = open_page()
     assert f"Seeded {expected} runs" in texts(at.sidebar.success) and not at.error
     assert Store(store).count_runs() == expected
-    assert len(table(at, "variants")) >= 1 and charts(at)
+    assert len(table(at, "variants")) >= 1 and vega_charts(at)
     runs = Store(store).list_runs()
     timed = runs[(runs["status"] == "passed") & runs["geomean_us"].notna()]
     a, b = timed.iloc[-1]["run_id"], timed.iloc[0]["run_id"]  # the oldest and the newest timed run
@@ -788,7 +801,7 @@ def test_pages_open_on_a_context_with_runs(demo_store):
     assert (at.selectbox(key="gpu").value, at.selectbox(key="suite").value) == ("CPU", "smoke")
     assert "passed" in set(tree["latest status"])
     at = open_page("pages/regressions.py")
-    assert at.selectbox(key="reg_family").value == "wy" and charts(at)  # "mine" has one timed run
+    assert at.selectbox(key="reg_family").value == "wy" and vega_charts(at)  # "mine" has one timed run
     at.sidebar.selectbox(key="kb_gpu").set_value(H200).run()
     at.switch_page("pages/leaderboard.py").run()
     assert (at.selectbox(key="gpu").value, at.selectbox(key="suite").value) == (H200, "qr_v2")
@@ -854,10 +867,9 @@ def test_regressions_follow_one_line_of_descent(tmp_path, monkeypatch):
     leaf = at.selectbox(key="reg_leaf")
     assert leaf.format_func(leaf.value) == "same"  # the variant run most recently
     assert not find_tables(at, "reg_table") and "Along parent → same" in texts(at.caption)
-    (spec,) = charts(at)
-    assert spec["layout"]["xaxis"]["ticktext"] == ["parent", "same", "same"] and spec["layout"]["xaxis"][
-        "tickvals"
-    ] == [0, 1, 2]
+    ((spec, _),) = vega_charts(at)
+    axis = spec["spec"]["layer"][0]["encoding"]["x"]["axis"]  # a short history names its runs on the axis
+    assert axis["values"] == [0, 1, 2] and axis["labelExpr"].startswith('["parent","same","same"]')
     slow = next(o for o in leaf.options if o != leaf.value and leaf.format_func(o) == "slow")
     at.selectbox(key="reg_leaf").set_value(slow).run()
     assert set(table(at, "reg_table")["run"]) == {"s0"}

@@ -1,22 +1,22 @@
-"""Plotly figures for the dashboard pages: progress, samples per case, compare bars and speedups, history timelines."""
+"""Charts for the dashboard pages, as Vega-Lite: each a (frame, spec) pair for st.vega_lite_chart(frame, spec), the
+frame the data and the spec a plain dict (what a page caches). Vega-Lite, not Plotly: Plotly's fixed cost per chart
+(per subplot) was most of a page switch's time in the browser, and its 4.7 MB script most of a fresh load's; Vega
+draws from 0.8 MB."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 
 from pages.ui.tables import err_by_label, short
-from pages.ui.text import plain
 from tracker.analysis.stats import ChangePoint, HistoryPoint, RunComparison
 
 MARK_COLOURS = {"faster": "#2ca02c", "slower": "#d62728", "same": "#9e9e9e", "n/a": "#c7c7c7"}
 COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"]
-TIME_AXIS = {"type": "log", "title": {"text": "time (µs, log)"}}
 
 
 # -------------------------------------------------------------------------------------------- experiments
@@ -66,158 +66,198 @@ def log_ticks(lo: float, hi: float, *, most: int = 8, widen: bool = False) -> di
     return ticks | extra
 
 
+Chart = tuple[pd.DataFrame, dict]  # what st.vega_lite_chart takes: the data, the Vega-Lite spec
+# Thousands of points draw faster on a canvas than as SVG elements; Streamlit picks canvas by itself only where it
+# can count the points (no transform), which the layered charts have.
+CANVAS = {"embedOptions": {"renderer": "canvas"}}
+
 PROGRESS_X = ("run order", "time")  # the x axes of the progress chart, as the page offers and the URL names them
 
 
-def progress_spec(points: pd.DataFrame, x: str = "run order") -> dict:
-    """progress_figure as a plain dict: what a page caches (a Figure is rebuilt and validated when unpickled)."""
-    return progress_figure(points, x=x).to_dict()
-
-
-def progress_figure(points: pd.DataFrame, x: str = "run order") -> go.Figure:
-    """Every passed run a point coloured by family, named on hover; the best-so-far geomean per context as a step
-    line; log y with readable ticks. x: "run order" (the n-th passed run of its context) or "time" (started)."""
+def progress_chart(points: pd.DataFrame, x: str = "run order") -> Chart:
+    """The progress chart as Vega-Lite (st.vega_lite_chart(frame, spec)): every passed run a point coloured by
+    family, named on hover (click a family in the legend to pick it out); the best-so-far geomean per context as a
+    step line; log y with readable ticks. x: "run order" (the n-th passed run of its context) or "time" (started)."""
     col = "started_at" if x == "time" else "run_order"
-    fig = go.Figure()
-    for i, (family, grp) in enumerate(points.groupby("family", sort=True)):
-        fig.add_trace(
-            go.Scattergl(
-                x=grp[col],
-                y=grp["geomean_us"],
-                mode="markers",
-                name=plain(family),
-                legendgroup="family",
-                legendgrouptitle_text="family",
-                marker={"size": 7, "opacity": 0.7, "color": COLOURS[i % len(COLOURS)]},
-                # Built per column, not per point: thousands of points per family.
-                customdata=np.column_stack(
-                    [
-                        grp["run_id"].to_numpy(dtype=object),
-                        grp["variant"].map(plain).to_numpy(dtype=object),
-                        np.full(len(grp), plain(family), dtype=object),
-                        pd.to_datetime(grp["started_at"]).dt.strftime("%Y-%m-%d %H:%M").to_numpy(dtype=object),
-                        grp["run_order"].to_numpy(dtype=object),
-                    ]
-                ),  # fmt: skip
-                hovertemplate="<b>%{customdata[1]}</b> (%{customdata[2]})<br>%{y:,.1f} µs<br>run #%{customdata[4]}"
-                " · %{customdata[3]}<br>%{customdata[0]}<extra></extra>",
-            )
-        )
     best = best_so_far(points)
-    dashes = ["solid", "dash", "dot", "dashdot"]
-    for k, (context, grp) in enumerate(best.groupby("context", sort=True)):
-        fig.add_trace(
-            go.Scatter(
-                x=grp[col],
-                y=grp["best_us"],
-                mode="lines",
-                line={"shape": "hv", "width": 2, "color": "#222", "dash": dashes[k % len(dashes)]},
-                name=f"best so far ({plain(context)})",
-                legendgroup="best",
-                legendgrouptitle_text="best so far",
-                customdata=[[plain(v)] for v in grp["variant"]],
-                hovertemplate="best so far %{y:,.1f} µs<br>%{customdata[0]}<extra></extra>",
-            )
-        )
+    started = pd.to_datetime(points["started_at"])
+    frame = pd.concat(
+        [
+            pd.DataFrame({
+                "layer": "run", "x": points[col], "y": points["geomean_us"],
+                "family": points["family"].fillna("(none)"), "variant": points["variant"],
+                "run_id": points["run_id"], "run": points["run_order"],
+                "started": started.dt.strftime("%Y-%m-%d %H:%M"), "context": None,
+            }),
+            pd.DataFrame({
+                "layer": "best", "x": best[col], "y": best["best_us"], "family": None, "variant": best["variant"],
+                "run_id": best["run_id"], "run": best["run_order"], "started": None, "context": best["context"],
+            }),
+        ],
+        ignore_index=True,
+    )  # fmt: skip
     ys = points["geomean_us"] if not points.empty else pd.Series([1.0])
-    xaxis = {"title": {"text": "started (UTC)" if x == "time" else "run order (passed runs of this suite and GPU)"}}
-    if x != "time":
-        last = int(points["run_order"].max()) if not points.empty else 1
-        xaxis |= {"tickformat": "d", "tick0": 0, "dtick": max(1, math.ceil(last / 10))}  # whole runs only
-    fig.update_layout(
-        title="Geomean per passed run and best so far",
-        yaxis=TIME_AXIS | {"title": {"text": "geomean (µs, log)"}} | log_ticks(ys.min(), ys.max(), widen=True),
-        xaxis=xaxis,
-        height=420,
-        margin={"t": 50, "b": 40},
-        legend={"groupclick": "toggleitem"},
-    )
-    return fig
+    ticks = log_ticks(ys.min(), ys.max(), widen=True)
+    y_scale: dict[str, Any] = {"type": "log", "zero": False}
+    if "range" in ticks:
+        y_scale["domain"] = [10 ** ticks["range"][0], 10 ** ticks["range"][1]]
+    y = {"field": "y", "type": "quantitative", "scale": y_scale, "title": "geomean (µs, log)",
+         "axis": {"format": ",~r"} | ({"values": ticks["tickvals"]} if ticks else {})}  # fmt: skip
+    if x == "time":
+        x_enc = {"field": "x", "type": "temporal", "title": "started (UTC)"}
+    else:
+        x_enc = {"field": "x", "type": "quantitative", "title": "run order (passed runs of this suite and GPU)",
+                 "axis": {"format": "d", "tickMinStep": 1}, "scale": {"zero": False}}  # fmt: skip
+    families = sorted(frame.loc[frame["layer"] == "run", "family"].unique())
+    spec = {
+        "title": "Geomean per passed run and best so far",
+        "usermeta": CANVAS,
+        "description": "Progress chart: geomean per passed run of the families " + ", ".join(families)
+        + ", and the best so far",
+        "height": 380,
+        "layer": [
+            {
+                "transform": [{"filter": "datum.layer === 'run'"}],
+                "params": [{"name": "picked", "select": {"type": "point", "fields": ["family"]}, "bind": "legend"}],
+                "mark": {"type": "circle", "size": 45},
+                "encoding": {
+                    "x": x_enc, "y": y,
+                    "color": {"field": "family", "type": "nominal", "scale": {"domain": families, "range": COLOURS},
+                              "legend": {"title": "family (click to pick)"}},
+                    "opacity": {"condition": {"param": "picked", "value": 0.7}, "value": 0.06},
+                    "tooltip": [
+                        {"field": "variant"}, {"field": "family"},
+                        {"field": "y", "title": "geomean (µs)", "format": ",.1f"},
+                        {"field": "run", "title": "run #"}, {"field": "started", "title": "started (UTC)"},
+                        {"field": "run_id", "title": "run"},
+                    ],
+                },
+            },
+            {
+                "transform": [{"filter": "datum.layer === 'best'"}],
+                "mark": {"type": "line", "interpolate": "step-after", "color": "#222", "strokeWidth": 2},
+                "encoding": {
+                    "x": x_enc, "y": y,
+                    "strokeDash": {"field": "context", "type": "nominal", "legend": {"title": "best so far"}},
+                    "tooltip": [{"field": "y", "title": "best so far (µs)", "format": ",.1f"}, {"field": "variant"}],
+                },
+            },
+        ],
+        "resolve": {"legend": {"color": "independent", "strokeDash": "independent"}},
+    }  # fmt: skip
+    return frame, spec
 
 
 # ---------------------------------------------------------------------------------------------------- run
 
 
-def box_figure(per_case: Mapping[str, Sequence[float]], title: str = "Samples per case", *, cols: int = 6) -> go.Figure:
+def box_chart(per_case: Mapping[str, Sequence[float]], title: str = "Samples per case", *, cols: int = 6) -> Chart:
     """One box per case, each in a small chart of its own with its own linear µs axis: on one shared axis, cases
-    a thousand times apart in time (or one noisy launch-bound case) would flatten every other box to a line."""
+    a thousand times apart in time (or one noisy launch-bound case) would flatten every other box to a line.
+    Outliers (beyond 1.5 times the interquartile range) are drawn as points."""
     labels = [label for label, values in per_case.items() if len(values)]
-    rows = max(1, math.ceil(len(labels) / cols))
-    layout = _grid_layout(labels, rows, cols)
-    traces = []
-    for k, label in enumerate(labels):
-        ax = "" if k == 0 else str(k + 1)
-        layout[f"xaxis{ax}"] |= {"showticklabels": False}
-        layout[f"yaxis{ax}"] |= {"tickformat": ",~r", "nticks": 5}
-        traces.append({
-            "type": "box", "y": [float(v) for v in per_case[label]], "name": plain(label), "xaxis": f"x{ax}",
-            "yaxis": f"y{ax}", "boxpoints": "suspectedoutliers", "showlegend": False,
-            "marker": {"color": COLOURS[k % len(COLOURS)]},
-        })  # fmt: skip
-    fig = go.Figure(data=traces, layout=layout)
-    fig.update_layout(title=f"{title} (µs; each case on its own axis)", height=200 * rows + 80,
-                      margin={"t": 70, "b": 20})  # fmt: skip
-    return fig
+    frame = pd.DataFrame(
+        {"case": [label for label in labels for _ in per_case[label]],
+         "us": [float(v) for label in labels for v in per_case[label]]}
+    )  # fmt: skip
+    spec = {
+        "title": f"{title} (µs; each case on its own axis)",
+        "description": f"{title}: a box per case of " + ", ".join(labels),
+        "facet": {"field": "case", "type": "nominal", "sort": labels, "title": None,
+                  "header": {"labelFontSize": 11, "labelLimit": 150}},
+        "columns": cols,
+        "spec": {
+            "width": 120, "height": 150,
+            "mark": {"type": "boxplot", "extent": 1.5, "size": 40},
+            "encoding": {
+                "y": {"field": "us", "type": "quantitative", "scale": {"zero": False},
+                      "axis": {"format": ",~r", "tickCount": 5, "title": None}},
+                "color": {"field": "case", "type": "nominal", "sort": labels, "legend": None,
+                          "scale": {"range": COLOURS}},
+            },
+        },
+        "resolve": {"scale": {"y": "independent"}},
+    }  # fmt: skip
+    return frame, spec
 
 
 # ------------------------------------------------------------------------------------------------ compare
 
 
-def grouped_bars_figure(cmp: RunComparison, a: Mapping[str, Any], b: Mapping[str, Any]) -> go.Figure:
-    """Mean time per case of A and B as grouped bars with error bars, log axis."""
+def grouped_bars_chart(cmp: RunComparison, a: Mapping[str, Any], b: Mapping[str, Any]) -> Chart:
+    """Mean time per case of A and B as grouped bars with error bars (standard error), log axis."""
     err_a, err_b = err_by_label(a), err_by_label(b)
     labels = [c.case for c in cmp.cases]
-    fig = go.Figure()
-    for side, key, errs, colour in (("A", "mean_a", err_a, "#1f77b4"), ("B", "mean_b", err_b, "#ff7f0e")):
+    rows = []
+    for side, key, errs in (("A", "mean_a", err_a), ("B", "mean_b", err_b)):
         run = a if side == "A" else b
-        fig.add_trace(
-            go.Bar(
-                x=labels,
-                y=[getattr(c, key) for c in cmp.cases],
-                error_y={"type": "data", "array": [errs.get(lbl) or 0 for lbl in labels]},
-                name=plain(f"{side}: {run['run'].get('variant')} ({short(run['run'].get('run_id'))})"),
-                marker_color=colour,
-            )
-        )
-    means = [m for c in cmp.cases for m in (c.mean_a, c.mean_b) if m]
+        name = f"{side}: {run['run'].get('variant')} ({short(run['run'].get('run_id'))})"
+        for c in cmp.cases:
+            mean, err = getattr(c, key), errs.get(c.case) or 0.0
+            if mean:
+                rows.append({"case": c.case, "side": name, "mean": mean, "err": err, "lo": max(mean - err, mean / 10),
+                             "hi": mean + err})  # fmt: skip
+    frame = pd.DataFrame(rows, columns=["case", "side", "mean", "err", "lo", "hi"])
+    means = frame["mean"].tolist()
     ticks = log_ticks(min(means), max(means)) if means else {}
-    fig.update_layout(
-        barmode="group", title="Mean time per case (log axis, error bars: standard error)", yaxis=TIME_AXIS | ticks,
-        height=440, margin={"t": 80, "b": 40}, legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
-    )  # fmt: skip
-    return fig
+    x = {"field": "case", "type": "nominal", "sort": labels, "title": None, "axis": {"labelAngle": -30}}
+    y = {"field": "mean", "type": "quantitative", "scale": {"type": "log"}, "title": "time (µs, log)",
+         "axis": {"format": ",~r"} | ({"values": ticks["tickvals"]} if ticks else {})}  # fmt: skip
+    side = {"field": "side", "type": "nominal"}
+    spec = {
+        "title": "Mean time per case (log axis, error bars: standard error)",
+        "description": "Mean time per case of A and B: " + ", ".join(labels),
+        "height": 360,
+        "encoding": {"x": x, "xOffset": side},
+        "layer": [
+            {"mark": {"type": "bar"},
+             "encoding": {"y": y, "color": side | {"scale": {"range": ["#1f77b4", "#ff7f0e"]},
+                                                   "legend": {"orient": "top", "title": None, "labelLimit": 500}},
+                          "tooltip": [{"field": "case"}, {"field": "side", "title": "run"},
+                                      {"field": "mean", "title": "mean (µs)", "format": ",.2f"},
+                                      {"field": "err", "title": "± standard error (µs)", "format": ",.2f"}]}},
+            {"mark": {"type": "rule", "color": "#333"},
+             "encoding": {"y": {"field": "lo", "type": "quantitative", "scale": {"type": "log"}},
+                          "y2": {"field": "hi"}}},
+        ],
+    }  # fmt: skip
+    return frame, spec
 
 
-def speedup_figure(cmp: RunComparison) -> go.Figure:
-    """Speedup of B over A per case (A/B), as bars starting at 1.0, coloured by the statistical verdict."""
+def speedup_chart(cmp: RunComparison) -> Chart:
+    """Speedup of B over A per case (A/B), as bars starting at 1.0, coloured by the statistical verdict; the
+    factor written on the bars that are faster or slower."""
     cases = [c for c in cmp.cases if c.ratio]
-    speedups = [1.0 / c.ratio for c in cases]
-    fig = go.Figure(
-        go.Bar(
-            x=[c.case for c in cases],
-            y=[s - 1.0 for s in speedups],
-            base=1.0,
-            marker_color=[MARK_COLOURS.get(c.verdict, "#999") for c in cases],
-            customdata=[[s, c.verdict, c.mark] for s, c in zip(speedups, cases, strict=True)],
-            hovertemplate="%{x}<br>speedup %{customdata[0]:.3f}x (%{customdata[1]})<extra></extra>",
-            text=[
-                f"{s:.3f}×" if c.verdict in ("faster", "slower") else "" for s, c in zip(speedups, cases, strict=True)
-            ],
-            textposition="outside",
-            name="speedup A/B",
-        )
-    )
-    fig.add_hline(y=1.0, line={"color": "#444", "width": 1})
-    lo = min(speedups + [1.0]) if speedups else 1.0
-    hi = max(speedups + [1.0]) if speedups else 1.0
-    pad = (math.log10(hi) - math.log10(lo)) * 0.15 + 0.02
-    fig.update_layout(
-        title="Speedup of B over A (A time / B time; > 1: B is faster)",
-        yaxis={"type": "log", "title": {"text": "speedup (log)"},
-               "range": [math.log10(lo) - pad, math.log10(hi) + pad]},
-        height=400, margin={"t": 50, "b": 40}, showlegend=False,
+    frame = pd.DataFrame(
+        {"case": [c.case for c in cases], "speedup": [1.0 / c.ratio for c in cases],
+         "verdict": [c.verdict for c in cases], "mark": [c.mark for c in cases]}
     )  # fmt: skip
-    return fig
+    shown = frame["verdict"].isin(["faster", "slower"])
+    frame["label"] = [f"{s:.3f}×" if on else "" for s, on in zip(frame["speedup"], shown, strict=True)]
+    lo = min([*frame["speedup"], 1.0])
+    hi = max([*frame["speedup"], 1.0])
+    pad = (math.log10(hi) - math.log10(lo)) * 0.15 + 0.02
+    x = {"field": "case", "type": "nominal", "sort": [c.case for c in cases], "title": None,
+         "axis": {"labelAngle": -30}}  # fmt: skip
+    y = {"field": "speedup", "type": "quantitative", "title": "speedup (log)",
+         "scale": {"type": "log", "domain": [10 ** (math.log10(lo) - pad), 10 ** (math.log10(hi) + pad)]}}  # fmt: skip
+    spec = {
+        "title": "Speedup of B over A (A time / B time; > 1: B is faster)",
+        "description": "Speedup of B over A per case: " + ", ".join(frame["case"]),
+        "height": 340,
+        "layer": [
+            {"mark": {"type": "bar"},
+             "encoding": {"x": x, "y": y, "y2": {"datum": 1.0},
+                          "color": {"field": "verdict", "type": "nominal", "legend": None,
+                                    "scale": {"domain": list(MARK_COLOURS), "range": list(MARK_COLOURS.values())}},
+                          "tooltip": [{"field": "case"}, {"field": "speedup", "format": ".3f"},
+                                      {"field": "verdict"}]}},
+            {"mark": {"type": "text", "dy": {"expr": "datum.speedup >= 1 ? -8 : 8"}, "fontSize": 11},
+             "encoding": {"x": x, "y": y, "text": {"field": "label"}}},
+            {"mark": {"type": "rule", "color": "#444"}, "encoding": {"y": {"datum": 1.0}}},
+        ],
+    }  # fmt: skip
+    return frame, spec
 
 
 # -------------------------------------------------------------------------------------------- regressions
@@ -226,116 +266,87 @@ def speedup_figure(cmp: RunComparison) -> go.Figure:
 NAMED_TICKS = 12  # up to this many runs, the timeline's x ticks are the runs' variant names
 
 
-def timeline_spec(points, changes, runs, errs) -> dict:
-    """timeline_figure as a plain dict: what a page caches (a Figure is rebuilt and validated when unpickled)."""
-    return timeline_figure(points, changes, runs, errs).to_dict()
-
-
-def timeline_figure(
+def timeline_chart(
     points: Mapping[str, Sequence[HistoryPoint]],
     changes: Mapping[str, Sequence[ChangePoint]],
     runs: pd.DataFrame,
     errs: Mapping[tuple[str, str], float],
     *,
     cols: int = 3,
-) -> go.Figure:
-    """Per case, the mean of every passed run (log y; its standard error on hover: error bars of a few hundred
-    runs in twelve charts cost the browser a second to draw); change points as dashed lines with
-    the segment levels before and after. Built as plain dicts in one go (Plotly's per-subplot helpers are slow)."""
+) -> Chart:
+    """Per case, the mean of every passed run (log y, each case its own axis; its standard error on hover);
+    change points as dashed lines with the segment levels before and after; runs that did not pass as grey x.
+    One faceted chart on one canvas (twelve Plotly subplots cost the browser one to two seconds a page switch)."""
     labels = list(points)
-    rows = max(1, math.ceil(len(labels) / cols))
-    fig = go.Figure(layout=_grid_layout(labels, rows, cols))
     variant = dict(zip(runs["run_id"], runs["variant"], strict=True))
-    traces: list[dict[str, Any]] = []
-    shapes: list[dict[str, Any]] = []
-    axes: dict[str, Any] = {}
-    for k, label in enumerate(labels):
-        ax = "" if k == 0 else str(k + 1)
-        xref, yref = f"x{ax}", f"y{ax}"
-        axes[f"yaxis{ax}"] = {"type": "log"}
+    rows: list[dict[str, Any]] = []
+    n_runs = 0
+    for label in labels:
         pts = points[label]
-        # Run order is an integer; a short history names its runs (variants) on the axis itself.
-        names = [variant.get(p.run_id, "") for p in pts]
-        axes[f"xaxis{ax}"] = (
-            {"tickmode": "array", "tickvals": list(range(len(pts))), "ticktext": names, "tickangle": -45}
-            if len(pts) <= NAMED_TICKS else {"tickformat": "d", "dtick": math.ceil(len(pts) / NAMED_TICKS)}
-        )  # fmt: skip
-        xs, ys, text, fx, ftext = [], [], [], [], []
+        n_runs = max(n_runs, len(pts))
+        ys = [p.mean for p in pts if p.status == "passed" and p.mean is not None]
         for i, p in enumerate(pts):
             name = variant.get(p.run_id, "")
             if p.status == "passed" and p.mean is not None:
-                xs.append(i)
-                ys.append(p.mean)
-                err = errs.get((p.run_id, label))
-                text.append(f"{name} · {p.run_id}" + (f"<br>± {err:,.2f} µs (standard error)" if err else ""))
+                rows.append({"case": label, "layer": "mean", "x": i, "y": p.mean, "run": f"{name} · {p.run_id}",
+                             "err": errs.get((p.run_id, label))})  # fmt: skip
             elif p.status != "absent":  # a case the run did not include is no failure: not drawn
-                fx.append(i)
-                ftext.append(f"{name} · {p.run_id} · {p.status}")
-        if ys:  # round numbers on each small chart's log axis
-            axes[f"yaxis{ax}"] |= log_ticks(min(ys), max(ys), most=5)
-        traces.append({
-            "type": "scatter", "x": xs, "y": ys, "xaxis": xref, "yaxis": yref, "mode": "lines+markers",
-            "name": label, "showlegend": False, "text": text,
-            "marker": {"size": 5, "color": "#1f77b4"}, "line": {"width": 1, "color": "#9ecae1"},
-            "hovertemplate": "%{y:,.2f} µs · %{text}<extra></extra>",
-        })  # fmt: skip
-        if fx:
-            traces.append({
-                "type": "scatter", "x": fx, "y": [min(ys) if ys else 1.0] * len(fx), "xaxis": xref, "yaxis": yref,
-                "mode": "markers", "name": "not passed", "showlegend": False, "text": ftext,
-                "marker": {"symbol": "x", "size": 7, "color": "#999"}, "hovertemplate": "%{text}<extra></extra>",
-            })  # fmt: skip
+                rows.append({"case": label, "layer": "not passed", "x": i, "y": min(ys) if ys else 1.0,
+                             "run": f"{name} · {p.run_id}", "status": p.status})  # fmt: skip
         cps = list(changes.get(label, ()))
-        for kind, colour in (("regression", "#d62728"), ("improvement", "#2ca02c")):
-            sx: list[float | None] = []
-            sy: list[float | None] = []
-            hover: list[str | None] = []
-            for j, cp in enumerate(cps):
-                if cp.kind != kind:
-                    continue
-                start = cps[j - 1].index if j else 0
-                end = cps[j + 1].index if j + 1 < len(cps) else len(pts)
-                x = cp.index - 0.5
-                sx += [start, x, x, end - 1, None]
-                sy += [cp.before, cp.before, cp.after, cp.after, None]
-                tip = f"{kind}: {cp.before:.2f} → {cp.after:.2f} µs (×{cp.factor:.3f}), run {cp.run_id}"
-                hover += [tip] * 4 + [None]
-                shapes.append({
-                    "type": "line", "xref": xref, "yref": f"{yref} domain", "x0": x, "x1": x, "y0": 0, "y1": 1,
-                    "line": {"dash": "dash", "color": colour, "width": 1.5},
-                })  # fmt: skip
-            if sx:
-                traces.append({
-                    "type": "scatter", "x": sx, "y": sy, "xaxis": xref, "yaxis": yref, "mode": "lines",
-                    "line": {"color": colour, "width": 2}, "showlegend": False, "name": kind, "text": hover,
-                    "hovertemplate": "%{text}<extra></extra>",
-                })  # fmt: skip
-    fig.add_traces(traces)
-    fig.update_layout(
-        axes, shapes=shapes, height=260 * rows + 60, margin={"t": 60, "b": 30},
-        title="Mean per run (µs, log) along the history; dashed: change points",
-    )  # fmt: skip
-    return fig
+        for j, cp in enumerate(cps):
+            start = cps[j - 1].index if j else 0
+            end = cps[j + 1].index if j + 1 < len(cps) else len(pts)
+            x = cp.index - 0.5
+            tip = f"{cp.before:.2f} → {cp.after:.2f} µs (×{cp.factor:.3f}), run {cp.run_id}"
+            rows.append({"case": label, "layer": "change", "x": x, "kind": cp.kind, "change": tip})
+            for x0, x1, y0, y1 in ((start, x, cp.before, cp.before), (x, x, cp.before, cp.after),
+                                   (x, end - 1, cp.after, cp.after)):  # fmt: skip
+                rows.append({"case": label, "layer": "level", "x": x0, "x2": x1, "y": y0, "y2": y1, "kind": cp.kind,
+                             "change": tip})  # fmt: skip
+    frame = pd.DataFrame(rows, columns=["case", "layer", "x", "x2", "y", "y2", "run", "err", "status", "kind",
+                                        "change"])  # fmt: skip
+    x_axis: dict[str, Any] = {"format": "d", "tickMinStep": 1, "title": "run order along the history"}
+    if n_runs <= NAMED_TICKS:  # a short history names its runs (variants) on the axis itself
+        names = [variant.get(p.run_id, "") for p in points[labels[0]]] if labels else []
+        x_axis |= {"values": list(range(len(names))), "labelAngle": -45, "title": None,
+                   "labelExpr": "[" + ",".join(json.dumps(n) for n in names) + "][datum.value] || ''"}  # fmt: skip
+    x = {"field": "x", "type": "quantitative", "axis": x_axis,
+         "scale": {"zero": False, "nice": False, "domain": [-0.5, max(n_runs - 0.5, 0.5)]}}  # fmt: skip
+    y = {"field": "y", "type": "quantitative", "scale": {"type": "log", "zero": False},
+         "axis": {"format": ",~r", "tickCount": 4, "title": None}}  # fmt: skip
+    kind = {"field": "kind", "type": "nominal", "legend": None,
+            "scale": {"domain": ["regression", "improvement"], "range": ["#d62728", "#2ca02c"]}}  # fmt: skip
 
+    def only(layer: str) -> list[dict[str, str]]:
+        return [{"filter": f"datum.layer === '{layer}'"}]
 
-def _unit(x: float) -> float:
-    return min(1.0, max(0.0, round(x, 6)))
-
-
-def _grid_layout(labels: Sequence[str], rows: int, cols: int) -> dict[str, Any]:
-    """Axes and titles of a rows x cols grid of subplots, as make_subplots lays them out (without its cost)."""
-    hgap, vgap = 0.2 / cols, 0.32 / rows
-    width, height = (1 - hgap * (cols - 1)) / cols, (1 - vgap * (rows - 1)) / rows
-    layout: dict[str, Any] = {"annotations": []}
-    for k, label in enumerate(labels or ["no cases"]):
-        r, c = divmod(k, cols)
-        ax = "" if k == 0 else str(k + 1)
-        x0 = c * (width + hgap)
-        y1 = 1 - r * (height + vgap)
-        layout[f"xaxis{ax}"] = {"domain": [_unit(x0), _unit(x0 + width)], "anchor": f"y{ax}"}
-        layout[f"yaxis{ax}"] = {"domain": [_unit(y1 - height), _unit(y1)], "anchor": f"x{ax}"}
-        layout["annotations"].append({
-            "text": label, "x": x0 + width / 2, "y": y1, "xref": "paper", "yref": "paper", "xanchor": "center",
-            "yanchor": "bottom", "showarrow": False, "font": {"size": 12},
-        })  # fmt: skip
-    return layout
+    spec = {
+        "title": "Mean per run (µs, log) along the history; dashed: change points",
+        "usermeta": CANVAS,
+        "description": "Mean per run along the history of the cases " + ", ".join(labels),
+        "facet": {"field": "case", "type": "nominal", "sort": labels, "title": None,
+                  "header": {"labelFontSize": 12}},
+        "columns": cols,
+        "spec": {
+            "width": 260, "height": 170,
+            "layer": [
+                {"transform": only("mean"), "mark": {"type": "line", "color": "#9ecae1", "strokeWidth": 1},
+                 "encoding": {"x": x, "y": y}},
+                {"transform": only("mean"), "mark": {"type": "circle", "size": 22, "color": "#1f77b4", "opacity": 1},
+                 "encoding": {"x": x, "y": y, "tooltip": [
+                     {"field": "y", "title": "mean (µs)", "format": ",.2f"}, {"field": "run"},
+                     {"field": "err", "title": "± standard error (µs)", "format": ",.2f"}]}},
+                {"transform": only("not passed"), "mark": {"type": "point", "shape": "cross", "color": "#999",
+                                                          "size": 50},
+                 "encoding": {"x": x, "y": y, "tooltip": [{"field": "run"}, {"field": "status"}]}},
+                {"transform": only("change"), "mark": {"type": "rule", "strokeDash": [5, 3], "strokeWidth": 1.5},
+                 "encoding": {"x": x, "color": kind, "tooltip": [{"field": "kind"}, {"field": "change"}]}},
+                {"transform": only("level"), "mark": {"type": "rule", "strokeWidth": 2},
+                 "encoding": {"x": x, "x2": {"field": "x2"}, "y": y, "y2": {"field": "y2"}, "color": kind,
+                              "tooltip": [{"field": "kind"}, {"field": "change"}]}},
+            ],
+        },
+        "resolve": {"scale": {"y": "independent"}, "axis": {"x": "independent"}},
+    }  # fmt: skip
+    return frame, spec
