@@ -81,8 +81,8 @@ def test_variant_forced_routes(path):
 
 
 def test_fused_wy_launch_knobs_keep_the_gates():
-    """fused_wy's GPU-only routes, interpreted: the leaf's V^T store and the reused buffers give bit-identical
-    output to the default route; the T builder (its own Gram and blockwise merge) passes the gates."""
+    """fused_wy's GPU-only routes, interpreted: the leaf's V^T store and the reused buffers give the default
+    route's output to rounding; the T builder (its own Gram and blockwise merge) passes the gates."""
     load_variant(os.path.join(ROOT, "kernels", "fused_wy.py"))
     mod = sys.modules["submission"]
     # fused kernels on CPU on every update, 8-wide leaves (several T merges per 64-wide panel)
@@ -92,7 +92,11 @@ def test_fused_wy_launch_knobs_keep_the_gates():
     try:
         for k, v in route.items():
             setattr(mod, k, v)
-        for batch, n, cond, case in [(3, 130, 2, "mixed"), (2, 72, 0, "rankdef")]:
+        # The layout knobs change only where V and V^T live, so on a well-conditioned case the outputs agree to
+        # rounding. Not bit for bit: the interpreter's tl.dot is a numpy matmul whose summation order follows the
+        # operands' strides and the CPU's BLAS kernels (it held on one machine, not on the next), and the
+        # near-dependent columns of mixed and rankdef cases amplify that rounding, so those two get the gates only.
+        for batch, n, cond, case in [(3, 130, 1, "dense"), (3, 130, 2, "mixed"), (2, 72, 0, "rankdef")]:
             a = generate(Case(batch, n, cond, 99 + n, case))
             outs = []
             for on in ((), ("_LEAF_VT", "_REUSE"), knobs):
@@ -103,7 +107,10 @@ def test_fused_wy_launch_knobs_keep_the_gates():
                 assert torch.equal(a, a0), "input mutated"
                 assert check_qr(a0, out).passed, f"{batch}x{n} {case} with {on}"
                 outs.append(out)
-            assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+            if case == "dense":
+                for (h0, t0), (h1, t1) in zip(outs, outs[1:], strict=False):
+                    assert (h1 - h0).abs().max() <= 1e-4 * h0.abs().max(), f"H moved with {knobs}"
+                    assert (t1 - t0).abs().max() <= 1e-4, f"tau moved with {knobs}"
     finally:
         for k, v in saved.items():
             setattr(mod, k, v)
