@@ -438,7 +438,14 @@ def test_back_and_forward_across_pages(server, page):
         before = pg.evaluate("history.length")
         action()
         settle(pg)
-        pg.wait_for_function("n => history.length > n", arg=before, timeout=15_000)  # the entry may come late
+        try:
+            pg.wait_for_function("n => history.length > n", arg=before, timeout=15_000)  # the entry may come late
+        except playwright_api.TimeoutError as exc:  # seen in full suites only: name the step, keep the page
+            shot(pg, f"back-forward-step-{len(seen)}")
+            raise AssertionError(
+                f"no new history entry at step {len(seen)} (after {seen[-1][0]}): now at {pg.url}, history.length "
+                f"{pg.evaluate('history.length')} (was {before}); screenshot in {SHOTS}"
+            ) from exc
         settle(pg)
         no_exception(pg)
         assert pg.evaluate("history.length") == before + 1, f"one history entry per step, at {pg.url}"
