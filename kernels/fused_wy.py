@@ -197,14 +197,15 @@ def _small_qr(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return h, tau
 
 
-def _leaf(p, tau, v, t, vt=None):
-    """Factor leaf panel view p (b, m, w) in place; write tau (b, w), V view (b, m, w), T view (b, w, w) and,
-    if given, V^T view vt (b, w, m) with unit stride along m."""
+def _leaf(p, tau, v, t, vt=None, src=None):
+    """Factor leaf panel view p (b, m, w) in place (from src, if given: same shape, unit column stride); write
+    tau (b, w), V view (b, m, w), T view (b, w, w) and, if given, V^T view vt (b, w, m) with unit stride along m."""
     b, m, w = p.shape
     bm, bw = triton.next_power_of_2(m), triton.next_power_of_2(w)
     vts = (0, 0) if vt is None else (vt.stride(0), vt.stride(1))
+    s = p if src is None else src
     _tile_qr_kernel[(b,)](
-        p, p, tau, v, t, v if vt is None else vt, m, w, min(m, w), p.stride(0), p.stride(1), p.stride(0),
+        s, p, tau, v, t, v if vt is None else vt, m, w, min(m, w), s.stride(0), s.stride(1), p.stride(0),
         p.stride(1), tau.stride(0), v.stride(0), v.stride(1), t.stride(0), t.stride(1), *vts,
         BM=bm, BW=bw, WRITE_VT=True, WRITE_VTT=vt is not None,
         num_warps=_warps(bm * bw, _EPT_MANY if b >= _MANY else _EPT),
@@ -297,6 +298,7 @@ _FUSED_STAGES = 3  # measured (wy_update_bench, H200): 640x512x448 950 us vs 1,0
 _FUSED_MIN_PROGRAMS = 264  # batch x column tiles at least (else cuBLAS: too few programs for 132 SMs)
 _FUSED_MIN_BATCH = 32  # batches this large take the fused kernel whatever their tiles (0: off; 60x1024 -7%)
 _FUSED_VT = True  # trailing updates read a transposed copy of V in phase 1 (measured: fused_wy_vt, run d42688781019)
+_SRC_FIRST = False  # the first outer panel reads the input, so H needs no copy of A (640x512: 317 us of ~6.5 ms)
 
 if _HAVE_TRITON:
 
@@ -337,11 +339,12 @@ if _HAVE_TRITON:
 
     @triton.jit
     def _wy_fused_vt_kernel(
-        v_ptr, vt_ptr, t_ptr, a_ptr, M, N, K, v_sb, v_sm, vt_sb, vt_sk, t_sb, t_sk, a_sb, a_sm,
+        v_ptr, vt_ptr, t_ptr, a_ptr, s_ptr, M, N, K, v_sb, v_sm, vt_sb, vt_sk, t_sb, t_sk, a_sb, a_sm, s_sb, s_sm,
         BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PREC: tl.constexpr, STAGES: tl.constexpr,
     ):  # fmt: skip
         """_wy_fused_kernel with phase 1 as W^T = A^T V from a transposed copy V^T (K, M): the V tile is then a
-        K-major operand in shared memory, as tf32 wgmma wants, and the A tile goes in registers."""
+        K-major operand in shared memory, as tf32 wgmma wants, and the A tile goes in registers. A2 is read from
+        s_ptr and written to a_ptr (the same matrix but on the first panel, where s_ptr is the input)."""
         pid_n = tl.program_id(0)
         pid_b = tl.program_id(1).to(tl.int64)
         offs_n = pid_n * BN + tl.arange(0, BN)
@@ -349,13 +352,14 @@ if _HAVE_TRITON:
         nmask = offs_n < N
         kmask = offs_k < K
         abase = a_ptr + pid_b * a_sb
+        sbase = s_ptr + pid_b * s_sb
         wt = tl.zeros([BN, BK], dtype=tl.float32)
         for m0 in tl.range(0, M, BM, num_stages=STAGES):
             offs_m = m0 + tl.arange(0, BM)
             mm = offs_m < M
             vt = tl.load(vt_ptr + pid_b * vt_sb + offs_k[:, None] * vt_sk + offs_m[None, :],
                          mask=kmask[:, None] & mm[None, :], other=0.0)  # fmt: skip
-            a = tl.load(abase + offs_m[:, None] * a_sm + offs_n[None, :], mask=mm[:, None] & nmask[None, :], other=0.0)
+            a = tl.load(sbase + offs_m[:, None] * s_sm + offs_n[None, :], mask=mm[:, None] & nmask[None, :], other=0.0)
             wt = tl.dot(tl.trans(a), tl.trans(vt), wt, input_precision=PREC)
         w = tl.trans(wt)
         tt = tl.load(t_ptr + pid_b * t_sb + offs_k[None, :] * t_sk + offs_k[:, None],
@@ -368,7 +372,7 @@ if _HAVE_TRITON:
             v = tl.load(vbase + offs_m[:, None] * v_sm + offs_k[None, :], mask=mm[:, None] & kmask[None, :], other=0.0)
             ap = abase + offs_m[:, None] * a_sm + offs_n[None, :]
             am = mm[:, None] & nmask[None, :]
-            a = tl.load(ap, mask=am, other=0.0)
+            a = tl.load(sbase + offs_m[:, None] * s_sm + offs_n[None, :], mask=am, other=0.0)
             a = a - tl.dot(v, w2, input_precision=PREC)
             tl.store(ap, a, mask=am)
 
@@ -457,15 +461,17 @@ def _apply_qt_torch_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor) -> None
     a2.baddbmm_(v, wmat, alpha=-1.0)
 
 
-def _apply_qt_vt_(a2: torch.Tensor, v: torch.Tensor, vt: torch.Tensor, t: torch.Tensor) -> None:
-    """As _apply_qt_fused_, phase 1 from vt = V^T (b, k, m), unit stride along m."""
+def _apply_qt_vt_(a2: torch.Tensor, v: torch.Tensor, vt: torch.Tensor, t: torch.Tensor, src=None) -> None:
+    """As _apply_qt_fused_, phase 1 from vt = V^T (b, k, m), unit stride along m; a2 is read from src if given
+    (same shape, unit stride along columns), else from itself."""
     b, m, n = a2.shape
     k = v.shape[2]
     bn = _fused_bn(n)
     bk = max(16, triton.next_power_of_2(k))
+    s = a2 if src is None else src
     _wy_fused_vt_kernel[(triton.cdiv(n, bn), b)](
-        v, vt, t, a2, m, n, k, v.stride(0), v.stride(1), vt.stride(0), vt.stride(1), t.stride(0), t.stride(1),
-        a2.stride(0), a2.stride(1), BM=_FUSED_BM, BN=bn, BK=bk, PREC=_FUSED_PREC, STAGES=_FUSED_STAGES,
+        v, vt, t, a2, s, m, n, k, v.stride(0), v.stride(1), vt.stride(0), vt.stride(1), t.stride(0), t.stride(1),
+        a2.stride(0), a2.stride(1), s.stride(0), s.stride(1), BM=_FUSED_BM, BN=bn, BK=bk, PREC=_FUSED_PREC, STAGES=_FUSED_STAGES,
         num_warps=_FUSED_WARPS,
     )  # fmt: skip
 
@@ -595,8 +601,28 @@ def _t_merge_(vo: torch.Tensor, tl_: torch.Tensor, nb: int) -> torch.Tensor:
     return tl_
 
 
-def _panel_wy_qr_(a: torch.Tensor, nbo: int) -> torch.Tensor:
+def _src_first_ok(a: torch.Tensor, src: torch.Tensor, nbo: int) -> bool:
+    """Whether every kernel of the first outer panel can read src and write a: the plain leaf and the fused
+    update with V^T (the cooperative leaf and the other update routes work in place only)."""
     b, m, n = a.shape
+    wo = min(nbo, n)
+    nb = _leaf_width(m, b)
+    vt = _LEAF_VT and (a.is_cuda or _GEMM_ON_CPU) and _coop_plan(a, m) is None
+    vt = vt and _fused_pays(b, max(n - wo, wo - nb))
+    fused = all(
+        _use_fused(a[:, c0:, c0 + nb : wo], a[:, c0:, :nb], a[:, :nb, :nb]) for c0 in range(0, wo - nb, nb)
+    )  # fmt: skip
+    fused = fused and (wo == n or (_FUSED_VT and _use_fused(a[:, :, wo:], a[:, :, :wo], a[:, :wo, :wo])))
+    return vt and fused and src.shape == a.shape and src.stride(2) == 1
+
+
+def _panel_wy_qr_(a: torch.Tensor, nbo: int, src: torch.Tensor | None = None) -> torch.Tensor:
+    """Factor a in place; with src (the input, a's shape), a's contents are ignored and the first outer panel
+    reads src instead of a copy of it in a (saves one pass over the matrix), where its kernels allow."""
+    b, m, n = a.shape
+    if src is not None and not _src_first_ok(a, src, nbo):
+        a.copy_(src)
+        src = None
     tau = torch.zeros((b, n), dtype=a.dtype, device=a.device)
     gpu = a.is_cuda or _GEMM_ON_CPU
     vtbuf = None
@@ -626,15 +652,17 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int) -> torch.Tensor:
                 vo[:, c0:, c0 : c0 + w], tleaf[:, c0 : c0 + w, c0 : c0 + w],
             )  # fmt: skip
             plan_c = _coop_plan(a, mo - c0, True) if plan is not None else None
+            # on the first panel, columns right of the first leaf are read from src by c0 = 0's update only
+            first = src is not None and k0 == 0 and c0 == 0
             if plan_c is not None:
                 _coop_leaf(*args, *plan_c)
             else:
-                _leaf(*args, None if vt is None else vt[:, c0 : c0 + w, c0:])
+                _leaf(*args, None if vt is None else vt[:, c0 : c0 + w, c0:], src[:, :, :w] if first else None)
             if c0 + w < wo:
                 a2 = a[:, k0 + c0 :, k0 + c0 + w : k0 + wo]
                 vb, tb = vo[:, c0:, c0 : c0 + w], tleaf[:, c0 : c0 + w, c0 : c0 + w]
                 if vt is not None and _use_fused(a2, vb, tb):
-                    _apply_qt_vt_(a2, vb, vt[:, c0 : c0 + w, c0:], tb)
+                    _apply_qt_vt_(a2, vb, vt[:, c0 : c0 + w, c0:], tb, src[:, :, w:wo] if first else None)
                 else:
                     _apply_qt_(a2, vb, tb)
         if k0 + wo < n:
@@ -648,7 +676,8 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int) -> torch.Tensor:
                 t = _t_merge_(vo, tleaf, nb) if _T_MERGE else _t_factor(vo, tau[:, k0 : k0 + wo])
             a2 = a[:, k0:, k0 + wo :]
             if _FUSED_VT and _use_fused(a2, vo, t):
-                _apply_qt_vt_(a2, vo, vt if vt is not None else vo.transpose(1, 2).contiguous(), t)
+                vt_ = vt if vt is not None else vo.transpose(1, 2).contiguous()
+                _apply_qt_vt_(a2, vo, vt_, t, src[:, :, wo:] if src is not None and k0 == 0 else None)
             else:
                 _apply_qt_(a2, vo, t)
     return tau
@@ -705,6 +734,9 @@ def _qr(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if n <= _SMALL_MAX and m <= 4 * _SMALL_MAX:
             return _small_qr(a.contiguous())
         if m <= _MAX_LEAF_ROWS:
+            if _SRC_FIRST:
+                h = torch.empty_like(a, memory_format=torch.contiguous_format)
+                return h, _panel_wy_qr_(h, _outer_width(n), a)
             h = a.clone()
             return h, _panel_wy_qr_(h, _outer_width(n))
     h = a.clone()

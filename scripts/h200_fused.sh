@@ -86,7 +86,7 @@ print(d.get("run_id"), d.get("variant"), d.get("mode"), d.get("status"), round(d
       [round(c.get("mean_us") or 0) for c in d.get("cases") or []], (d.get("error") or "")[:200])
 PY
     tail -1 $R/summary.txt
-    verdict $R/run-$tag.json $parent
+    [ "${REPEAT:-}" = 1 ] || verdict $R/run-$tag.json $parent
 }
 while IFS= read -r line; do
   set -- ${line%%|*}
@@ -121,6 +121,7 @@ PY
     timeout $(( $(left) - 20 )) python3 scripts/wy_update_bench.py --out $R/bench.json < /dev/null 2>&1 | tee $R/bench.log | tail -50 ;;
   GATES)
     timeout $(( $(left) - 20 )) python3 scripts/qr_gates_seeds.py $2 < /dev/null 2>&1 | tee -a $R/gates.log | grep -E "FAIL|seed 0 dense|^Trace|Error"; echo "gates rc=${PIPESTATUS[0]}" ;;
+  REPEAT) shift; REPEAT=1 run_job "$@" ;;
   *) run_job "$@" ;;
   esac
 done < ${3:?list}
