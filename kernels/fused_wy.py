@@ -471,8 +471,8 @@ def _apply_qt_vt_(a2: torch.Tensor, v: torch.Tensor, vt: torch.Tensor, t: torch.
     s = a2 if src is None else src
     _wy_fused_vt_kernel[(triton.cdiv(n, bn), b)](
         v, vt, t, a2, s, m, n, k, v.stride(0), v.stride(1), vt.stride(0), vt.stride(1), t.stride(0), t.stride(1),
-        a2.stride(0), a2.stride(1), s.stride(0), s.stride(1), BM=_FUSED_BM, BN=bn, BK=bk, PREC=_FUSED_PREC, STAGES=_FUSED_STAGES,
-        num_warps=_FUSED_WARPS,
+        a2.stride(0), a2.stride(1), s.stride(0), s.stride(1), BM=_FUSED_BM, BN=bn, BK=bk, PREC=_FUSED_PREC,
+        STAGES=_FUSED_STAGES, num_warps=_FUSED_WARPS,
     )  # fmt: skip
 
 
