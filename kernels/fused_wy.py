@@ -23,6 +23,9 @@ Session 20, routing knobs on top (each a knob variant, promoted, now the default
 batch of 32 or more on the fused kernel) and _NBO_HUGE=256 (256-wide outer panels for n > 2048): fused_wy_mix,
 run 2d792fa02786, 3,036 us; _COOP_MIN_BM=64 (64 cooperative leaf programs per matrix of 2x4096): fused_wy_coopbm64,
 run 6032b9055f01, 2,987 us.
+Session 22: the profile of the best (run 5d0ab286802d) showed a 317 us copy of A into H on 640x512; knob
+_SRC_FIRST (the first outer panel's leaf and fused updates read A and write H, no copy): fused_wy_src, run
+ad8502b53bf3, 2,944 us; now the default.
 """
 
 import os  # noqa: E402
@@ -298,7 +301,7 @@ _FUSED_STAGES = 3  # measured (wy_update_bench, H200): 640x512x448 950 us vs 1,0
 _FUSED_MIN_PROGRAMS = 264  # batch x column tiles at least (else cuBLAS: too few programs for 132 SMs)
 _FUSED_MIN_BATCH = 32  # batches this large take the fused kernel whatever their tiles (0: off; 60x1024 -7%)
 _FUSED_VT = True  # trailing updates read a transposed copy of V in phase 1 (measured: fused_wy_vt, run d42688781019)
-_SRC_FIRST = False  # the first outer panel reads the input, so H needs no copy of A (640x512: 317 us of ~6.5 ms)
+_SRC_FIRST = True  # the first outer panel reads the input, so H needs no copy of A (fused_wy_src, run ad8502b53bf3)
 
 if _HAVE_TRITON:
 
