@@ -753,6 +753,19 @@ def test_fresh_store_shows_the_shipped_h200_runs(tmp_path, monkeypatch):
     assert not at.error
 
 
+@pytest.mark.skipif(not list((ROOT / "samples").glob("*/runs.parquet")), reason="no run exports in samples/")
+def test_every_shipped_gpu_run_names_its_commit():
+    """The seeded history is evidence: each GPU run in samples/ says which commit it ran (runs from a copy without
+    one live in validation/runs/, which is not seeded)."""
+    import pyarrow.parquet as pq
+
+    missing = []
+    for path in sorted((ROOT / "samples").glob("*/runs.parquet")):
+        rows = pq.read_table(path, columns=["run_id", "device", "git_commit"]).to_pylist()
+        missing += [f"{path.parent.name}/{r['run_id']}" for r in rows if r["device"] == "cuda" and not r["git_commit"]]
+    assert not missing, f"GPU runs without a commit: {missing}"
+
+
 def test_compare_with_a_timeout_baseline_warns(demo_store):
     _, ids = demo_store
     at = open_page("pages/compare.py", a=ids["timeout"], b=ids["regressed"])
