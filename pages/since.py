@@ -44,12 +44,14 @@ except ValueError as exc:
     st.error(str(exc))
     st.stop()
 st.session_state[VISIT_KEY] = now
-# An HTML iframe shares this page's origin, so its script (our own, with a number in it) sets the dashboard's own
-# cookie; a later session (another tab, tomorrow) reads it through st.context.cookies. Nothing leaves the machine.
-st.iframe(
+# Our own script (with a number in it) sets the dashboard's own cookie; a later session (another tab, tomorrow)
+# reads it through st.context.cookies. Nothing leaves the machine. In the page itself, not in an st.iframe: an
+# iframe's load is a navigation in the tab's history, and on a busy machine Chromium then lost or doubled the
+# history entry of the switch into Since, so Back went to the wrong state (test_back_and_forward_across_pages).
+st.html(
     f"<script>document.cookie = '{VISIT_COOKIE}={int(now.timestamp())}; path=/; max-age=31536000; SameSite=Strict';"
     "</script>",
-    height=1,
+    unsafe_allow_javascript=True,
 )
 when = when.replace(second=0, microsecond=0)  # one cached read per minute
 summary = summaries.since_summary(common.read(Store.since_activity, when))

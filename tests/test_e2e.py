@@ -395,6 +395,7 @@ def test_leaderboard_lineage_and_since_pages(shared_server, shared_page):
 
     goto(page, f"{base}/since")  # no ?since=: the last 24 hours on a first visit, and the visit is kept
     assert page.get_by_role("textbox", name="Since").input_value() == "24h"
+    assert not page.locator("iframe").count()  # an iframe's load lost or doubled history entries (Back/Forward)
     later = page.context.new_page()  # a new session of the same browser: it opens on the last visit
     goto(later, f"{base}/since")
     assert re.fullmatch(
