@@ -40,12 +40,16 @@ def test_unknown_knob_is_refused(tmp_path):
 @pytest.mark.parametrize("lst", sorted((ROOT / "scripts").glob("fused-*.txt")), ids=lambda p: p.name)
 def test_fused_list_variants_and_paths(lst, tmp_path):
     """scripts/h200_fused.sh lists: every VARIANT line writes its file, every run line names a file that exists
-    in kernels/ or is written by a VARIANT line of the same list, and a BEST line follows a DEV screen."""
+    in kernels/ or is written by a VARIANT line of the same list (REPEAT lines too), and a BEST line follows a DEV
+    screen."""
     written, screened = set(), False
     for line in lst.read_text().splitlines():
         words = line.partition("|")[0].split()
         if not words or words[0].startswith("#"):
             continue
+        if words[0] == "REPEAT":  # REPEAT NEED PATH FAMILY PARENT: a run line whose run takes no verdict
+            words = words[1:]
+            assert words and words[0].isdigit() and len(words) >= 4, line
         if words[0] == "VARIANT":
             name, family_file, *knobs = words[1:]
             hyp = line.partition("|")[2].strip()
