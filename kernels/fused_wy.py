@@ -604,28 +604,21 @@ def _t_merge_(vo: torch.Tensor, tl_: torch.Tensor, nb: int) -> torch.Tensor:
     return tl_
 
 
-def _src_first_ok(a: torch.Tensor, src: torch.Tensor, nbo: int) -> bool:
-    """Whether every kernel of the first outer panel can read src and write a: the plain leaf and the fused
-    update with V^T (the cooperative leaf and the other update routes work in place only)."""
-    b, m, n = a.shape
-    wo = min(nbo, n)
-    nb = _leaf_width(m, b)
-    vt = _LEAF_VT and (a.is_cuda or _GEMM_ON_CPU) and _coop_plan(a, m) is None
-    vt = vt and _fused_pays(b, max(n - wo, wo - nb))
-    fused = all(
-        _use_fused(a[:, c0:, c0 + nb : wo], a[:, c0:, :nb], a[:, :nb, :nb]) for c0 in range(0, wo - nb, nb)
-    )  # fmt: skip
-    fused = fused and (wo == n or (_FUSED_VT and _use_fused(a[:, :, wo:], a[:, :, :wo], a[:, :wo, :wo])))
-    return vt and fused and src.shape == a.shape and src.stride(2) == 1
+def _reads_src(a: torch.Tensor, src: torch.Tensor, vo: torch.Tensor, tleaf: torch.Tensor, nb: int) -> bool:
+    """Whether the first outer panel's kernels that read the input (its first leaf, that leaf's update of the
+    panel and the trailing update) take the routes with a source pointer: the plain leaf (the caller checks) and
+    the fused update with V^T; the others work in place only."""
+    wo, n = vo.shape[2], a.shape[2]
+    w = min(nb, wo)
+    intra = w == wo or _use_fused(a[:, :, w:wo], vo[:, :, :w], tleaf[:, :w, :w])
+    trailing = wo == n or (_FUSED_VT and _use_fused(a[:, :, wo:], vo, tleaf))
+    return intra and trailing and src.shape == a.shape and src.stride(2) == 1
 
 
 def _panel_wy_qr_(a: torch.Tensor, nbo: int, src: torch.Tensor | None = None) -> torch.Tensor:
     """Factor a in place; with src (the input, a's shape), a's contents are ignored and the first outer panel
     reads src instead of a copy of it in a (saves one pass over the matrix), where its kernels allow."""
     b, m, n = a.shape
-    if src is not None and not _src_first_ok(a, src, nbo):
-        a.copy_(src)
-        src = None
     tau = torch.zeros((b, n), dtype=a.dtype, device=a.device)
     gpu = a.is_cuda or _GEMM_ON_CPU
     vtbuf = None
@@ -648,6 +641,9 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int, src: torch.Tensor | None = None) ->
             vo = torch.zeros((b, mo, wo), dtype=a.dtype, device=a.device)
             tleaf = torch.zeros((b, wo, wo), dtype=a.dtype, device=a.device)
             vt = torch.zeros((b, wo, mo), dtype=a.dtype, device=a.device) if want_vt else None
+        if src is not None and k0 == 0 and not (plan is None and vt is not None and _reads_src(a, src, vo, tleaf, nb)):
+            a.copy_(src)  # a route of this panel works in place: factor a copy, as without src
+            src = None
         for c0 in range(0, wo, nb):
             w = min(nb, wo - c0)
             args = (
