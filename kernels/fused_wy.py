@@ -41,6 +41,7 @@ except ImportError:  # pragma: no cover
     _HAVE_TRITON = False
 
 _SMALL_MAX = 128
+_ONE_REDUCE = False  # tile QR: one reduction per column (the cooperative leaf's form) instead of two
 _LEAF_ELEMS = 16384  # leaf tile BM*nb, about 32 fp32 per thread at 16 warps
 _MAX_LEAF_ROWS = 4096  # taller: leaf [BM, 8] would spill; use the PyTorch route
 _NB_TORCH = 32
@@ -59,6 +60,7 @@ if _HAVE_TRITON:
         src, dst, tau_ptr, v_ptr, t_ptr, vt_ptr, m, w, kmax,
         s_sb, s_sr, d_sb, d_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, vt_sb, vt_sk,
         BM: tl.constexpr, BW: tl.constexpr, WRITE_VT: tl.constexpr, WRITE_VTT: tl.constexpr,
+        ONE_REDUCE: tl.constexpr,
     ):  # fmt: skip
         pid = tl.program_id(0).to(tl.int64)
         rows = tl.arange(0, BM)
@@ -72,7 +74,12 @@ if _HAVE_TRITON:
             x = tl.sum(tl.where(colj, p, 0.0), axis=1)
             below = rows > j
             xb = tl.where(below, x, 0.0)
-            alpha, xn2 = tl.reduce((tl.where(rows == j, x, 0.0), xb * xb), 0, _add2)
+            if ONE_REDUCE:  # one cross-warp reduction per column: (xb^T P, P[j, :]) give alpha, the norm and z
+                s, rj = tl.reduce((xb[:, None] * p, tl.where(rows[:, None] == j, p, 0.0)), 0, _add2)
+                alpha = tl.sum(tl.where(cols == j, rj, 0.0))
+                xn2 = tl.sum(tl.where(cols == j, s, 0.0))
+            else:
+                alpha, xn2 = tl.reduce((tl.where(rows == j, x, 0.0), xb * xb), 0, _add2)
             nrm = tl.sqrt(alpha * alpha + xn2)
             zero = xn2 == 0.0
             beta = tl.where(zero, alpha, tl.where(alpha >= 0.0, -nrm, nrm))
@@ -80,7 +87,10 @@ if _HAVE_TRITON:
             inv = 1.0 / tl.where(zero, 1.0, alpha - beta)
             v = tl.where(below, xb * inv, tl.where(rows == j, 1.0, 0.0))
             # z[c] = v^T P[:, c]: the update coefficients for c > j and V_prev^T v for c < j
-            z = tl.sum(v[:, None] * p, axis=0)
+            if ONE_REDUCE:
+                z = s * inv + rj
+            else:
+                z = tl.sum(v[:, None] * p, axis=0)
             p = p - tl.where(cols[None, :] > j, (tau * v)[:, None] * z[None, :], 0.0)
             newcol = tl.where(rows == j, beta, tl.where(below, v, x))
             p = tl.where(colj, newcol[:, None], p)
@@ -195,7 +205,8 @@ def _small_qr(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     bm, bw = triton.next_power_of_2(m), triton.next_power_of_2(n)
     _tile_qr_kernel[(b,)](
         a, h, tau, h, h, h, m, n, n, a.stride(0), a.stride(1), h.stride(0), h.stride(1), tau.stride(0),
-        0, 0, 0, 0, 0, 0, BM=bm, BW=bw, WRITE_VT=False, WRITE_VTT=False, num_warps=_warps(bm * bw),
+        0, 0, 0, 0, 0, 0, BM=bm, BW=bw, WRITE_VT=False, WRITE_VTT=False, ONE_REDUCE=_ONE_REDUCE,
+        num_warps=_warps(bm * bw),
     )  # fmt: skip
     return h, tau
 
@@ -210,7 +221,7 @@ def _leaf(p, tau, v, t, vt=None, src=None):
     _tile_qr_kernel[(b,)](
         s, p, tau, v, t, v if vt is None else vt, m, w, min(m, w), s.stride(0), s.stride(1), p.stride(0),
         p.stride(1), tau.stride(0), v.stride(0), v.stride(1), t.stride(0), t.stride(1), *vts,
-        BM=bm, BW=bw, WRITE_VT=True, WRITE_VTT=vt is not None,
+        BM=bm, BW=bw, WRITE_VT=True, WRITE_VTT=vt is not None, ONE_REDUCE=_ONE_REDUCE,
         num_warps=_warps(bm * bw, _EPT_MANY if b >= _MANY else _EPT),
     )  # fmt: skip
 

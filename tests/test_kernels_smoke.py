@@ -88,7 +88,7 @@ def test_fused_wy_launch_knobs_keep_the_gates():
     mod = sys.modules["submission"]
     # fused kernels on CPU on every update, 8-wide leaves (several T merges per 64-wide panel)
     route = {"_GEMM_ON_CPU": True, "_FUSED_MIN_PROGRAMS": 1, "_SMALL_MAX": 0, "_LEAF_ELEMS": 2048}
-    knobs = ("_LEAF_VT", "_REUSE", "_T_BUILD", "_SRC_FIRST")
+    knobs = ("_LEAF_VT", "_REUSE", "_T_BUILD", "_SRC_FIRST", "_ONE_REDUCE")
     saved = {k: getattr(mod, k) for k in (*route, *knobs)}
     try:
         for k, v in route.items():
