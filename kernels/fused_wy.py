@@ -41,7 +41,7 @@ except ImportError:  # pragma: no cover
     _HAVE_TRITON = False
 
 _SMALL_MAX = 128
-_ONE_REDUCE = False  # tile QR: one reduction per column (the cooperative leaf's form) instead of two
+_ONE_REDUCE = False  # tile QR: one [BM, BW] reduction pair per column instead of two (rejected: run 8a01590b6bc0)
 _LEAF_ELEMS = 16384  # leaf tile BM*nb, about 32 fp32 per thread at 16 warps
 _MAX_LEAF_ROWS = 4096  # taller: leaf [BM, 8] would spill; use the PyTorch route
 _NB_TORCH = 32
@@ -193,9 +193,12 @@ _LEAF_ELEMS_MANY = 8192  # measured on 640x512: fused_wy_leaf8k 7.40 ms vs 7.67 
 _EPT_MANY = 32
 
 
+_MIN_WARPS = 2  # 1: a 32x32 tile in one warp, its reductions all shuffles (ptxas sm_90a: 125 registers, no spills)
+
+
 def _warps(elems: int, ept: int = _EPT) -> int:
     """About `ept` tile elements per thread (32: ptxas ~100-130 registers, no spills, sm_90a)."""
-    return max(2, min(16, elems // (32 * ept)))
+    return max(_MIN_WARPS, min(16, elems // (32 * ept)))
 
 
 def _small_qr(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
