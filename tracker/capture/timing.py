@@ -56,8 +56,15 @@ class Clock:
 
     def __init__(self, device: torch.device):
         self.cuda = device.type == "cuda"
-        if self.cuda:
-            self._flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
+        self.device = device
+
+    def _flush_l2(self) -> None:
+        """The harness's flush, step for step: a fresh 256 MiB int64 block from the caching allocator, filled with
+        42 and freed. A kept buffer set to zero is not the same state: the L2 lines the first call must evict,
+        and the free block the allocator may give the kernel's outputs, differ."""
+        dummy = torch.empty(L2_FLUSH_BYTES // 8, dtype=torch.int64, device=self.device)
+        dummy.fill_(42)
+        del dummy
 
     def sync(self) -> None:
         if self.cuda:
@@ -67,7 +74,7 @@ class Clock:
         """Run fn once, timed; returns (seconds, fn's result). The L2 flush is outside the window."""
         self.sync()
         if self.cuda:
-            self._flush.zero_()
+            self._flush_l2()
             start, end = (
                 torch.cuda.Event(enable_timing=True),
                 torch.cuda.Event(enable_timing=True),

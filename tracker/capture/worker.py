@@ -355,7 +355,7 @@ def main() -> int:
     if job.get("seed") is not None:
         cases = [workload.hidden_seed(c, int(job["seed"])) for c in cases]
     rules = MODE_RULES.get(mode)
-    clock = Clock(device) if rules is not None else None  # test mode times nothing: no flush buffer
+    clock = Clock(device) if rules is not None else None  # test mode times nothing
     # The compile budget ends when the first call returns (Triton JIT, load_inline builds); the run's timeout
     # covers everything after it, the rest of the warm-up included.
     compiled = _once(lambda: events.emit("compiled"))
