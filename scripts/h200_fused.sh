@@ -12,6 +12,9 @@
 #                                  screened case counts as many times as its shape has qr_v2 benchmarks)
 #   BEST K NEED FAMILY PARENT [tracker args]   a tracker run (as below) of the K-th best screened variant
 #   BENCH / GATES PATH             the WY-update microbenchmark / the gate script on every case type and seeds
+#   SOURCE NAME RUN                writes .kscratch/variants/NAME.py from the stored source of RUN (a run in samples/):
+#                                  a variant that no family file generates any more, for a repeat
+#   REPEAT NEED PATH FAMILY PARENT [tracker args]   a run as below that takes no verdict (a repeat of known code)
 #   NEED PATH FAMILY PARENT [tracker args]   a tracker run (skipped when fewer than NEED seconds are left);
 #       PARENT is a variant name or run id; a benchmark run gets the verdict promoted when its geomean is below
 #       the parent's newest passed benchmark run in the store, else rejected, with both figures as the reason.
@@ -121,6 +124,18 @@ PY
     timeout $(( $(left) - 20 )) python3 scripts/wy_update_bench.py --out $R/bench.json < /dev/null 2>&1 | tee $R/bench.log | tail -50 ;;
   GATES)
     timeout $(( $(left) - 20 )) python3 scripts/qr_gates_seeds.py $2 < /dev/null 2>&1 | tee -a $R/gates.log | grep -E "FAIL|seed 0 dense|^Trace|Error"; echo "gates rc=${PIPESTATUS[0]}" ;;
+  SOURCE)
+    python3 - "$S" "$3" ".kscratch/variants/$2.py" <<'PY'
+import sys
+from pathlib import Path
+from tracker.store import Store
+store, run, out = sys.argv[1:]
+sha = Store(store).get_run(run)["variant_sha256"]
+Path(out).parent.mkdir(parents=True, exist_ok=True)
+Path(out).write_text(Store(store).variant_source(sha))
+print("wrote", out, "from run", run)
+PY
+    ;;
   REPEAT) shift; REPEAT=1 run_job "$@" ;;
   *) run_job "$@" ;;
   esac

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,9 +41,12 @@ def test_unknown_knob_is_refused(tmp_path):
 @pytest.mark.parametrize("lst", sorted((ROOT / "scripts").glob("fused-*.txt")), ids=lambda p: p.name)
 def test_fused_list_variants_and_paths(lst, tmp_path):
     """scripts/h200_fused.sh lists: every VARIANT line writes its file, every run line names a file that exists
-    in kernels/ or is written by a VARIANT line of the same list (REPEAT lines too), and a BEST line follows a DEV
+    in kernels/ or is written by a VARIANT or SOURCE line of the same list (REPEAT lines too; a SOURCE line names
+    a run the samples carry), and a BEST line follows a DEV
     screen."""
     written, screened = set(), False
+    runs = duckdb.sql(f"select run_id from read_parquet('{ROOT}/samples/*/runs.parquet')").fetchall()
+    sample_runs = {r for (r,) in runs}
     for line in lst.read_text().splitlines():
         words = line.partition("|")[0].split()
         if not words or words[0].startswith("#"):
@@ -50,7 +54,11 @@ def test_fused_list_variants_and_paths(lst, tmp_path):
         if words[0] == "REPEAT":  # REPEAT NEED PATH FAMILY PARENT: a run line whose run takes no verdict
             words = words[1:]
             assert words and words[0].isdigit() and len(words) >= 4, line
-        if words[0] == "VARIANT":
+        if words[0] == "SOURCE":  # SOURCE NAME RUN: the stored source of a run the samples carry
+            name, run = words[1:]
+            assert run in sample_runs, f"{name}: run {run} is in no samples/ folder"
+            written.add(f".kscratch/variants/{name}.py")
+        elif words[0] == "VARIANT":
             name, family_file, *knobs = words[1:]
             hyp = line.partition("|")[2].strip()
             assert hyp, f"{name}: no hypothesis"
