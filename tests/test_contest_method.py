@@ -282,3 +282,42 @@ def test_fidelity_alternates_the_two_methods_and_reports_whether_the_tracker_is_
     )  # fmt: skip
     shown = json.loads(cmp.stdout)
     assert shown["methods"] == ["contest", "tracker"] and shown["pair"]["pair_id"] == doc["pair_id"]
+    # compare of two runs of the session shows the session's fidelity table too, as the session printed it
+    assert shown["fidelity"]["cases"] == doc["cases"] and doc["stopped"] is False
+
+
+def test_a_fidelity_session_stopped_by_sigterm_still_reports_its_rounds(tmp_path):
+    """A session cut by SIGTERM (a deadline, Ctrl-C from a wrapper) prints the table of what its stored runs say
+    and exits 143; a SIGTERM between two runs, where no run's wait loop catches it, stops it just the same."""
+    import signal
+    import time
+
+    folder = problem(tmp_path)
+    (folder / "reference.py").write_text(TORCH_REFERENCE)
+    kernel = tmp_path / "double.py"
+    kernel.write_text("def custom_kernel(data):\n    return data * 2\n")
+    store = tmp_path / "runs.duckdb"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tracker", "fidelity", str(kernel), "--problem", str(folder), "--rounds", "4",
+         "--suite", "toy_double", "--cases", "0", "--store", str(store), "--json"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    done = []
+    deadline = time.monotonic() + 240
+    while len(done) < 2 and time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        if line.startswith("round 1/4: "):
+            done.append(line)
+    assert len(done) == 2, done  # round 1 is stored on both sides; the signal lands in round 2 or between runs
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    doc = json.loads(out)
+    assert doc["stopped"] is True and len(doc["contest_runs"]) >= 1 and len(doc["tracker_runs"]) >= 1
+    (case,) = doc["cases"]
+    assert case["contest_means_us"] and case["tracker_means_us"] and isinstance(case["inside"], bool)
+    assert "stopped by SIGTERM" in err
+    statuses = [r["status"] for r in Store(store).list_runs().to_dict("records")]
+    assert len(statuses) < 8 and statuses.count("passed") >= 2, statuses

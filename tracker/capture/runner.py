@@ -157,6 +157,8 @@ def run_variant(
     should_cancel: Callable[[], bool] | None = None,
 ) -> RunOutcome:
     """Run one variant in a worker process and record it. Never raises for anything the kernel does."""
+    if stopping.REQUESTED.is_set():  # a SIGTERM came between two runs of a session: this one does not start
+        raise SystemExit(128 + signal.SIGTERM)
     record = new_record(req)
     try:
         Store(req.store).start_run(record)

@@ -3,8 +3,10 @@ method times it (the tracker's worker or a problem folder's eval.py), and no fur
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
+from collections.abc import Iterator
 
 REQUESTED = threading.Event()  # set once the tracker was told to stop
 
@@ -28,4 +30,23 @@ def catch() -> object:
 
 def release(previous: object) -> None:
     if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _flag(signum, frame) -> None:
+    REQUESTED.set()
+
+
+@contextlib.contextmanager
+def session() -> Iterator[None]:
+    """A session of runs (ab, fidelity): a SIGTERM that comes between two runs, where no run's wait loop would
+    catch it, only asks the session to stop: the next run does not start (runner.run_variant raises SystemExit)
+    and the caller still reports what the stored runs say."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _flag)
+    try:
+        yield
+    finally:
         signal.signal(signal.SIGTERM, previous)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import tempfile
 import uuid
@@ -72,27 +73,58 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
             RunRequest(**req).validate()
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    interleave(requests, args.rounds)
-    doc = fidelity_doc(args.store, pair_id)
+    stopped = not run_session(requests, args.rounds)
+    doc = {**fidelity_doc(args.store, pair_id), "stopped": stopped}
     if args.json:
         print(json.dumps(doc, default=str))
     else:
-        from tracker.cli.common import print_columns, time_column
-
-        cs = doc["cases"]
-        print(
-            f"fidelity session {pair_id}: {doc['rounds']} rounds; contest method runs {', '.join(doc['contest_runs'])}"
-        )
-        print_columns(
-            [
-                ("case", [c["case"] for c in cs]),
-                time_column("contest min", [c["contest_min_us"] for c in cs]),
-                time_column("contest max", [c["contest_max_us"] for c in cs]),
-                time_column("tracker median", [c["tracker_median_us"] for c in cs]),
-                ("inside", [{True: "yes", False: "no", None: "-"}[c["inside"]] for c in cs]),
-            ]
-        )
+        print_fidelity(doc)
+    if stopped:
+        return stopped_exit(doc)
     return 0 if doc["statuses"] == ["passed"] else 1
+
+
+def print_fidelity(doc: dict[str, Any]) -> None:
+    from tracker.cli.common import print_columns, time_column
+
+    cs = doc["cases"]
+    print(
+        f"fidelity session {doc['pair_id']}: {doc['rounds']} rounds; contest method runs "
+        f"{', '.join(doc['contest_runs'])}"
+    )
+    print_columns(
+        [
+            ("case", [c["case"] for c in cs]),
+            time_column("contest min", [c["contest_min_us"] for c in cs]),
+            time_column("contest max", [c["contest_max_us"] for c in cs]),
+            time_column("tracker median", [c["tracker_median_us"] for c in cs]),
+            ("inside", [{True: "yes", False: "no", None: "-"}[c["inside"]] for c in cs]),
+        ]
+    )
+
+
+def run_session(requests: dict[str, dict[str, Any]], rounds: int) -> bool:
+    """interleave(); False when a SIGTERM ended the session early (its runs so far are stored, the current one
+    as cancelled), so the caller can still report what the rounds done say."""
+    from tracker.capture import stopping
+
+    try:
+        with stopping.session():
+            interleave(requests, rounds)
+    except SystemExit as exc:
+        if exc.code != 128 + signal.SIGTERM:
+            raise
+        return False
+    return True
+
+
+def stopped_exit(doc: dict[str, Any]) -> int:
+    print(
+        f"stopped by SIGTERM in round {doc['rounds']}: the table is what the stored runs say (a cancelled run "
+        "counts with the cases it finished)",
+        file=sys.stderr,
+    )
+    return 128 + signal.SIGTERM
 
 
 def fidelity_doc(store: str, pair_id: str) -> dict[str, Any]:
@@ -183,12 +215,14 @@ def cmd_ab(args: argparse.Namespace) -> int:
                 RunRequest(**requests[side]).validate()
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-        interleave(requests, args.rounds)
-    doc = pair_doc(args.store, pair_id, args.min_effect)
+        stopped = not run_session(requests, args.rounds)
+    doc = {**pair_doc(args.store, pair_id, args.min_effect), "stopped": stopped}
     if args.json:
         print(json.dumps(doc, default=str))
     else:
         print_pair(doc)
+    if stopped:
+        return stopped_exit(doc)
     return 0 if doc["statuses"] == ["passed"] else 1
 
 

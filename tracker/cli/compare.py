@@ -51,17 +51,33 @@ def compare_doc(args: argparse.Namespace) -> dict[str, Any]:
     methods = [r["run"].get("method") or "tracker" for r in (a, b)]
     doc = {"a": ids[0], "b": ids[1], **asdict(cmp), "gpu_state": _state_notes(a, b), "methods": methods}
     doc["pair"] = _pair(args, a, b)
+    doc["fidelity"] = _fidelity(args, a, b, methods)
     return json.loads(json.dumps(doc, default=str))
+
+
+def _pair_id(a, b) -> str | None:
+    pair_a, pair_b = a["run"].get("pair_id"), b["run"].get("pair_id")
+    if not isinstance(pair_a, str) or pair_a != pair_b or a["run"].get("pair_side") == b["run"].get("pair_side"):
+        return None
+    return pair_a
 
 
 def _pair(args, a, b) -> dict[str, Any] | None:
     """Two runs of one A/B session: the session's paired verdict, which judges the pair better than two runs."""
     from tracker.cli.ab import pair_doc
 
-    pair_a, pair_b = a["run"].get("pair_id"), b["run"].get("pair_id")
-    if not isinstance(pair_a, str) or pair_a != pair_b or a["run"].get("pair_side") == b["run"].get("pair_side"):
+    pair_id = _pair_id(a, b)
+    return None if pair_id is None else pair_doc(args.store, pair_id, args.min_effect)
+
+
+def _fidelity(args, a, b, methods: list[str]) -> dict[str, Any] | None:
+    """Two runs of one fidelity session (the contest's method against the tracker's): the session's table."""
+    from tracker.cli.ab import fidelity_doc
+
+    pair_id = _pair_id(a, b)
+    if pair_id is None or sorted(methods) != ["contest", "tracker"]:
         return None
-    return pair_doc(args.store, pair_a, args.min_effect)
+    return fidelity_doc(args.store, pair_id)
 
 
 def _state_notes(a, b) -> list[dict[str, str]]:
@@ -99,6 +115,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
         print_pair(pair)
     methods = [r["run"].get("method") or "tracker" for r in (a, b)]
+    fidelity = _fidelity(args, a, b, methods)
+    if fidelity is not None:
+        from tracker.cli.ab import print_fidelity
+
+        print_fidelity(fidelity)
     if methods[0] != methods[1]:
         print(f"warning: A was timed by the {methods[0]} method, B by the {methods[1]} method", file=sys.stderr)
     for note in _state_notes(a, b):  # the machine, not the code, may explain these cases
