@@ -10,8 +10,13 @@ the tracker does between repetitions added at a time:
   otherfp   harness, with the other process busy once, just before repetition 0
   handoff   harness + the outputs packed into the worker's memfd and copied back to the GPU (handoff.py)
   nvml      harness + the runner's NVML sampler (gpustate.Sampler) reading the GPU throughout
+  route     the worker's gap as it is: the outputs handed to a checker process (memfd, as handoff.py does) that
+            judges them while this process does its own check, then the wait for the verdict
+  routeonly route without this process's own check (the checker's check alone fills the gap)
 
-    python validation/gap_probe.py KERNEL_FILE [REPS] [CASES] [VARIANTS]   e.g. 25 4,10 harness,idle,harness
+    python validation/gap_probe.py KERNEL_FILE [REPS] [CASES] [VARIANTS] [PROBLEM_DIR]
+    e.g. 25 4,10 harness,idle,harness; with PROBLEM_DIR (a GPU Mode folder) every check is the folder's own
+    check_implementation, as in the tracker's problem-folder route and in the contest's harness
     (prints one JSON line per case and variant; defaults: 25 repetitions, cases 4 and 10, every variant)
 
 Measured (H200, fused_wy_ltr, 25 repetitions; means in us): case 4 harness 5,627 / idle 5,706; case 10 harness
@@ -46,6 +51,50 @@ for line in sys.stdin:
 """
 
 
+CHECKER = r"""
+import socket, sys, torch
+sys.path.insert(0, sys.argv[1])
+from tracker.capture import handoff
+from tracker.workloads import for_suite
+workload, suite = for_suite(sys.argv[3], None if sys.argv[2] == "-" else sys.argv[2])
+dev = torch.device("cuda")
+inputs = workload.benchmark_inputs(suite.benchmarks[int(sys.argv[4])], dev)
+sock, receiver = socket.socket(fileno=int(sys.argv[5])), handoff.Receiver(dev)
+sock.sendall(b'{"ready": true}')
+while True:
+    message, fd = handoff.recv(sock)
+    if message is None:
+        break
+    outputs = receiver.unpack(message["outputs"], fd, 1 << 40)
+    passed = workload.check_outputs(inputs, outputs).passed
+    del outputs
+    handoff.send(sock, {"passed": passed})
+"""
+
+
+class Checker:
+    """A stand-in for the tracker's checker process: its own CUDA context, the case's inputs made there, and a
+    verdict on each repetition's outputs sent over a socket with their memfd (tracker/capture/checker.py)."""
+
+    def __init__(self, problem: str, suite: str, case_idx: int) -> None:
+        self.sock, theirs = handoff.pair()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", CHECKER, os.getcwd(), problem or "-", suite, str(case_idx), str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),),
+        )
+        theirs.close()
+        handoff.recv(self.sock)  # ready: its inputs are made
+
+    def submit(self, sender, outputs):
+        header, fd = sender.pack(outputs)
+        handoff.send(self.sock, {"outputs": header}, fd)
+        return lambda: handoff.recv(self.sock)[0]
+
+    def close(self) -> None:
+        self.sock.close()
+        self.proc.wait()
+
+
 class Other:
     """Another process with its own CUDA context that does GPU work on request and says when it is done."""
 
@@ -65,7 +114,7 @@ class Other:
         self.proc.wait()
 
 
-def time_variant(kernel, workload, inputs, copies, clock, variant: str, reps: int, other: Other) -> list[float]:
+def time_variant(kernel, workload, inputs, copies, clock, variant: str, reps: int, other: Other, checker=None):
     """One case's repetitions as the harness times them, with the variant's extra step between repetitions."""
     sender, receiver = handoff.Sender(inputs[0].device), handoff.Receiver(inputs[0].device)
     sampler = gpustate.Sampler("0").start() if variant == "nvml" else None
@@ -85,7 +134,13 @@ def time_variant(kernel, workload, inputs, copies, clock, variant: str, reps: in
     samples = []
     for _ in range(reps):
         seconds, outputs = clock.time_loop(calls)
-        workload.check_outputs(copies, outputs)
+        if variant in ("route", "routeonly"):
+            verdict = checker.submit(sender, outputs)
+            if variant == "route":
+                workload.check_outputs(copies, outputs)
+            verdict()
+        else:
+            workload.check_outputs(copies, outputs)
         if variant == "tracker":
             workload.check_outputs(copies, outputs)
         elif variant == "other":
@@ -105,7 +160,7 @@ def time_variant(kernel, workload, inputs, copies, clock, variant: str, reps: in
     return samples
 
 
-VARIANTS = ("harness", "tracker", "other", "idle", "otherfp", "handoff", "nvml", "harness")
+VARIANTS = ("harness", "tracker", "other", "idle", "otherfp", "handoff", "nvml", "route", "routeonly", "harness")
 
 
 def main() -> None:
@@ -113,7 +168,9 @@ def main() -> None:
     reps = int(sys.argv[2]) if len(sys.argv) > 2 else 25
     cases = [int(c) for c in sys.argv[3].split(",")] if len(sys.argv) > 3 else [4, 10]
     variants = sys.argv[4].split(",") if len(sys.argv) > 4 else VARIANTS
-    workload, suite = for_suite("qr_v2")
+    problem = sys.argv[5] if len(sys.argv) > 5 else None
+    suite_name = os.path.basename(os.path.normpath(problem)) if problem else "qr_v2"
+    workload, suite = for_suite(suite_name, problem)
     dev = torch.device("cuda")
     clock = Clock(dev)
     other = Other()
@@ -125,8 +182,11 @@ def main() -> None:
             [kernel(clone_data(x)) for x in inputs]
         torch.cuda.synchronize()
         for variant in variants:
+            checker = Checker(problem, suite_name, idx) if variant.startswith("route") else None
             t0 = time.perf_counter()
-            samples = time_variant(kernel, workload, inputs, copies, clock, variant, reps, other)
+            samples = time_variant(kernel, workload, inputs, copies, clock, variant, reps, other, checker)
+            if checker is not None:
+                checker.close()
             st = stats(samples)
             row = {
                 "case": idx, "variant": variant, "first": [round(x) for x in samples[:4]],
