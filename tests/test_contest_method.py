@@ -254,17 +254,21 @@ def check_implementation(data, output):
 """
 
 
-def test_fidelity_alternates_the_two_methods_and_reports_whether_the_tracker_is_inside(tmp_path):
+def fidelity_session(tmp_path: Path, rounds: int) -> tuple[list[str], Path]:
+    """The command line of a fidelity session of a doubling kernel over the toy folder, and its store."""
     folder = problem(tmp_path)
     (folder / "reference.py").write_text(TORCH_REFERENCE)  # the tracker's checker takes tensors
     kernel = tmp_path / "double.py"
     kernel.write_text("def custom_kernel(data):\n    return data * 2\n")
     store = tmp_path / "runs.duckdb"
-    proc = subprocess.run(
-        [sys.executable, "-m", "tracker", "fidelity", str(kernel), "--problem", str(folder), "--rounds", "2",
-         "--suite", "toy_double", "--cases", "0", "--store", str(store), "--json"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    cmd = [sys.executable, "-m", "tracker", "fidelity", str(kernel), "--problem", str(folder), "--rounds",
+           str(rounds), "--suite", "toy_double", "--cases", "0", "--store", str(store), "--json"]  # fmt: skip
+    return cmd, store
+
+
+def test_fidelity_alternates_the_two_methods_and_reports_whether_the_tracker_is_inside(tmp_path):
+    cmd, store = fidelity_session(tmp_path, 2)
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert len(doc["cases"]) == 1, doc["cases"]
@@ -292,16 +296,8 @@ def test_a_fidelity_session_stopped_by_sigterm_still_reports_its_rounds(tmp_path
     import signal
     import time
 
-    folder = problem(tmp_path)
-    (folder / "reference.py").write_text(TORCH_REFERENCE)
-    kernel = tmp_path / "double.py"
-    kernel.write_text("def custom_kernel(data):\n    return data * 2\n")
-    store = tmp_path / "runs.duckdb"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tracker", "fidelity", str(kernel), "--problem", str(folder), "--rounds", "4",
-         "--suite", "toy_double", "--cases", "0", "--store", str(store), "--json"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    cmd, store = fidelity_session(tmp_path, 4)
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     done = []
     deadline = time.monotonic() + 240
     while len(done) < 2 and time.monotonic() < deadline:

@@ -98,7 +98,7 @@ def test_fused_wy_launch_knobs_keep_the_gates():
         # rounding. Not bit for bit: the interpreter's tl.dot is a numpy matmul whose summation order follows the
         # operands' strides and the CPU's BLAS kernels (it held on one machine, not on the next), and the
         # near-dependent columns of mixed and rankdef cases amplify that rounding, so those two get the gates only.
-        for batch, n, cond, case in [(3, 130, 1, "dense"), (3, 130, 2, "mixed"), (2, 72, 0, "rankdef")]:
+        for batch, n, cond, case in [(2, 130, 1, "dense"), (2, 130, 2, "mixed"), (2, 72, 0, "rankdef")]:
             a = generate(Case(batch, n, cond, 99 + n, case))
             outs = []
             settings = ((), ("_LEAF_VT", "_REUSE"), knobs[:3], knobs)
