@@ -245,6 +245,10 @@ def run_link(run_id: str, label: str | None = None) -> None:
     )
 
 
+def compare_link(run_a: str, run_b: str, label: str) -> None:
+    st.page_link("pages/compare.py", label=label, icon=":material/open_in_new:", query_params={"a": run_a, "b": run_b})
+
+
 def table(data: Any, *, column_config: dict | None = None, **kwargs: Any) -> Any:
     """st.dataframe as every page shows a table: no index, a blank (not "None") where a value is missing, and
     timestamps to the second unless a column says otherwise."""

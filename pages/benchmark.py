@@ -87,6 +87,16 @@ with st.expander("Options"):
         help="After the timed run: per kernel duration, occupancy, SM and memory throughput, registers, shared "
         "memory and top stall reasons. Its time counts against the timeout.",
     )
+    a1, a2, a3 = st.columns([2, 3, 1])
+    paired = a1.checkbox(
+        "Paired A/B against a baseline",
+        key="bm_ab",
+        help="As `ab BASELINE KERNEL`: the two interleaved on one device, round by round on the same inputs, each "
+        "case judged by a paired test (benchmark mode only; the family, parent and note are the kernel's)",
+    )
+    baseline = a2.selectbox("Baseline (A)", kernels, index=None, key="bm_ab_baseline", disabled=not paired)
+    rounds = int(a3.number_input("Rounds", min_value=2, value=jobs.DEFAULT_ROUNDS, step=1, key="bm_ab_rounds",
+                                 disabled=not paired))  # fmt: skip
     g1, g2 = st.columns(2)
     gpu_mode = g1.selectbox(
         "GPUs (a queue on a local Dask cluster, one worker per GPU)",
@@ -111,13 +121,16 @@ if submitted:
     except ValueError:
         seed = None
         st.error(f"The seed must be a whole number; got “{seed_text}”.")
-    if kernel and (not seed_text.strip() or seed is not None):
+    if paired and not baseline:
+        st.error("Choose the baseline (A) of the A/B session.")
+    elif kernel and (not seed_text.strip() or seed is not None):
         try:
             job = jobs.start_job(
                 store, kernel, suite=suite if has_gpu else "smoke", mode=mode, kernels_dir=kernels_dir,
                 cases=case_list, seed=seed, timeout=timeout, family=family.strip() or None,
                 parent=parent.strip() or None, note=note.strip() or None, profile=profile, ncu=ncu, device=device,
                 problem=problem, problems_dir=problems_dir, gpus=gpus, compile_timeout=compile_timeout,
+                ab_baseline=baseline if paired else None, rounds=rounds,
             )  # fmt: skip
         except (ValueError, OSError) as exc:
             st.error(str(exc))
@@ -138,7 +151,9 @@ def _render_job(job: jobs.Job) -> None:
     state = s["state"]
     total, done = s["total"] or 0, s["done"] or 0
     md = common.md  # a job's kernel path and cases are this machine's; its error may quote stored text
-    head = f"**{job.spec.get('kernel')}** · {s['suite']}/{s['mode']} · job `{job.job_id}`"
+    ab = job.spec.get("ab")
+    against = f" against **{ab['a']}** ({ab['rounds']} rounds, A/B)" if ab else ""
+    head = f"**{job.spec.get('kernel')}**{against} · {s['suite']}/{s['mode']} · job `{job.job_id}`"
     elapsed = f"{s['elapsed_s']:.0f} s" if s.get("elapsed_s") is not None else "–"
     if state in ("starting", "running", "cancelling"):
         current = f" — now: {s['current']}" if s["current"] else ""
@@ -165,7 +180,9 @@ def _render_job(job: jobs.Job) -> None:
     elif state == "finished":
         text = f"{head} · finished: **{s['status']}** in {elapsed}" + (f" · {md(s['error'])}" if s.get("error") else "")
         (st.success if s["status"] == "passed" else st.warning)(text)
-        if s.get("run_id"):
+        if s.get("a_runs") and s.get("b_runs"):  # an A/B session: its verdict is on Compare
+            common.compare_link(s["a_runs"][0], s["b_runs"][0], f"compare the pair {s['pair_id']}")
+        elif s.get("run_id"):
             common.run_link(s["run_id"], f"open run {s['run_id']}")
     else:
         st.error(f"{head} · the job ended without recording a run: {md(s.get('error'))}")

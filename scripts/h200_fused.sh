@@ -125,17 +125,8 @@ PY
   GATES)
     timeout $(( $(left) - 20 )) python3 scripts/qr_gates_seeds.py $2 < /dev/null 2>&1 | tee -a $R/gates.log | grep -E "FAIL|seed 0 dense|^Trace|Error"; echo "gates rc=${PIPESTATUS[0]}" ;;
   SOURCE)
-    python3 - "$S" "$3" ".kscratch/variants/$2.py" <<'PY'
-import sys
-from pathlib import Path
-from tracker.store import Store
-store, run, out = sys.argv[1:]
-sha = Store(store).get_run(run)["variant_sha256"]
-Path(out).parent.mkdir(parents=True, exist_ok=True)
-Path(out).write_text(Store(store).variant_source(sha))
-print("wrote", out, "from run", run)
-PY
-    ;;
+    mkdir -p .kscratch/variants
+    python3 -m tracker show "$3" --source --store $S > ".kscratch/variants/$2.py" && echo "wrote .kscratch/variants/$2.py from run $3" ;;
   REPEAT) shift; REPEAT=1 run_job "$@" ;;
   *) run_job "$@" ;;
   esac

@@ -571,6 +571,48 @@ def test_benchmark_starts_a_cpu_job_and_links_the_run(own_demo_store):
     assert "geqrf_reference" in set(table(at, "variants")["variant"])
 
 
+def test_benchmark_starts_a_paired_ab_session_and_links_its_verdict(own_demo_store):
+    path, _ = own_demo_store
+    at = open_page("pages/benchmark.py")
+    at.selectbox(key="bm_kernel").select("householder_torch.py")
+    at.multiselect(key="bm_cases").select(0)
+    at.checkbox(key="bm_ab").check()
+    at.button(key="bm_start").click().run()
+    assert "Choose the baseline (A) of the A/B session." in texts(at.error) and not jobs.list_jobs(path)
+    at.selectbox(key="bm_ab_baseline").select("geqrf_reference.py")
+    at.number_input(key="bm_ab_rounds").set_value(2)
+    at.text_input(key="bm_note").input("column by column")
+    at.button(key="bm_start").click().run()
+    assert not at.error and "Started job" in texts(at.success)
+    (job,) = jobs.list_jobs(path)
+    final = jobs.wait(job, timeout=300)
+    assert final["state"] == "finished" and final["status"] == "passed", jobs.log_tail(job)
+    a, b = final["a_runs"], final["b_runs"]
+    runs = {r: Store(path).get_run(r) for r in a + b}
+    assert len(a) == len(b) == 2 and {run["pair_id"] for run in runs.values()} == {final["pair_id"]}
+    assert [(runs[r]["path"], runs[r]["pair_round"]) for r in a] == [("kernels/geqrf_reference.py", r) for r in (0, 1)]
+    assert [runs[r]["path"] for r in b] == ["kernels/householder_torch.py"] * 2
+    assert runs[b[0]]["note"] == "column by column" and runs[a[0]]["note"] is None  # the note is the candidate's
+    at = open_page("pages/benchmark.py")
+    assert "against **kernels/geqrf_reference.py** (2 rounds, A/B)" in texts(at.success)
+    links = [el.proto for el in at.get("page_link")]
+    assert any(f"compare the pair {final['pair_id']}" in p.label for p in links)
+
+
+def test_an_ab_job_refuses_what_a_paired_session_cannot_time(own_demo_store):
+    path, _ = own_demo_store
+    for extra, words in (
+        ({"mode": "test"}, "benchmarks only"),
+        ({"profile": True}, "benchmarks only"),
+        ({"rounds": 1}, "at least 2 rounds"),
+        ({"ab_baseline": "../app.py"}, "under"),
+    ):
+        opts = {"suite": "smoke", "mode": "benchmark", "ab_baseline": "geqrf_reference.py", **extra}
+        with pytest.raises(ValueError, match=words):
+            jobs.start_job(path, "householder_torch.py", **opts)
+    assert not jobs.list_jobs(path)
+
+
 def test_job_cancel_records_a_cancelled_run(own_demo_store):
     path, _ = own_demo_store
     job = jobs.start_job(path, "householder_torch.py", suite="smoke", mode="benchmark")

@@ -141,6 +141,12 @@ def test_show_json_by_id_prefix(bench):
     assert text.returncode == 0 and "8x16 c1 s201 dense" in text.stdout and "geomean" in text.stdout
 
 
+def test_show_source_prints_the_file_the_run_ran_byte_for_byte(bench):
+    text = cli("show", bench["b"], "--source", "--store", str(bench["store"]))
+    assert text.returncode == 0, text.stderr
+    assert text.stdout == (ROOT / REFERENCE).read_text()  # the copy's source, so the reference file's bytes
+
+
 def test_compare_json_on_two_runs(bench):
     a = json.loads(bench["proc"].stdout)["run_id"]
     doc = cli_json("compare", a, bench["b"], "--store", str(bench["store"]))

@@ -51,6 +51,8 @@ def run_job(job_file: Path) -> int:
     dead_ends = _dead_ends(req)
     if spec.get("gpus") is not None:
         return _run_queue(req, spec["gpus"], bar, pfile, cancel_file)
+    if spec.get("ab") is not None:
+        return _run_pair(req, spec["ab"], bar, pfile, cancel_file)
 
     def on_event(event: dict[str, Any]) -> None:
         bar(event)
@@ -111,6 +113,42 @@ def _run_queue(req: RunRequest, gpus: str, bar: TerminalBar, pfile: ProgressFile
     print(json.dumps(summaries[0] if len(summaries) == 1 else summaries, default=str))
     if lost:
         print(f"error: {lost} (the runs finished before were recorded; the others as crashed)", file=sys.stderr)
+    return 0 if status == "passed" else 1
+
+
+def _run_pair(req: RunRequest, ab: dict[str, Any], bar: TerminalBar, pfile: ProgressFile, cancel_file: Path) -> int:
+    """An A/B session (`ab A B`): ab["a"] the baseline as A, the request's kernel (with its family, parent and
+    note) the candidate as B, ab["rounds"] rounds on the same cases; the progress counts every case of every run,
+    and the summary names the pair and its runs."""
+    import dataclasses
+    import uuid
+
+    from tracker.capture import scaleout, sessions
+
+    pair_id = uuid.uuid4().hex[:12]
+    candidate = {k: v for k, v in dataclasses.asdict(req).items() if k != "pair_round"}  # set per round
+    requests = {
+        "A": {**candidate, "path": ab["a"], "name": unique_name_in_store(ab["a"], req.store), "family": None,
+              "parent": None, "note": None, "pair_id": pair_id, "pair_side": "A"},
+        "B": {**candidate, "pair_id": pair_id, "pair_side": "B"},
+    }  # fmt: skip
+    rounds = int(ab["rounds"])
+    progress = scaleout.QueueProgress([bar, pfile], 2 * rounds * len(req.cases or req.suite_cases()))
+
+    def on_event(side: str, k: int, event: dict[str, Any]) -> None:
+        progress({**event, "variant": f"round {k + 1}/{rounds} {side}"})
+
+    try:
+        outcomes = sessions.interleave(requests, rounds, on_event, cancel_file.exists)
+    finally:
+        bar.close()
+    summaries = [run_summary(o) for o in outcomes]
+    status = scaleout.queue_status([s["status"] for s in summaries])
+    sides = {s: [o.run_id for o in outcomes if o.record.run.pair_side == s] for s in ("A", "B")}
+    first = next((x for x in summaries if x["status"] == status), summaries[0])
+    pfile.finish(status, (sides["B"] or sides["A"])[0], first.get("error"))
+    print(json.dumps({"pair_id": pair_id, "status": status, "a_runs": sides["A"], "b_runs": sides["B"],
+                      "runs": summaries}, default=str))  # fmt: skip
     return 0 if status == "passed" else 1
 
 

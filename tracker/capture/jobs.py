@@ -29,7 +29,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tracker.capture.record import DEFAULT_COMPILE_TIMEOUT_S, DEFAULT_TIMEOUT_S, RunRequest  # noqa: F401 - the page's defaults
+from tracker.capture.record import (  # noqa: F401 - the page's defaults
+    DEFAULT_COMPILE_TIMEOUT_S,
+    DEFAULT_ROUNDS,
+    DEFAULT_TIMEOUT_S,
+    RunRequest,
+)
 from tracker.common.errors import InputError
 from tracker.common.files import write_json_atomic
 from tracker.common.processes import child_env, process_alive
@@ -184,12 +189,23 @@ def start_job(
     problems_dir: str | os.PathLike | None = None,
     gpus: str | None = None,
     compile_timeout: float | None = None,
+    ab_baseline: str | os.PathLike | None = None,
+    rounds: int = DEFAULT_ROUNDS,
 ) -> Job:
     """Validate, then start the tracker run in the background; returns at once. ValueError for bad input.
 
-    `problem` names a folder under the problems folder (None: qr_v2)."""
+    `problem` names a folder under the problems folder (None: qr_v2). With `ab_baseline` (a file under the
+    kernels folder) the job is a paired A/B session as `ab BASELINE KERNEL --rounds ROUNDS`: the baseline as A,
+    the kernel (with its family, parent and note) as B."""
     kernels_dir = Path(kernels_dir) if kernels_dir is not None else default_kernels_dir()
     path = resolve_kernel(kernel, kernels_dir)
+    ab = None
+    if ab_baseline:
+        if mode != "benchmark" or profile or ncu or gpus is not None:
+            raise InputError("an A/B session times benchmarks only: no test mode, profile, ncu or GPU queue")
+        if int(rounds) < 2:
+            raise InputError(f"an A/B session needs at least 2 rounds (a paired test needs two ratios); got {rounds}")
+        ab = {"a": _display_path(resolve_kernel(ab_baseline, kernels_dir)), "rounds": int(rounds)}
     problem_path = None
     if problem:
         problem_path = resolve_problem(problem, problems_dir if problems_dir is not None else default_problems_dir())
@@ -231,6 +247,7 @@ def start_job(
         "note": note,
         "profile": profile,
         "ncu": ncu,
+        "ab": ab,
         "store": str(Path(store).resolve()),
         "request": dataclasses.asdict(request),
         "argv": argv,
@@ -349,6 +366,9 @@ def status(job: Job) -> dict[str, Any]:
     if result:
         out["run_id"] = out["run_id"] or result.get("run_id")
         out["geomean_us"] = result.get("geomean_us")
+        for key in ("pair_id", "a_runs", "b_runs"):  # an A/B session's summary
+            if key in result:
+                out[key] = result[key]
     return out
 
 

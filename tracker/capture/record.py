@@ -20,6 +20,7 @@ from tracker.workloads.base import BENCHMARK_SEED_STEP, MAX_INPUTS_PER_REP, MODE
 
 DEFAULT_TIMEOUT_S = 900.0
 DEFAULT_COMPILE_TIMEOUT_S = 900.0  # import and first calls: Triton JIT, load_inline builds
+DEFAULT_ROUNDS = 4  # rounds of an interleaved session (ab, fidelity, the Benchmark page's A/B jobs)
 INCONCLUSIVE = ("timeout", "crashed", "cancelled")
 
 # What a failed build looks like from the first call: load_inline's RuntimeError, Triton's CompilationError, ninja.

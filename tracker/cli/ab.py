@@ -18,10 +18,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from tracker.capture.record import DEFAULT_ROUNDS
 from tracker.cli.common import UsageError, fraction, int64, parse_cases, positive_seconds
 from tracker.store import Store
-
-DEFAULT_ROUNDS = 4
 
 
 def _target(store: str, what: str, folder: Path) -> dict[str, Any]:
@@ -55,6 +54,7 @@ def _default_suite(args: argparse.Namespace) -> None:
 
 def cmd_fidelity(args: argparse.Namespace) -> int:
     """`fidelity FILE --problem DIR`: the contest's method (A) and the tracker's (B) alternated on one device."""
+    from tracker.capture import sessions
     from tracker.capture.runner import RunRequest
 
     Store(args.store).check(write=True)
@@ -73,7 +73,7 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
             RunRequest(**req).validate()
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    stopped = not run_session(requests, args.rounds)
+    stopped = not sessions.run_session(requests, args.rounds)
     doc = {**fidelity_doc(args.store, pair_id), "stopped": stopped}
     if args.json:
         print(json.dumps(doc, default=str))
@@ -101,21 +101,6 @@ def print_fidelity(doc: dict[str, Any]) -> None:
             ("inside", [{True: "yes", False: "no", None: "-"}[c["inside"]] for c in cs]),
         ]
     )
-
-
-def run_session(requests: dict[str, dict[str, Any]], rounds: int) -> bool:
-    """interleave(); False when a SIGTERM ended the session early (its runs so far are stored, the current one
-    as cancelled), so the caller can still report what the rounds done say."""
-    from tracker.capture import stopping
-
-    try:
-        with stopping.session():
-            interleave(requests, rounds)
-    except SystemExit as exc:
-        if exc.code != 128 + signal.SIGTERM:
-            raise
-        return False
-    return True
 
 
 def stopped_exit(doc: dict[str, Any]) -> int:
@@ -182,17 +167,8 @@ def print_pair(doc: dict[str, Any]) -> None:
     )
 
 
-def interleave(requests: dict[str, dict[str, Any]], rounds: int) -> None:
-    """Per round one run of each side: A then B in even rounds, B then A in odd ones (neither always second)."""
-    from tracker.capture.runner import RunRequest, run_variant
-
-    for k in range(rounds):
-        for side in ("A", "B") if k % 2 == 0 else ("B", "A"):
-            outcome = run_variant(RunRequest(**requests[side], pair_round=k))
-            print(f"round {k + 1}/{rounds}: {side} {outcome.run_id} {outcome.status}", file=sys.stderr)
-
-
 def cmd_ab(args: argparse.Namespace) -> int:
+    from tracker.capture import sessions
     from tracker.capture.runner import RunRequest
 
     Store(args.store).check(write=True)
@@ -215,7 +191,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
                 RunRequest(**requests[side]).validate()
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-        stopped = not run_session(requests, args.rounds)
+        stopped = not sessions.run_session(requests, args.rounds)
     doc = {**pair_doc(args.store, pair_id, args.min_effect), "stopped": stopped}
     if args.json:
         print(json.dumps(doc, default=str))

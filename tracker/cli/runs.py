@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import sys
 
 from tracker.capture.devicelock import queue
 from tracker.capture.ncu_pass import MAX_KERNELS
@@ -142,6 +143,14 @@ def ncu_text(doc: dict) -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    if args.source:  # the file exactly as the run ran it, e.g. `show RUN --source > again.py` to run it again
+        run_id = resolve(args.store, args.run)
+        source = Store(args.store).run_bundle(run_id)["source"]
+        if source is None:
+            print(f"the store holds no source for run {run_id}", file=sys.stderr)
+            return 1
+        sys.stdout.write(source)
+        return 0
     doc = show_doc(args)
     if args.json:
         print(json.dumps(doc))
@@ -236,6 +245,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
     p = sub.add_parser("show", parents=[common], help="show one run with its cases")
     p.add_argument("run", help="run id or a unique prefix of one, or a variant name (its newest run)")
+    p.add_argument("--source", action="store_true", help="print only the source the run ran (as it was captured)")
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("verdict", parents=[common], help="record a verdict on a run")
