@@ -27,7 +27,9 @@ Session 22: the profile of the best (run 5d0ab286802d) showed a 317 us copy of A
 _SRC_FIRST (the first outer panel's leaf and fused updates read A and write H, no copy): fused_wy_src, run
 ad8502b53bf3, 2,944 us; now the default.
 Session 23: knob _ONE_REDUCE (the tile QR's column step with one reduction pair) rejected, run 8a01590b6bc0 3,149
-us; knobs _MIN_WARPS (one-warp small tiles) and _PRESPLIT (V^T split into TF32 parts by the leaf) not yet run.
+us (the knob is gone; its source is the run's).
+Session 24: knobs _PRESPLIT (V^T split into TF32 parts by the leaf; run 8f447ebcd040 3,009 us, the knob gone since),
+_MIN_WARPS=1, _EPT=128 and _GRAPH_MAX_ELEMS=2^25 rejected in the screen (kernels/NOTES.md).
 """
 
 import os  # noqa: E402
@@ -43,7 +45,6 @@ except ImportError:  # pragma: no cover
     _HAVE_TRITON = False
 
 _SMALL_MAX = 128
-_ONE_REDUCE = False  # tile QR: one [BM, BW] reduction pair per column instead of two (rejected: run 8a01590b6bc0)
 _LEAF_ELEMS = 16384  # leaf tile BM*nb, about 32 fp32 per thread at 16 warps
 _MAX_LEAF_ROWS = 4096  # taller: leaf [BM, 8] would spill; use the PyTorch route
 _NB_TORCH = 32
@@ -58,16 +59,10 @@ if _HAVE_TRITON:
         return a0 + a1, b0 + b1
 
     @triton.jit
-    def _tf32_rna(x):
-        """x rounded to TF32 (10 mantissa bits, to nearest, ties away: cvt.rna.tf32.f32) by integer ops."""
-        return ((x.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
-
-    @triton.jit
     def _tile_qr_kernel(
         src, dst, tau_ptr, v_ptr, t_ptr, vt_ptr, m, w, kmax,
-        s_sb, s_sr, d_sb, d_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, vt_sb, vt_sk, vt_lo,
+        s_sb, s_sr, d_sb, d_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, vt_sb, vt_sk,
         BM: tl.constexpr, BW: tl.constexpr, WRITE_VT: tl.constexpr, WRITE_VTT: tl.constexpr,
-        ONE_REDUCE: tl.constexpr, PRESPLIT: tl.constexpr,
     ):  # fmt: skip
         pid = tl.program_id(0).to(tl.int64)
         rows = tl.arange(0, BM)
@@ -81,12 +76,7 @@ if _HAVE_TRITON:
             x = tl.sum(tl.where(colj, p, 0.0), axis=1)
             below = rows > j
             xb = tl.where(below, x, 0.0)
-            if ONE_REDUCE:  # one cross-warp reduction per column: (xb^T P, P[j, :]) give alpha, the norm and z
-                s, rj = tl.reduce((xb[:, None] * p, tl.where(rows[:, None] == j, p, 0.0)), 0, _add2)
-                alpha = tl.sum(tl.where(cols == j, rj, 0.0))
-                xn2 = tl.sum(tl.where(cols == j, s, 0.0))
-            else:
-                alpha, xn2 = tl.reduce((tl.where(rows == j, x, 0.0), xb * xb), 0, _add2)
+            alpha, xn2 = tl.reduce((tl.where(rows == j, x, 0.0), xb * xb), 0, _add2)
             nrm = tl.sqrt(alpha * alpha + xn2)
             zero = xn2 == 0.0
             beta = tl.where(zero, alpha, tl.where(alpha >= 0.0, -nrm, nrm))
@@ -94,10 +84,7 @@ if _HAVE_TRITON:
             inv = 1.0 / tl.where(zero, 1.0, alpha - beta)
             v = tl.where(below, xb * inv, tl.where(rows == j, 1.0, 0.0))
             # z[c] = v^T P[:, c]: the update coefficients for c > j and V_prev^T v for c < j
-            if ONE_REDUCE:
-                z = s * inv + rj
-            else:
-                z = tl.sum(v[:, None] * p, axis=0)
+            z = tl.sum(v[:, None] * p, axis=0)
             p = p - tl.where(cols[None, :] > j, (tau * v)[:, None] * z[None, :], 0.0)
             newcol = tl.where(rows == j, beta, tl.where(below, v, x))
             p = tl.where(colj, newcol[:, None], p)
@@ -113,13 +100,7 @@ if _HAVE_TRITON:
             vv = tl.where(rows[:, None] > cols[None, :], p, tl.where(rows[:, None] == cols[None, :], 1.0, 0.0))
             tl.store(v_ptr + pid * v_sb + rows[:, None] * v_sr + cols[None, :], vv, mask=msk)
             if WRITE_VTT:  # V^T (w, m) too, for the K-major phase 1 of the fused update (no torch transpose)
-                vtp = vt_ptr + pid * vt_sb + cols[None, :] * vt_sk + rows[:, None]
-                if PRESPLIT:  # its TF32 high part here and the low part vt_lo further on
-                    hi = _tf32_rna(vv)
-                    tl.store(vtp, hi, mask=msk)
-                    tl.store(vtp + vt_lo, _tf32_rna(vv - hi), mask=msk)
-                else:
-                    tl.store(vtp, vv, mask=msk)
+                tl.store(vt_ptr + pid * vt_sb + cols[None, :] * vt_sk + rows[:, None], vv, mask=msk)
             tmask = (cols[:, None] < w) & (cols[None, :] < w)
             tl.store(t_ptr + pid * t_sb + cols[:, None] * t_sr + cols[None, :], tmat, mask=tmask)
 
@@ -221,24 +202,22 @@ def _small_qr(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     bm, bw = triton.next_power_of_2(m), triton.next_power_of_2(n)
     _tile_qr_kernel[(b,)](
         a, h, tau, h, h, h, m, n, n, a.stride(0), a.stride(1), h.stride(0), h.stride(1), tau.stride(0),
-        0, 0, 0, 0, 0, 0, 0, BM=bm, BW=bw, WRITE_VT=False, WRITE_VTT=False, ONE_REDUCE=_ONE_REDUCE,
-        PRESPLIT=False, num_warps=_warps(bm * bw),
+        0, 0, 0, 0, 0, 0, BM=bm, BW=bw, WRITE_VT=False, WRITE_VTT=False, num_warps=_warps(bm * bw),
     )  # fmt: skip
     return h, tau
 
 
-def _leaf(p, tau, v, t, vt=None, src=None, vt_lo=0):
+def _leaf(p, tau, v, t, vt=None, src=None):
     """Factor leaf panel view p (b, m, w) in place (from src, if given: same shape, unit column stride); write
-    tau (b, w), V view (b, m, w), T view (b, w, w) and, if given, V^T view vt (b, w, m) with unit stride along m
-    (with vt_lo > 0: V^T's TF32 high part in vt, its low part vt_lo elements further on)."""
+    tau (b, w), V view (b, m, w), T view (b, w, w) and, if given, V^T view vt (b, w, m) with unit stride along m."""
     b, m, w = p.shape
     bm, bw = triton.next_power_of_2(m), triton.next_power_of_2(w)
     vts = (0, 0) if vt is None else (vt.stride(0), vt.stride(1))
     s = p if src is None else src
     _tile_qr_kernel[(b,)](
         s, p, tau, v, t, v if vt is None else vt, m, w, min(m, w), s.stride(0), s.stride(1), p.stride(0),
-        p.stride(1), tau.stride(0), v.stride(0), v.stride(1), t.stride(0), t.stride(1), *vts, vt_lo,
-        BM=bm, BW=bw, WRITE_VT=True, WRITE_VTT=vt is not None, ONE_REDUCE=_ONE_REDUCE, PRESPLIT=vt_lo > 0,
+        p.stride(1), tau.stride(0), v.stride(0), v.stride(1), t.stride(0), t.stride(1), *vts,
+        BM=bm, BW=bw, WRITE_VT=True, WRITE_VTT=vt is not None,
         num_warps=_warps(bm * bw, _EPT_MANY if b >= _MANY else _EPT),
     )  # fmt: skip
 
@@ -371,15 +350,11 @@ if _HAVE_TRITON:
     @triton.jit
     def _wy_fused_vt_kernel(
         v_ptr, vt_ptr, t_ptr, a_ptr, s_ptr, M, N, K, v_sb, v_sm, vt_sb, vt_sk, t_sb, t_sk, a_sb, a_sm, s_sb, s_sm,
-        vt_lo, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PREC: tl.constexpr, STAGES: tl.constexpr,
-        PRESPLIT: tl.constexpr,
+        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PREC: tl.constexpr, STAGES: tl.constexpr,
     ):  # fmt: skip
         """_wy_fused_kernel with phase 1 as W^T = A^T V from a transposed copy V^T (K, M): the V tile is then a
         K-major operand in shared memory, as tf32 wgmma wants, and the A tile goes in registers. A2 is read from
-        s_ptr and written to a_ptr (the same matrix but on the first panel, where s_ptr is the input). PRESPLIT:
-        vt holds V^T's TF32 high part and vt + vt_lo its low part (the leaf split it once), so phase 1's three TF32
-        products load their V^T operands as they are instead of splitting each tile in registers and storing
-        both halves back to shared memory in every program."""
+        s_ptr and written to a_ptr (the same matrix but on the first panel, where s_ptr is the input)."""
         pid_n = tl.program_id(0)
         pid_b = tl.program_id(1).to(tl.int64)
         offs_n = pid_n * BN + tl.arange(0, BN)
@@ -392,20 +367,10 @@ if _HAVE_TRITON:
         for m0 in tl.range(0, M, BM, num_stages=STAGES):
             offs_m = m0 + tl.arange(0, BM)
             mm = offs_m < M
-            vtp = vt_ptr + pid_b * vt_sb + offs_k[:, None] * vt_sk + offs_m[None, :]
-            vmask = kmask[:, None] & mm[None, :]
-            vt = tl.load(vtp, mask=vmask, other=0.0)
+            vt = tl.load(vt_ptr + pid_b * vt_sb + offs_k[:, None] * vt_sk + offs_m[None, :],
+                         mask=kmask[:, None] & mm[None, :], other=0.0)  # fmt: skip
             a = tl.load(sbase + offs_m[:, None] * s_sm + offs_n[None, :], mask=mm[:, None] & nmask[None, :], other=0.0)
-            if PRESPLIT:  # a_hi v_hi + a_lo v_hi + a_hi v_lo, as tf32x3 but with V^T split beforehand
-                vtl = tl.load(vtp + vt_lo, mask=vmask, other=0.0)
-                at = tl.trans(a)
-                ah = _tf32_rna(at)
-                al = _tf32_rna(at - ah)
-                wt = tl.dot(al, tl.trans(vt), wt, input_precision="tf32")
-                wt = tl.dot(ah, tl.trans(vtl), wt, input_precision="tf32")
-                wt = tl.dot(ah, tl.trans(vt), wt, input_precision="tf32")
-            else:
-                wt = tl.dot(tl.trans(a), tl.trans(vt), wt, input_precision=PREC)
+            wt = tl.dot(tl.trans(a), tl.trans(vt), wt, input_precision=PREC)
         w = tl.trans(wt)
         tt = tl.load(t_ptr + pid_b * t_sb + offs_k[None, :] * t_sk + offs_k[:, None],
                      mask=kmask[:, None] & kmask[None, :], other=0.0)  # fmt: skip
@@ -426,7 +391,6 @@ if _HAVE_TRITON:
 _LEAF_VT = True  # leaf kernels write V^T; every fused update reads it (no torch transpose copy per panel)
 _T_BUILD = True  # batch-rich panels: outer T by one kernel (Gram + blockwise merge) instead of ~4 launches per leaf
 _REUSE = True  # V, V^T and T buffers zeroed once per factorization, not once per outer panel
-_PRESPLIT = False  # the leaf writes V^T as TF32 high and low parts; phase 1 of the fused update loads both
 _TB_PREC = "tf32x3"
 
 if _HAVE_TRITON:
@@ -507,10 +471,9 @@ def _apply_qt_torch_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor) -> None
     a2.baddbmm_(v, wmat, alpha=-1.0)
 
 
-def _apply_qt_vt_(a2: torch.Tensor, v: torch.Tensor, vt: torch.Tensor, t: torch.Tensor, src=None, vt_lo=0) -> None:
-    """As _apply_qt_fused_, phase 1 from vt = V^T (b, k, m), unit stride along m (with vt_lo > 0: its TF32 high
-    part, the low part vt_lo elements further on); a2 is read from src if given (same shape, unit stride along
-    columns), else from itself."""
+def _apply_qt_vt_(a2: torch.Tensor, v: torch.Tensor, vt: torch.Tensor, t: torch.Tensor, src=None) -> None:
+    """As _apply_qt_fused_, phase 1 from vt = V^T (b, k, m), unit stride along m; a2 is read from src if given
+    (same shape, unit stride along columns), else from itself."""
     b, m, n = a2.shape
     k = v.shape[2]
     bn = _fused_bn(n)
@@ -518,8 +481,8 @@ def _apply_qt_vt_(a2: torch.Tensor, v: torch.Tensor, vt: torch.Tensor, t: torch.
     s = a2 if src is None else src
     _wy_fused_vt_kernel[(triton.cdiv(n, bn), b)](
         v, vt, t, a2, s, m, n, k, v.stride(0), v.stride(1), vt.stride(0), vt.stride(1), t.stride(0), t.stride(1),
-        a2.stride(0), a2.stride(1), s.stride(0), s.stride(1), vt_lo, BM=_FUSED_BM, BN=bn, BK=bk, PREC=_FUSED_PREC,
-        STAGES=_FUSED_STAGES, PRESPLIT=vt_lo > 0, num_warps=_FUSED_WARPS,
+        a2.stride(0), a2.stride(1), s.stride(0), s.stride(1), BM=_FUSED_BM, BN=bn, BK=bk, PREC=_FUSED_PREC,
+        STAGES=_FUSED_STAGES, num_warps=_FUSED_WARPS,
     )  # fmt: skip
 
 
@@ -665,7 +628,6 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int, src: torch.Tensor | None = None) ->
     b, m, n = a.shape
     tau = torch.zeros((b, n), dtype=a.dtype, device=a.device)
     gpu = a.is_cuda or _GEMM_ON_CPU
-    presplit = _PRESPLIT and _FUSED_PREC == "tf32x3"
     vtbuf = None
     if _REUSE:  # entries above the diagonal are never written nonzero, so one zero-fill serves every panel
         vbuf = torch.zeros((b, m, nbo), dtype=a.dtype, device=a.device)
@@ -680,14 +642,12 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int, src: torch.Tensor | None = None) ->
         if _REUSE:
             vo, tleaf = vbuf[:, :mo, :wo], tbuf[:, :wo, :wo]
             if want_vt and vtbuf is None:
-                vtbuf = torch.zeros((b, 2 * nbo if presplit else nbo, m), dtype=a.dtype, device=a.device)
+                vtbuf = torch.zeros((b, nbo, m), dtype=a.dtype, device=a.device)
             vt = vtbuf[:, :wo, :mo] if want_vt else None
-            vt_lo = nbo * m if presplit and want_vt else 0  # the low part's rows follow the high part's nbo rows
         else:
             vo = torch.zeros((b, mo, wo), dtype=a.dtype, device=a.device)
             tleaf = torch.zeros((b, wo, wo), dtype=a.dtype, device=a.device)
-            vt = torch.zeros((b, 2 * wo if presplit else wo, mo), dtype=a.dtype, device=a.device) if want_vt else None
-            vt_lo = wo * mo if presplit and want_vt else 0
+            vt = torch.zeros((b, wo, mo), dtype=a.dtype, device=a.device) if want_vt else None
         if src is not None and k0 == 0 and not (plan is None and vt is not None and _reads_src(a, src, vo, tleaf, nb)):
             a.copy_(src)  # a route of this panel works in place: factor a copy, as without src
             src = None
@@ -703,12 +663,12 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int, src: torch.Tensor | None = None) ->
             if plan_c is not None:
                 _coop_leaf(*args, *plan_c)
             else:
-                _leaf(*args, None if vt is None else vt[:, c0 : c0 + w, c0:], src[:, :, :w] if first else None, vt_lo)
+                _leaf(*args, None if vt is None else vt[:, c0 : c0 + w, c0:], src[:, :, :w] if first else None)
             if c0 + w < wo:
                 a2 = a[:, k0 + c0 :, k0 + c0 + w : k0 + wo]
                 vb, tb = vo[:, c0:, c0 : c0 + w], tleaf[:, c0 : c0 + w, c0 : c0 + w]
                 if vt is not None and _use_fused(a2, vb, tb):
-                    _apply_qt_vt_(a2, vb, vt[:, c0 : c0 + w, c0:], tb, src[:, :, w:wo] if first else None, vt_lo)
+                    _apply_qt_vt_(a2, vb, vt[:, c0 : c0 + w, c0:], tb, src[:, :, w:wo] if first else None)
                 else:
                     _apply_qt_(a2, vb, tb)
         if k0 + wo < n:
@@ -722,8 +682,8 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int, src: torch.Tensor | None = None) ->
                 t = _t_merge_(vo, tleaf, nb) if _T_MERGE else _t_factor(vo, tau[:, k0 : k0 + wo])
             a2 = a[:, k0:, k0 + wo :]
             if _FUSED_VT and _use_fused(a2, vo, t):
-                vt_, lo = (vt, vt_lo) if vt is not None else (vo.transpose(1, 2).contiguous(), 0)
-                _apply_qt_vt_(a2, vo, vt_, t, src[:, :, wo:] if src is not None and k0 == 0 else None, lo)
+                vt_ = vt if vt is not None else vo.transpose(1, 2).contiguous()
+                _apply_qt_vt_(a2, vo, vt_, t, src[:, :, wo:] if src is not None and k0 == 0 else None)
             else:
                 _apply_qt_(a2, vo, t)
     return tau

@@ -81,15 +81,14 @@ def test_variant_forced_routes(path):
 
 
 def test_fused_wy_launch_knobs_keep_the_gates():
-    """fused_wy's GPU-only routes, interpreted: the leaf's V^T store, the reused buffers, the first panel read
-    from the input (no copy of A into H), the one-reduction tile QR and V^T split into TF32 parts give the default
-    route's output to rounding, and the input stays as it was; the T builder (its own Gram and blockwise merge)
-    passes the gates."""
+    """fused_wy's GPU-only routes, interpreted: the leaf's V^T store, the reused buffers and the first panel read
+    from the input (no copy of A into H) give the default route's output to rounding, and the input stays as it
+    was; the T builder (its own Gram and blockwise merge) passes the gates."""
     load_variant(os.path.join(ROOT, "kernels", "fused_wy.py"))
     mod = sys.modules["submission"]
     # fused kernels on CPU on every update, 8-wide leaves (several T merges per 64-wide panel)
     route = {"_GEMM_ON_CPU": True, "_FUSED_MIN_PROGRAMS": 1, "_SMALL_MAX": 0, "_LEAF_ELEMS": 2048}
-    knobs = ("_LEAF_VT", "_REUSE", "_T_BUILD", "_SRC_FIRST", "_ONE_REDUCE", "_PRESPLIT")
+    knobs = ("_LEAF_VT", "_REUSE", "_T_BUILD", "_SRC_FIRST")
     saved = {k: getattr(mod, k) for k in (*route, *knobs)}
     try:
         for k, v in route.items():

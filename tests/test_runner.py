@@ -260,6 +260,41 @@ def test_timing_loop_runs_its_shadow_check_while_the_checker_judges():
     assert len(result.samples) == 2
 
 
+def test_timing_loop_releases_each_repetitions_outputs_inside_the_next_ones_calls():
+    """As the harness's `outputs = [custom_kernel(d) ...]`: the untimed first pass's outputs live through
+    repetition 0's calls and go after them, each repetition's through the next one's; the caller keeps none."""
+    import gc
+    import weakref
+
+    import torch
+
+    from tracker.capture.timing import Clock, ModeRules, run_loop
+
+    xs, copies = _loop_inputs()
+    first = [torch.geqrf(x) for x in xs]
+    watched = [weakref.ref(first[0][0])]  # the newest outputs whose lifetime is watched
+    seen = []
+
+    def kernel(x):
+        gc.collect()
+        seen.append(tuple(ref() is not None for ref in watched))
+        out = torch.geqrf(x)
+        if x is xs[-1]:
+            watched.append(weakref.ref(out[0]))
+        return out
+
+    rules = ModeRules(case_budget_s=1e9, max_reps=3, warmup_s=0.0, warm_every_case=False)
+    result = run_loop(kernel, xs, copies, Clock(torch.device("cpu")), rules, check=QR_CHECK, first_outputs=first)
+    gc.collect()
+    assert result.passed and first == []
+    calls = len(xs)
+    # repetition r's calls see the outputs of the pass before alive and none older
+    for r in range(3):
+        for alive in seen[r * calls : (r + 1) * calls]:
+            assert alive[: r + 1] == (False,) * r + (True,), (r, alive)
+    assert all(ref() is None for ref in watched)
+
+
 def test_timing_loop_stops_on_the_case_budget_after_the_minimum_time():
     import time
 

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from tracker import store as store_mod
-from tracker.capture.progress import ProgressFile, TerminalBar
-from tracker.capture.record import RunRequest, run_summary
+from tracker.capture.progress import ProgressFile, QueueProgress, TerminalBar
+from tracker.capture.record import RunRequest, queue_status, run_summary
 from tracker.common.errors import InputError
 from tracker.store import Store
 from tracker.variants.register import resolve_parent, unique_name_in_store
@@ -91,7 +91,7 @@ def _run_queue(req: RunRequest, gpus: str, bar: TerminalBar, pfile: ProgressFile
     from tracker.capture import scaleout
 
     scaleout.parse_gpus(gpus)
-    progress = scaleout.QueueProgress([bar, pfile], len(req.cases or req.suite_cases()))
+    progress = QueueProgress([bar, pfile], len(req.cases or req.suite_cases()))
 
     def on_result(outcome) -> None:
         run = outcome.record.run
@@ -107,7 +107,7 @@ def _run_queue(req: RunRequest, gpus: str, bar: TerminalBar, pfile: ProgressFile
     finally:
         bar.close()
     summaries = [run_summary(o) for o in outcomes]
-    status = scaleout.queue_status([s["status"] for s in summaries]) if not lost else "crashed"
+    status = queue_status([s["status"] for s in summaries]) if not lost else "crashed"
     first = next((s for s in summaries if s["status"] == status), summaries[0] if summaries else None)
     pfile.finish(status, first["run_id"] if first else None, lost or (first or {}).get("error"))
     print(json.dumps(summaries[0] if len(summaries) == 1 else summaries, default=str))
@@ -123,7 +123,7 @@ def _run_pair(req: RunRequest, ab: dict[str, Any], bar: TerminalBar, pfile: Prog
     import dataclasses
     import uuid
 
-    from tracker.capture import scaleout, sessions
+    from tracker.capture import sessions
 
     pair_id = uuid.uuid4().hex[:12]
     candidate = {k: v for k, v in dataclasses.asdict(req).items() if k != "pair_round"}  # set per round
@@ -133,7 +133,7 @@ def _run_pair(req: RunRequest, ab: dict[str, Any], bar: TerminalBar, pfile: Prog
         "B": {**candidate, "pair_id": pair_id, "pair_side": "B"},
     }  # fmt: skip
     rounds = int(ab["rounds"])
-    progress = scaleout.QueueProgress([bar, pfile], 2 * rounds * len(req.cases or req.suite_cases()))
+    progress = QueueProgress([bar, pfile], 2 * rounds * len(req.cases or req.suite_cases()))
 
     def on_event(side: str, k: int, event: dict[str, Any]) -> None:
         progress({**event, "variant": f"round {k + 1}/{rounds} {side}"})
@@ -143,7 +143,7 @@ def _run_pair(req: RunRequest, ab: dict[str, Any], bar: TerminalBar, pfile: Prog
     finally:
         bar.close()
     summaries = [run_summary(o) for o in outcomes]
-    status = scaleout.queue_status([s["status"] for s in summaries])
+    status = queue_status([s["status"] for s in summaries])
     sides = {s: [o.run_id for o in outcomes if o.record.run.pair_side == s] for s in ("A", "B")}
     first = next((x for x in summaries if x["status"] == status), summaries[0])
     pfile.finish(status, (sides["B"] or sides["A"])[0], first.get("error"))

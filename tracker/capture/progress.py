@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from typing import Any, TextIO
 
 from tracker.common.files import write_json_atomic
@@ -187,3 +188,23 @@ class ProgressFile:
                 "error": error,
             },
         )
+
+
+class QueueProgress:
+    """Folds the queue's task messages into one run-like progress stream (all cases of all runs)."""
+
+    def __init__(self, sinks: list, total: int) -> None:
+        self.sinks = [s for s in sinks if s is not None]
+        self.total = total
+        self.start = time.monotonic()
+
+    def __call__(self, msg: dict[str, Any]) -> None:
+        kind = msg["event"]
+        if kind not in ("case_start", "case_done", "env"):
+            return
+        name = msg.get("variant", "?")
+        event = {**msg, "total": self.total, "elapsed_s": time.monotonic() - self.start}
+        if "spec" in msg:
+            event["spec"] = f"{name}: {msg['spec']}"
+        for sink in self.sinks:
+            sink(event)

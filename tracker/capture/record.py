@@ -239,3 +239,8 @@ def run_summary(outcome) -> dict[str, Any]:
             for c in outcome.record.cases
         ],
     }
+
+
+def queue_status(statuses: list[str]) -> str:
+    """One status for the whole queue: passed only if every run passed, else the first other one."""
+    return next((s for s in statuses if s != "passed"), "passed")

@@ -390,28 +390,3 @@ def _run_on(address, requests, records, on_event, on_result, should_cancel) -> l
             done = [outcomes[rec.run.run_id] for rec in records]
             raise SchedulerLost(f"lost the Dask scheduler at {address}", done) from exc
     return [outcomes[rec.run.run_id] for rec in records]
-
-
-class QueueProgress:
-    """Folds the queue's task messages into one run-like progress stream (all cases of all runs)."""
-
-    def __init__(self, sinks: list, total: int) -> None:
-        self.sinks = [s for s in sinks if s is not None]
-        self.total = total
-        self.start = time.monotonic()
-
-    def __call__(self, msg: dict[str, Any]) -> None:
-        kind = msg["event"]
-        if kind not in ("case_start", "case_done", "env"):
-            return
-        name = msg.get("variant", "?")
-        event = {**msg, "total": self.total, "elapsed_s": time.monotonic() - self.start}
-        if "spec" in msg:
-            event["spec"] = f"{name}: {msg['spec']}"
-        for sink in self.sinks:
-            sink(event)
-
-
-def queue_status(statuses: list[str]) -> str:
-    """One status for the whole queue: passed only if every run passed, else the first other one."""
-    return next((s for s in statuses if s != "passed"), "passed")

@@ -172,7 +172,7 @@ def run_benchmark_case(kernel, case, pos, device, clock, rules, workload, remote
         first = verdict()
         if not first.passed:
             return {"passed": False, "message": first.message}
-        del outs
+        del scratch  # the harness's first-pass clones live for one call each; its outputs live into repetition 0
         timed = run_loop(
             kernel,
             inputs,
@@ -183,6 +183,7 @@ def run_benchmark_case(kernel, case, pos, device, clock, rules, workload, remote
             flag_mutation=workload.flags_mutation,
             on_rep=on_rep,
             shadow_check=shadow,
+            first_outputs=outs,
         )
     except BaseException as exc:  # KeyboardInterrupt and SystemExit too: a failure of this kernel, not a crash
         return {"passed": False, "message": _kernel_error(exc)}

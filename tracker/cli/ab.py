@@ -14,6 +14,7 @@ import signal
 import sys
 import tempfile
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -74,14 +75,7 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     stopped = not sessions.run_session(requests, args.rounds)
-    doc = {**fidelity_doc(args.store, pair_id), "stopped": stopped}
-    if args.json:
-        print(json.dumps(doc, default=str))
-    else:
-        print_fidelity(doc)
-    if stopped:
-        return stopped_exit(doc)
-    return 0 if doc["statuses"] == ["passed"] else 1
+    return report({**fidelity_doc(args.store, pair_id), "stopped": stopped}, args.json, print_fidelity)
 
 
 def print_fidelity(doc: dict[str, Any]) -> None:
@@ -103,13 +97,21 @@ def print_fidelity(doc: dict[str, Any]) -> None:
     )
 
 
-def stopped_exit(doc: dict[str, Any]) -> int:
-    print(
-        f"stopped by SIGTERM in round {doc['rounds']}: the table is what the stored runs say (a cancelled run "
-        "counts with the cases it finished)",
-        file=sys.stderr,
-    )
-    return 128 + signal.SIGTERM
+def report(doc: dict[str, Any], as_json: bool, print_table: Callable[[dict[str, Any]], None]) -> int:
+    """A session's end, cut or not: its table (or JSON), then 143 if SIGTERM stopped it, else 0 when every run
+    passed."""
+    if as_json:
+        print(json.dumps(doc, default=str))
+    else:
+        print_table(doc)
+    if doc["stopped"]:
+        print(
+            f"stopped by SIGTERM in round {doc['rounds']}: the table is what the stored runs say (a cancelled run "
+            "counts with the cases it finished)",
+            file=sys.stderr,
+        )
+        return 128 + signal.SIGTERM
+    return 0 if doc["statuses"] == ["passed"] else 1
 
 
 def fidelity_doc(store: str, pair_id: str) -> dict[str, Any]:
@@ -192,14 +194,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         stopped = not sessions.run_session(requests, args.rounds)
-    doc = {**pair_doc(args.store, pair_id, args.min_effect), "stopped": stopped}
-    if args.json:
-        print(json.dumps(doc, default=str))
-    else:
-        print_pair(doc)
-    if stopped:
-        return stopped_exit(doc)
-    return 0 if doc["statuses"] == ["passed"] else 1
+    return report({**pair_doc(args.store, pair_id, args.min_effect), "stopped": stopped}, args.json, print_pair)
 
 
 def session_options(problem_help: str, *, problem_required: bool) -> argparse.ArgumentParser:

@@ -11,7 +11,8 @@ from tracker.cli.common import UsageError
 
 
 def run_queue_cli(args: argparse.Namespace, requests: list, bar) -> int:
-    from tracker.capture.record import run_summary
+    from tracker.capture.progress import QueueProgress
+    from tracker.capture.record import queue_status, run_summary
     from tracker.cli.summary import print_run
 
     try:
@@ -25,7 +26,7 @@ def run_queue_cli(args: argparse.Namespace, requests: list, bar) -> int:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     total = sum(len(r.cases or r.suite_cases()) for r in requests)
-    progress = scaleout.QueueProgress([bar], total)
+    progress = QueueProgress([bar], total)
 
     def on_result(outcome) -> None:
         run = outcome.record.run
@@ -55,7 +56,7 @@ def run_queue_cli(args: argparse.Namespace, requests: list, bar) -> int:
         if bar is not None:
             bar.close()
     summaries = [run_summary(o) for o in outcomes]
-    status = scaleout.queue_status([s["status"] for s in summaries]) if not lost else "crashed"
+    status = queue_status([s["status"] for s in summaries]) if not lost else "crashed"
     if args.json:
         print(json.dumps(summaries[0] if len(summaries) == 1 else summaries, default=str))
     else:
