@@ -115,6 +115,8 @@ if isinstance(_sandbox, str) and _sandbox.startswith(("off", "none")):
     st.error(f"The kernel ran without a sandbox ({md(_sandbox)}): it could reach this user's files and processes.")
 elif isinstance(_sandbox, str):
     st.caption(f"Kernel contained by {md(_sandbox)}; outputs judged by a separate checker process.")
+if run.get("compile_cache") == "warm":  # NULL (older runs), cold and off all compiled from nothing
+    st.caption("Compiled from this source's cache (what an earlier run of the same file compiled): not a cold start.")
 # Over every run and seed of the variant: passing close to a gate today may fail on a hidden seed tomorrow.
 _margin = common.gate_margins([run["variant_sha256"]]).get(run["variant_sha256"])
 if _margin and _margin["near"]:

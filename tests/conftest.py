@@ -37,6 +37,7 @@ _SESSION = Path(tempfile.mkdtemp(prefix="kb-tests-"))
 os.environ["KERNELBEAM_KEY_FILE"] = str(_SESSION / "side-file.key")
 os.environ["KERNELBEAM_LOCK_DIR"] = str(_SESSION / "locks")
 os.environ["XDG_STATE_HOME"] = str(_SESSION / "state")
+os.environ["KERNELBEAM_COMPILE_CACHE"] = str(_SESSION / "compile")  # never this user's compile caches
 
 
 def _read_streamlit_config_from_the_checkout() -> None:

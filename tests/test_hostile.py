@@ -413,3 +413,70 @@ def test_an_event_flood_without_newlines_is_cut_off_and_counted(world):
     doc = _run(world, kernel)
     assert doc["status"] in ("passed", "crashed")
     assert "forged-events" in _flags(doc), doc["flags"]
+
+
+def test_a_kernel_writes_only_its_own_compile_cache_and_what_it_plants_there_reaches_only_its_own_runs(world):
+    """The compile cache (tracker.capture.compile_cache) is the one folder that outlives a run: the next run of the
+    same source finds what this one left, a run of another source can write neither that folder nor the root."""
+    cache = world["tmp"] / "compile-cache"
+    env = dict(os.environ, KERNELBEAM_COMPILE_CACHE=str(cache))
+
+    def run(kernel: Path, *args: str) -> dict:
+        doc = _run(world, kernel, *args, env=env)
+        world["before"] = _snapshot(world["store"])  # each run checks that it added only itself
+        return doc
+
+    planter = _kernel(
+        world,
+        f"""
+        CANARY = {str(world["canary"])!r}
+
+        def custom_kernel(data):
+            own = os.environ["TRITON_CACHE_DIR"]
+            print("KB-SAW-PLANT", os.path.exists(os.path.join(own, "planted.py")), flush=True)
+            open(os.path.join(own, "planted.py"), "w").write("import os\\n")
+            if not os.path.lexists(os.path.join(own, "escape")):
+                os.symlink(CANARY, os.path.join(own, "escape"))
+            return torch.geqrf(data)
+        """,
+        name="planter.py",
+    )
+    first, second = run(planter), run(planter)
+    assert first["status"] == second["status"] == "passed"
+    runs = Store(world["store"])
+    assert [runs.get_run(d["run_id"])["compile_cache"] for d in (first, second)] == ["cold", "warm"]
+    assert "KB-SAW-PLANT False" in _log(world, first["run_id"]) and "KB-SAW-PLANT True" in _log(world, second["run_id"])
+    sha = runs.get_run(first["run_id"])["variant_sha256"]
+    own = cache / sha / "triton"
+    assert (own / "planted.py").is_file() and (own / "escape").is_symlink()
+
+    intruder = _kernel(
+        world,
+        f"""
+        OTHER, ROOT = {str(own)!r}, {str(cache)!r}
+
+        def attempt(what, fn):
+            try:
+                fn()
+                print("KB-HOSTILE-DONE", what, flush=True)
+            except Exception as exc:
+                print("KB-HOSTILE-BLOCKED", what, type(exc).__name__, flush=True)
+
+        def custom_kernel(data):
+            print("KB-OWN", os.environ["TRITON_CACHE_DIR"], flush=True)
+            attempt("other-cache", lambda: open(OTHER + "/planted.py", "a").write("print('pwned')\\n"))
+            attempt("other-escape", lambda: open(OTHER + "/escape/written", "w").write("x"))
+            attempt("root", lambda: os.mkdir(ROOT + "/" + "0" * 64))
+            return torch.geqrf(data)
+        """,
+        name="intruder.py",
+    )
+    doc = run(intruder)
+    assert doc["status"] == "passed", doc["error"]
+    log = _log(world, doc["run_id"])
+    assert "KB-HOSTILE-DONE" not in log and log.count("KB-HOSTILE-BLOCKED") == 3, log
+    assert f"KB-OWN {cache / runs.get_run(doc['run_id'])['variant_sha256'] / 'triton'}" in log
+    assert (own / "planted.py").read_text() == "import os\n"
+    fresh = run(planter, "--suite", "smoke", "--mode", "test", "--cases", "0", "--fresh-compile")
+    assert runs.get_run(fresh["run_id"])["compile_cache"] == "off: --fresh-compile"
+    assert "KB-SAW-PLANT False" in _log(world, fresh["run_id"])

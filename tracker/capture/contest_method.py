@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from tracker import store as store_mod
-from tracker.capture import sandbox, stopping
+from tracker.capture import compile_cache, sandbox, stopping
 from tracker.common.errors import InputError
 from tracker.common.processes import child_env, descendants, end_processes
 from tracker.variants.contest_results import NS_PER_US, parse_stream
@@ -80,14 +80,17 @@ def case_lines(cases) -> str:
     return "".join("; ".join(f"{k}: {v}" for k, v in case.args.items()) + "\n" for case in cases)
 
 
-def _command(req, workdir: Path, private: Path, channel_fd: int, token: str) -> tuple[list[str], dict, str]:
+def _command(
+    req, workdir: Path, private: Path, channel_fd: int, token: str, cache: compile_cache.Binding
+) -> tuple[list[str], dict, str]:
     argv = [sys.executable, HARNESS, "leaderboard" if req.mode == "leaderboard" else req.mode, CASES_FILE]
-    inner = {"POPCORN_FD": str(channel_fd), "PYTHONUNBUFFERED": "1"}
+    inner = {"POPCORN_FD": str(channel_fd), "PYTHONUNBUFFERED": "1", **cache.env}
     if req.seed is not None:
         inner["POPCORN_SEED"] = str(req.seed)
     name, value = token.split("=", 1)
     inner[name] = value  # how the harness's own children are found and ended without a sandbox
-    return sandbox.wrap(argv, workdir, inner, [store_mod.side_key_path(), private], sandboxed=req.sandbox)
+    hidden = [store_mod.side_key_path(), private]
+    return sandbox.wrap(argv, workdir, inner, hidden, list(cache.writable), sandboxed=req.sandbox)
 
 
 def _tail(path: Path) -> str:
@@ -117,7 +120,9 @@ def drive(req, record, events: list[dict[str, Any]], should_cancel, device: str)
         (workdir / CASES_FILE).write_text(case_lines(cases[i] for i in indices))
         store_mod.side_key()  # exists before the sandbox masks it
         read_fd, write_fd = os.pipe()
-        argv, env, how = _command(req, workdir, private, write_fd, token)
+        cache = compile_cache.bind(record.run.variant_sha256, req.compile_cache)
+        record.run.compile_cache = cache.state
+        argv, env, how = _command(req, workdir, private, write_fd, token, cache)
         record.run.sandbox = how
         in_sandbox = not how.startswith(("off", "none"))
         seen: set[int] = set()

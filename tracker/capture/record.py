@@ -59,6 +59,7 @@ class RunRequest:
     commit: str | None = None
     gpu_present: bool | None = None  # None: probe (only when a variant needs CUDA)
     sandbox: bool = True  # False (--no-sandbox): the worker runs without bubblewrap, and the run says so
+    compile_cache: bool = True  # False (--fresh-compile): compile from nothing, not from this source's cache
     method: str = "tracker"  # or "contest": the problem folder's own eval.py times and judges (contest_method)
     pair_id: str | None = None  # a run of an interleaved A/B session (`tracker ab`): its id, side and round
     pair_side: str | None = None

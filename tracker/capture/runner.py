@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker import store as store_mod
-from tracker.capture import devicelock, envinfo, gpustate, handoff, plausibility, sandbox, stopping
+from tracker.capture import compile_cache, devicelock, envinfo, gpustate, handoff, plausibility, sandbox, stopping
 from tracker.capture.channel import Lines
 from tracker.capture.evidence import FIRST_PASS, RESIDUAL_KEYS
 from tracker.capture.evidence import collect as collect_evidence
@@ -288,8 +288,10 @@ def _ncu_profile(req, record, events, status, device: str, variant_path: str | N
         token = f"KERNELBEAM_RUN_TOKEN={secrets.token_hex(8)}"
         writable = ncu_pass.lock_binds()
 
+        cache = compile_cache.bind(record.run.variant_sha256, req.compile_cache)  # what the timed run compiled
+
         def command(argv: list[str], workdir: Path) -> tuple[list[str], dict[str, str] | None]:
-            cmd, env, _ = _worker_command(req, workdir, None, token, argv=argv, writable=writable)
+            cmd, env, _ = _worker_command(req, workdir, None, token, cache, argv=argv, writable=writable)
             return cmd, env
 
         job = {"variant_path": str(Path(variant_path or req.path).resolve()), "problem": _problem_folder(req),
@@ -346,16 +348,22 @@ def _start_checker(req, device: str, private: Path, workdir: Path, worker_end: i
 
 
 def _worker_command(
-    req, workdir: Path, private: Path | None, token: str, argv: list[str] | None = None, writable: list[Path] = ()
+    req,
+    workdir: Path,
+    private: Path | None,
+    token: str,
+    cache: compile_cache.Binding,
+    argv: list[str] | None = None,
+    writable: list[Path] = (),
 ) -> tuple[list[str], dict[str, str], str]:
     """The worker's command line and environment (or `argv`'s: the ncu pass), in the sandbox where one can be
-    made; and how it ran."""
+    made, with this source's compile cache; and how it ran."""
     argv = argv or [sys.executable, "-m", "tracker.capture.worker"]
-    inner = {"PYTHONPATH": str(_PACKAGE_ROOT), "PYTHONUNBUFFERED": "1", "PYTHONSAFEPATH": "1"}
+    inner = {"PYTHONPATH": str(_PACKAGE_ROOT), "PYTHONUNBUFFERED": "1", "PYTHONSAFEPATH": "1", **cache.env}
     name, value = token.split("=", 1)
     inner[name] = value  # every process the kernel starts inherits it: how setsid'd children are found and ended
     hidden = [store_mod.side_key_path(), *([private] if private is not None else [])]
-    return sandbox.wrap(argv, workdir, inner, hidden, writable, sandboxed=req.sandbox)
+    return sandbox.wrap(argv, workdir, inner, hidden, [*writable, *cache.writable], sandboxed=req.sandbox)
 
 
 def _drive_worker(req, record, events, emit, should_cancel, device, variant_path=None, checkpoint=None):
@@ -372,7 +380,9 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
     store_mod.side_key()  # exists before the sandbox masks it
     read_fd, write_fd = os.pipe()
     worker_end, checker_end = handoff.pair()
-    argv, env, how = _worker_command(req, workdir, private, token)
+    cache = compile_cache.bind(record.run.variant_sha256, req.compile_cache)
+    record.run.compile_cache = cache.state
+    argv, env, how = _worker_command(req, workdir, private, token, cache)
     record.run.sandbox = how
     in_sandbox = not how.startswith(("off", "none"))
     job = {

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker.capture.record import DEFAULT_ROUNDS
-from tracker.cli.common import UsageError, fraction, int64, parse_cases, positive_seconds
+from tracker.cli.common import FRESH_COMPILE_HELP, UsageError, fraction, int64, parse_cases, positive_seconds
 from tracker.store import Store
 
 
@@ -66,7 +66,7 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     base = dict(
         path=args.file, suite=args.suite, mode="benchmark", cases=parse_cases(args.cases), seed=args.seed,
         timeout=args.timeout, store=args.store, device=args.device, problem=args.problem,
-        sandbox=not args.no_sandbox, pair_id=pair_id,
+        sandbox=not args.no_sandbox, compile_cache=not args.fresh_compile, pair_id=pair_id,
     )  # fmt: skip
     requests = {"A": {**base, "method": "contest", "pair_side": "A"}, "B": {**base, "pair_side": "B"}}
     try:
@@ -185,8 +185,8 @@ def cmd_ab(args: argparse.Namespace) -> int:
             requests[side] = dict(
                 path=t["path"], name=t["name"], recorded_path=t["recorded_path"], suite=args.suite, mode="benchmark",
                 cases=parse_cases(args.cases), seed=args.seed, timeout=args.timeout, store=args.store,
-                device=args.device, problem=args.problem, sandbox=not args.no_sandbox, pair_id=pair_id,
-                pair_side=side,
+                device=args.device, problem=args.problem, sandbox=not args.no_sandbox,
+                compile_cache=not args.fresh_compile, pair_id=pair_id, pair_side=side,
             )  # fmt: skip
         try:
             for side in requests:
@@ -210,6 +210,7 @@ def session_options(problem_help: str, *, problem_required: bool) -> argparse.Ar
     )
     p.add_argument("--timeout", type=positive_seconds, default=900.0, help="seconds per run (default %(default)s)")
     p.add_argument("--no-sandbox", action="store_true", help="run the workers without bubblewrap")
+    p.add_argument("--fresh-compile", action="store_true", help=FRESH_COMPILE_HELP)
     return p
 
 

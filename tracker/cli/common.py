@@ -19,6 +19,10 @@ class UsageError(InputError):
 
 
 DEBUG_ENV = "KERNELBEAM_DEBUG"
+FRESH_COMPILE_HELP = (
+    "compile from nothing instead of from what earlier runs of the same source compiled (Triton kernels, torch "
+    "extensions); recorded with the run"
+)
 
 
 def error_message(exc: BaseException) -> str:

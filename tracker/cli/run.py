@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker.capture.record import run_summary
-from tracker.cli.common import UsageError, int64, parse_cases, path_arg, positive_seconds
+from tracker.cli.common import FRESH_COMPILE_HELP, UsageError, int64, parse_cases, path_arg, positive_seconds
 from tracker.cli.deadends import dead_end_warnings
 from tracker.cli.summary import print_run
 from tracker.store import Store
@@ -52,7 +52,7 @@ def run_requests(args: argparse.Namespace) -> list:
     common = dict(
         suite=suite, mode=args.mode, cases=parse_cases(args.cases), seed=args.seed, timeout=args.timeout,
         compile_timeout=args.compile_timeout, note=args.note, profile=args.profile, ncu=args.ncu, store=args.store,
-        device=args.device, problem=args.problem, sandbox=not args.no_sandbox,
+        device=args.device, problem=args.problem, sandbox=not args.no_sandbox, compile_cache=not args.fresh_compile,
         method=args.method, gpu_present=gpu_present if args.device == "cuda" else None,
     )  # fmt: skip
     reqs = [
@@ -267,6 +267,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         action="store_true",
         help="run the worker without bubblewrap (the kernel then reaches this user's files); recorded with the run",
     )
+    p.add_argument("--fresh-compile", action="store_true", help=FRESH_COMPILE_HELP)
     p.add_argument(
         "--gpus",
         help="run the files as a queue on a local Dask cluster, one worker per GPU: all, N (N CPU workers "

@@ -180,6 +180,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         "error",
         "warnings",
         "compile_s",
+        "compile_cache",
         "shared_device",
         "side_file",
     ):

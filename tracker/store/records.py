@@ -64,6 +64,7 @@ class RunRow:
     pair_id: str | None = None
     pair_side: str | None = None
     pair_round: int | None = None
+    compile_cache: str | None = None  # warm, cold or `off: why` (tracker.capture.compile_cache)
 
     def update(self, values: dict[str, Any] | None = None, /, **more: Any) -> None:
         """Set these fields (a dict, keywords, or both); TypeError for a name that is no column of runs."""

@@ -138,6 +138,9 @@ MIGRATIONS: list[str] = [
     "CREATE TABLE variant_names (name VARCHAR PRIMARY KEY, sha256 VARCHAR NOT NULL, path VARCHAR, family VARCHAR, "
     "added_at TIMESTAMPTZ NOT NULL); "
     f"INSERT INTO variant_names (name, sha256, path, family, added_at) {newest_names_sql('variants')};",
+    # v13 (compile caches): whether the run compiled into its source's cache with entries of an earlier run of the
+    # same source (`warm`), into an empty one (`cold`), or without one (`off: why`); NULL: before caches existed.
+    "ALTER TABLE runs ADD COLUMN compile_cache VARCHAR;",
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -1,0 +1,50 @@
+"""The compile-cache folders themselves: states, switches, and pruning that never follows what a kernel planted."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from tracker.capture import compile_cache
+
+SHA_A, SHA_B, SHA_C = "a" * 64, "b" * 64, "c" * 64
+
+
+def test_a_new_folder_is_cold_one_with_entries_warm_and_off_says_why(tmp_path, monkeypatch):
+    monkeypatch.setenv(compile_cache.ROOT_ENV, str(tmp_path / "cc"))
+    cold = compile_cache.bind(SHA_A)
+    assert cold.state == "cold" and cold.writable == (tmp_path / "cc" / SHA_A,)
+    assert cold.env["TRITON_CACHE_DIR"] == str(tmp_path / "cc" / SHA_A / "triton")
+    (tmp_path / "cc" / SHA_A / "torch_extensions" / "ext").mkdir()
+    assert compile_cache.bind(SHA_A).state == "warm"
+    assert compile_cache.bind(SHA_B).state == "cold"  # another source: its own folder
+    assert compile_cache.bind(SHA_A, enabled=False).state == "off: --fresh-compile"
+    assert compile_cache.bind("../" + SHA_A[3:]).state == "off: no source hash"
+    monkeypatch.setenv(compile_cache.ROOT_ENV, "off")
+    off = compile_cache.bind(SHA_A)
+    assert off.state.startswith("off: ") and off.env == {} and off.writable == ()
+
+
+def test_an_unusable_root_means_no_cache_not_a_failed_run(tmp_path, monkeypatch):
+    (tmp_path / "file").write_text("not a folder")
+    monkeypatch.setenv(compile_cache.ROOT_ENV, str(tmp_path / "file"))
+    binding = compile_cache.bind(SHA_A)
+    assert binding.state.startswith("off: ") and binding.env == {}
+
+
+def test_pruning_drops_the_least_recently_used_keeps_recent_ones_and_follows_no_link(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious").write_bytes(b"x" * 5000)
+    base = tmp_path / "cc"
+    old = time.time() - compile_cache.RECENT_S - 100
+    for sha, age in ((SHA_A, old - 50), (SHA_B, old), (SHA_C, time.time())):
+        folder = base / sha / "triton"
+        folder.mkdir(parents=True)
+        (folder / "kernel.cubin").write_bytes(b"k" * 1000)
+        os.symlink(outside, folder / "escape")
+        os.utime(base / sha, (age, age))
+    removed = compile_cache.prune(base, max_bytes=2500)
+    assert removed == [base / SHA_A]  # the oldest goes; then the rest fit
+    assert compile_cache.prune(base, max_bytes=0) == [base / SHA_B]  # SHA_C was used within RECENT_S
+    assert (base / SHA_C).is_dir() and (outside / "precious").stat().st_size == 5000
