@@ -295,6 +295,41 @@ def test_timing_loop_releases_each_repetitions_outputs_inside_the_next_ones_call
     assert all(ref() is None for ref in watched)
 
 
+def test_the_first_pass_gives_each_call_a_fresh_clone_that_is_gone_before_the_next_call():
+    """As the harness's `custom_kernel(_clone_data(data))`: one clone alive at a time, never the input itself."""
+    import gc
+    import weakref
+
+    import torch
+
+    from tracker.capture.timing import first_pass
+
+    xs, copies = _loop_inputs()
+    clones = []
+
+    def kernel(x):
+        gc.collect()
+        assert all(ref() is None for ref in clones), "an earlier call's clone is still alive"
+        assert all(x is not i for i in xs)
+        clones.append(weakref.ref(x))
+        return torch.geqrf(x)
+
+    outs, mutation = first_pass(kernel, xs, copies, flag_mutation=True)
+    assert mutation == "" and len(outs) == len(xs) == len(clones)
+    assert all(torch.equal(o[0], torch.geqrf(c)[0]) for o, c in zip(outs, copies, strict=True))
+
+    def scribbles_on_the_second(x):
+        out = torch.geqrf(x)
+        if len(clones) == len(xs) + 1:
+            x.zero_()
+        clones.append(None)
+        return out
+
+    _, mutation = first_pass(scribbles_on_the_second, xs, copies, flag_mutation=True)
+    assert mutation.startswith("custom_kernel modified its input (input 1 differs")
+    assert first_pass(scribbles_on_the_second, xs, copies, flag_mutation=False)[1] == ""
+
+
 def test_timing_loop_stops_on_the_case_budget_after_the_minimum_time():
     import time
 

@@ -39,7 +39,7 @@ case $PHASE in
     export PLANT_SHAPE=40x352 PLANT_DELAY_US=$(python3 -c "print($mean * ${PLANT_PCT:-2} / 100)")
     export KERNELBEAM_WORKER_ENV=PLANT_SHAPE,PLANT_DELAY_US
     echo "40x352 mean $mean us: planted $PLANT_DELAY_US us a call" | tee $R/planted.txt
-    while [ $(left) -gt $(( rounds * 2 * 25 + 20 )) ]; do
+    while [ $(left) -gt $(( rounds * 2 * 12 + 20 )) ]; do
       i=$((i + 1))
       python3 -m tracker ab kernels/graphed.py validation/planted_regression.py --cases 1,2 --rounds $rounds \
         --min-effect 0.01 --store $S --json --timeout 120 > $R/planted-$i.json 2> $R/planted-$i.err

@@ -1,6 +1,6 @@
-"""Compile caches per kernel source: what one run of a file compiled (Triton kernels, torch extensions, torch.compile) is there
-for the next run of the same file, so repeats, `ab` rounds, `fidelity` rounds and the ncu pass do not compile
-again.
+"""Compile caches per kernel source: what one run of a file compiled (Triton kernels, torch extensions,
+torch.compile) is there for the next run of the same file, so repeats, `ab` rounds, `fidelity` rounds and the ncu
+pass do not compile again.
 
 Each source (by its sha256) has one folder, bound writable into the sandbox of runs of that source only: nothing
 compiled for one kernel is loaded by another, and whatever a kernel leaves in its folder reaches no code but its

@@ -152,15 +152,13 @@ def rep_reporter(emit: Callable[..., None], case_idx: int, rules) -> Callable[[i
 
 
 def run_benchmark_case(kernel, case, pos, device, clock, rules, workload, remote, on_rep=None) -> dict[str, Any]:
-    from tracker.capture.timing import clone_data, inputs_changed, run_loop
+    from tracker.capture.timing import clone_data, first_pass, run_loop
 
     remote.prepare(pos)
     inputs = workload.benchmark_inputs(case, device)
     copies = [clone_data(x) for x in inputs]
     try:
-        scratch = [clone_data(x) for x in inputs]  # the untimed pass works on clones, as the contest does
-        outs = [kernel(x) for x in scratch]
-        mutation = inputs_changed(scratch, copies) if workload.flags_mutation else ""
+        outs, mutation = first_pass(kernel, inputs, copies, workload.flags_mutation)
         if mutation:
             return {"passed": False, "message": mutation}
         # The harness rechecks in its own process, on the GPU; on a CPU the same recheck would only fight the
@@ -172,7 +170,6 @@ def run_benchmark_case(kernel, case, pos, device, clock, rules, workload, remote
         first = verdict()
         if not first.passed:
             return {"passed": False, "message": first.message}
-        del scratch  # the harness's first-pass clones live for one call each; its outputs live into repetition 0
         timed = run_loop(
             kernel,
             inputs,
