@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, make_record
 
-from tracker.capture import ncu, ncu_pass, runner
+from tracker.capture import compile_cache, ncu, ncu_pass, runner
 from tracker.cli.main import main
 from tracker.store import Store, transfer
 
@@ -127,7 +127,8 @@ def _sandboxed(tmp_path):
     req = runner.RunRequest(path=str(ROOT / "kernels" / "geqrf_reference.py"), store=str(tmp_path / "s.duckdb"))
 
     def command(argv, workdir):
-        cmd, env, _ = runner._worker_command(req, workdir, None, "KERNELBEAM_RUN_TOKEN=test", argv=argv)
+        cache = compile_cache.bind("0" * 64, enabled=False)
+        cmd, env, _ = runner._worker_command(req, workdir, None, "KERNELBEAM_RUN_TOKEN=test", cache, argv=argv)
         return cmd, env
 
     return command
