@@ -317,3 +317,22 @@ def test_a_fidelity_session_stopped_by_sigterm_still_reports_its_rounds(tmp_path
     assert "stopped by SIGTERM" in err
     statuses = [r["status"] for r in Store(store).list_runs().to_dict("records")]
     assert len(statuses) < 8 and statuses.count("passed") >= 2, statuses
+    # --resume goes on with the cut session: one more round, numbered after the stored ones, in the same table
+    last = int(Store(store).pair_runs(doc["pair_id"])["runs"]["pair_round"].max())
+    more = [*cmd[: cmd.index("--rounds")], "--rounds", "1", *cmd[cmd.index("--rounds") + 2 :]]
+    proc = subprocess.run([*more, "--resume", doc["pair_id"]], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    resumed = json.loads(proc.stdout)
+    assert resumed["pair_id"] == doc["pair_id"] and resumed["rounds"] == last + 2, resumed
+    assert len(resumed["contest_runs"]) == len(doc["contest_runs"]) + 1
+    assert len(resumed["tracker_runs"]) == len(doc["tracker_runs"]) + 1
+    assert f"round {last + 2}/{last + 2}: " in proc.stderr
+    # ... but only with the source and cases it ran
+    other = Path(cmd[4]).with_name("triple.py")
+    other.write_text("def custom_kernel(data):\n    return data * 3\n")
+    for wrong, why in ((["--cases", "1"], "ran cases 0"), (["--resume", "0123456789ab"], "no paired session")):
+        proc = subprocess.run([*more, "--resume", doc["pair_id"], *wrong], cwd=ROOT, capture_output=True, text=True)
+        assert proc.returncode == 2 and why in proc.stderr, proc.stderr
+    changed = [*more[:4], str(other), *more[5:], "--resume", doc["pair_id"]]
+    proc = subprocess.run(changed, cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 2 and "ran another source" in proc.stderr, proc.stderr

@@ -53,16 +53,40 @@ def _default_suite(args: argparse.Namespace) -> None:
         raise UsageError(str(exc)) from None
 
 
+def _session(args: argparse.Namespace, sources: dict[str, str]) -> tuple[str, int]:
+    """The session's pair id and first round: a new session, or with --resume the stored session PAIR_ID, which
+    goes on after its last stored round. Its sides must have run the same sources, its runs the same cases."""
+    from tracker.common.gitinfo import source_hash
+
+    if args.resume is None:
+        return uuid.uuid4().hex[:12], 0
+    pair = Store(args.store).pair_runs(args.resume) if Path(args.store).exists() else None
+    if pair is None or pair["runs"].empty:
+        raise UsageError(f"--resume {args.resume}: no paired session of that id in {args.store}")
+    runs = pair["runs"]
+    for side, path in sources.items():
+        if not Path(path).is_file():
+            raise UsageError(f"{path}: no such kernel file")
+        stored = set(runs.loc[runs["pair_side"] == side, "variant_sha256"])
+        if stored != {source_hash(Path(path).read_text())}:
+            raise UsageError(f"--resume {args.resume}: side {side} of that session ran another source than {path}")
+    wanted = parse_cases(args.cases)
+    ran = set(pair["cases"]["case_idx"])
+    if wanted is not None and ran and ran != set(wanted):
+        raise UsageError(f"--resume {args.resume}: that session ran cases {','.join(map(str, sorted(ran)))}")
+    return args.resume, int(runs["pair_round"].max()) + 1
+
+
 def cmd_fidelity(args: argparse.Namespace) -> int:
     """`fidelity FILE --problem DIR`: the contest's method (A) and the tracker's (B) alternated on one device."""
     from tracker.capture import sessions
     from tracker.capture.runner import RunRequest
 
     Store(args.store).check(write=True)
-    if args.rounds < 2:
-        raise UsageError("--rounds must be at least 2")
+    if args.rounds < (1 if args.resume else 2):
+        raise UsageError("--rounds must be at least 2 (1 with --resume)")
     _default_suite(args)
-    pair_id = uuid.uuid4().hex[:12]
+    pair_id, first_round = _session(args, {"A": args.file, "B": args.file})
     base = dict(
         path=args.file, suite=args.suite, mode="benchmark", cases=parse_cases(args.cases), seed=args.seed,
         timeout=args.timeout, store=args.store, device=args.device, problem=args.problem,
@@ -74,7 +98,7 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
             RunRequest(**req).validate()
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    stopped = not sessions.run_session(requests, args.rounds)
+    stopped = not sessions.run_session(requests, args.rounds, first_round)
     return report({**fidelity_doc(args.store, pair_id), "stopped": stopped}, args.json, print_fidelity)
 
 
@@ -174,12 +198,12 @@ def cmd_ab(args: argparse.Namespace) -> int:
     from tracker.capture.runner import RunRequest
 
     Store(args.store).check(write=True)
-    if args.rounds < 2:
-        raise UsageError("--rounds must be at least 2: a paired test needs two ratios")
-    pair_id = uuid.uuid4().hex[:12]
+    if args.rounds < (1 if args.resume else 2):
+        raise UsageError("--rounds must be at least 2 (1 with --resume): a paired test needs two ratios")
     _default_suite(args)
     with tempfile.TemporaryDirectory(prefix="kb-ab-") as tmp:
         targets = {"A": _target(args.store, args.a, Path(tmp)), "B": _target(args.store, args.b, Path(tmp))}
+        pair_id, first_round = _session(args, {side: t["path"] for side, t in targets.items()})
         requests = {}
         for side, t in targets.items():
             requests[side] = dict(
@@ -193,7 +217,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
                 RunRequest(**requests[side]).validate()
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-        stopped = not sessions.run_session(requests, args.rounds)
+        stopped = not sessions.run_session(requests, args.rounds, first_round)
     return report({**pair_doc(args.store, pair_id, args.min_effect), "stopped": stopped}, args.json, print_pair)
 
 
@@ -211,6 +235,11 @@ def session_options(problem_help: str, *, problem_required: bool) -> argparse.Ar
     p.add_argument("--timeout", type=positive_seconds, default=900.0, help="seconds per run (default %(default)s)")
     p.add_argument("--no-sandbox", action="store_true", help="run the workers without bubblewrap")
     p.add_argument("--fresh-compile", action="store_true", help=FRESH_COMPILE_HELP)
+    p.add_argument(
+        "--resume",
+        metavar="PAIR_ID",
+        help="add --rounds rounds to this stored session (one cut by a deadline, say): the same sources and cases",
+    )
     return p
 
 

@@ -128,17 +128,20 @@ class CaseReads:
             ).df()
 
     def pair_runs(self, pair_id: str) -> dict[str, pd.DataFrame]:
-        """The runs of one A/B session (runs: run_id, variant, pair_side, pair_round, status; cases: run_id, case_idx,
-        label, passed, mean_us), by round; empty frames for an unknown pair or an older store."""
+        """The runs of one A/B session (runs: run_id, variant, variant_sha256, pair_side, pair_round, status;
+        cases: run_id, case_idx, label, passed, mean_us), by round; empty frames for an unknown pair or an older
+        store."""
         with connect(self.path, read_only=True) as con:
             if not _has_column(con, "runs", "pair_id"):
-                runs = pd.DataFrame(columns=["run_id", "variant", "pair_side", "pair_round", "status"])
+                runs = pd.DataFrame(
+                    columns=["run_id", "variant", "variant_sha256", "pair_side", "pair_round", "status"]
+                )
                 return {
                     "runs": runs,
                     "cases": pd.DataFrame(columns=["run_id", "case_idx", "label", "passed", "mean_us"]),
                 }
             runs = con.execute(
-                "SELECT run_id, variant, pair_side, pair_round, status FROM runs WHERE pair_id = ? "
+                "SELECT run_id, variant, variant_sha256, pair_side, pair_round, status FROM runs WHERE pair_id = ? "
                 "ORDER BY pair_round, started_at",
                 [pair_id],
             ).df()
