@@ -26,3 +26,21 @@ def test_the_table_says_whether_the_tracker_median_is_inside_the_spec_range(tmp_
     rows = mod.table(mod.read_means(tmp_path)).splitlines()
     assert rows[2] == "| 0 | 44.6 / 71.9 / 43.8 | 44.6 | 43.2 / 60.5 / 41.8 | 41.8..60.5 | yes |"
     assert rows[3].endswith("| 960.0 | 955.4 / 957.8 / 956.6 | 955.4..957.8 | no |")
+
+
+def test_the_session_tables_read_what_tracker_fidelity_wrote_on_the_h200(tmp_path):
+    """validation/fidelity_sessions.py on session 26's JSON as `tracker fidelity --json` wrote it, and a session
+    cut before it printed anything."""
+    spec = importlib.util.spec_from_file_location("fidelity_sessions", ROOT / "validation" / "fidelity_sessions.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    runs = ROOT / "validation" / "runs" / "h200-2026-12-03-s26-fidelity-a"
+    (tmp_path / "cut.json").write_text("")
+    docs = mod._sessions([runs, tmp_path])
+    assert [name for name, _ in docs] == ["fused_wy_c1-2", "graphed_c1-2"]
+    lines = mod.table(*docs[0])
+    assert lines[0].startswith("fused_wy_c1-2: session f915645f9a4d, 5 rounds")
+    assert lines[5] == (
+        "| batch=40 n=352 cond=1 | 719.3..722.7 | 720.3 | yes | 722.7 / 719.3 / 720.1 / 721.0 / 721.1 | "
+        "718.7 / 719.2 / 720.3 / 721.4 / 720.4 |"
+    )

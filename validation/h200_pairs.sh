@@ -7,6 +7,8 @@
 #   bash validation/h200_pairs.sh COMMIT SECONDS planted   graphed.py against validation/planted_regression.py
 #                                                         (+${PLANT_PCT:-2}% on 40x352), cases 1,2 (40x176 the
 #                                                         unplanted control), --rounds ${PLANTED_ROUNDS:-4}
+#   bash validation/h200_pairs.sh COMMIT SECONDS aa,planted   both, in that order: A/A sessions while a whole one
+#                                                         fits, then planted ones in the time that is left
 #
 # The planted delay is PLANT_PCT of graphed's 40x352 mean from a first calibration run, timed as the contest times
 # (the same route as validation/h200_stats.sh). `python validation/pairs_table.py DIR` prints the tables.
@@ -16,38 +18,45 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 KERNELBEAM_GIT_COMMIT=${1:?c
 [ -x .tools/bwrap ] && export KERNELBEAM_BWRAP=$PWD/.tools/bwrap
 export KERNELBEAM_LOCK_DIR=/tmp/locks
 DEADLINE=$(( $(date +%s) + ${2:?seconds} ))
-PHASE=${3:?aa or planted}
+PHASE=${3:?aa, planted or aa,planted}
 S=/tmp/pairs.duckdb R=/tmp/pairs
 mkdir -p $R
 left() { echo $(( DEADLINE - $(date +%s) )); }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > $R/gpu.txt 2>&1
-i=0
-case $PHASE in
-  aa)
-    rounds=${AA_ROUNDS:-2}
-    while [ $(left) -gt $(( rounds * 2 * 75 + 20 )) ]; do
-      i=$((i + 1))
-      python3 -m tracker ab kernels/graphed.py kernels/graphed.py --rounds $rounds --store $S --json \
-        --timeout 300 > $R/aa-$i.json 2> $R/aa-$i.err
-      echo "A/A session $i done, $(left) s left"
-    done ;;
-  planted)
-    rounds=${PLANTED_ROUNDS:-4}
-    python3 -m tracker run kernels/graphed.py --cases 2 --store $S --json --quiet --family pairs-calibration \
-      > $R/calibration.json 2> $R/calibration.err
-    mean=$(python3 -c "import json; d=json.load(open('$R/calibration.json')); print(d['cases'][0]['mean_us'])") || exit 1
-    export PLANT_SHAPE=40x352 PLANT_DELAY_US=$(python3 -c "print($mean * ${PLANT_PCT:-2} / 100)")
-    export KERNELBEAM_WORKER_ENV=PLANT_SHAPE,PLANT_DELAY_US
-    echo "40x352 mean $mean us: planted $PLANT_DELAY_US us a call" | tee $R/planted.txt
-    while [ $(left) -gt $(( rounds * 2 * 12 + 20 )) ]; do
-      i=$((i + 1))
-      python3 -m tracker ab kernels/graphed.py validation/planted_regression.py --cases 1,2 --rounds $rounds \
-        --min-effect 0.01 --store $S --json --timeout 120 > $R/planted-$i.json 2> $R/planted-$i.err
-      echo "planted session $i done, $(left) s left"
-    done ;;
-  *) echo "phase: aa or planted" >&2; exit 2 ;;
-esac
+aa() {
+  local rounds=${AA_ROUNDS:-2} i=0
+  while [ $(left) -gt $(( rounds * 2 * 75 + 20 )) ]; do
+    i=$((i + 1))
+    python3 -m tracker ab kernels/graphed.py kernels/graphed.py --rounds $rounds --store $S --json \
+      --timeout 300 > $R/aa-$i.json 2> $R/aa-$i.err
+    echo "A/A session $i done, $(left) s left"
+  done
+}
+planted() {
+  local rounds=${PLANTED_ROUNDS:-4} i=0
+  [ $(left) -gt $(( rounds * 2 * 12 + 40 )) ] || { echo "no time left for a planted session"; return; }
+  python3 -m tracker run kernels/graphed.py --cases 2 --store $S --json --quiet --family pairs-calibration \
+    > $R/calibration.json 2> $R/calibration.err
+  mean=$(python3 -c "import json; d=json.load(open('$R/calibration.json')); print(d['cases'][0]['mean_us'])") || return
+  export PLANT_SHAPE=40x352 PLANT_DELAY_US=$(python3 -c "print($mean * ${PLANT_PCT:-2} / 100)")
+  export KERNELBEAM_WORKER_ENV=PLANT_SHAPE,PLANT_DELAY_US
+  echo "40x352 mean $mean us: planted $PLANT_DELAY_US us a call" | tee $R/planted.txt
+  while [ $(left) -gt $(( rounds * 2 * 12 + 20 )) ]; do
+    i=$((i + 1))
+    python3 -m tracker ab kernels/graphed.py validation/planted_regression.py --cases 1,2 --rounds $rounds \
+      --min-effect 0.01 --store $S --json --timeout 120 > $R/planted-$i.json 2> $R/planted-$i.err
+    echo "planted session $i done, $(left) s left"
+  done
+  unset PLANT_SHAPE PLANT_DELAY_US KERNELBEAM_WORKER_ENV
+}
+for phase in ${PHASE//,/ }; do
+  case $phase in
+    aa) aa ;;
+    planted) planted ;;
+    *) echo "phase: aa, planted or aa,planted" >&2; exit 2 ;;
+  esac
+done
 python3 -m tracker export --store $S --out $R/export $(python3 -m tracker list --store $S --json --limit 1000 |
   python3 -c "import json,sys;print(' '.join(r['run_id'] for r in json.load(sys.stdin)))") > /dev/null 2>&1
 python3 validation/pairs_table.py $R | tee $R/tables.md
-tar czf $OUT/pairs-$PHASE.tgz -C /tmp pairs
+tar czf $OUT/pairs-${PHASE//,/-}.tgz -C /tmp pairs
