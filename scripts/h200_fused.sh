@@ -11,6 +11,9 @@
 #                                  PATH is the baseline, the others are ranked by the weighted geomean of their
 #                                  best repetitions (each screened case counts as many times as its shape has qr_v2
 #                                  benchmarks, 20x32 none; best, not mean: three repetitions, and 640x512 is bimodal)
+#   PAIRED NEED CASES REPS ROUNDS PATH ...   scripts/paired_screen.py: each PATH (PATH@KNOB=V,... too) in its own
+#                                  devbench process per round, the first the baseline, judged by per-round ratios
+#                                  (the screen for 640x512, which is bimodal between processes; not recorded)
 #   BEST K NEED FAMILY PARENT [tracker args]   a tracker run (as below) of the K-th best screened variant
 #   BENCH / GATES PATH             the WY-update microbenchmark / the gate script on every case type and seeds
 #   SOURCE NAME RUN                writes .kscratch/variants/NAME.py from the stored source of RUN (a run in samples/):
@@ -118,6 +121,10 @@ for spec in sorted((k for k in score if k != base), key=score.get):
     print(spec, round(score[spec]), round(score.get(base, 0)))
 PY
     cat $R/ranked.txt ;;
+  PAIRED)
+    [ $(left) -gt $2 ] || { echo "skipped PAIRED $6 ... (left $(left) s)"; continue; }
+    timeout $(( $(left) - 20 )) python3 scripts/paired_screen.py --cases $3 --reps $4 --rounds $5 "${@:6}" \
+      --json $R/paired-$(date +%s).json < /dev/null 2>&1 | tee -a $R/paired.log | tail -40 ;;
   BEST)
     path=$(sed -n "${2}p" $R/ranked.txt 2>/dev/null | cut -d' ' -f1)
     [ -n "$path" ] || { echo "no screened variant of rank $2"; continue; }

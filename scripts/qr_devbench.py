@@ -40,6 +40,8 @@ def load(spec: str):
     mod = sys.modules["submission"]
     for item in filter(None, knobs.split(",")):
         k, _, v = item.partition("=")
+        if not hasattr(mod, k.strip()):  # a misspelt knob would otherwise screen the unchanged file
+            raise SystemExit(f"{path}: no module constant {k.strip()}")
         setattr(mod, k.strip(), ast.literal_eval(v.strip()))
     return fn, mod
 

@@ -66,6 +66,17 @@ def test_fused_list_variants_and_paths(lst, tmp_path):
                            cwd=ROOT, check=True, capture_output=True)  # fmt: skip
             written.add(f".kscratch/variants/{name}.py")
             ast.parse((tmp_path / f"{name}.py").read_text())
+        elif words[0] == "PAIRED":  # PAIRED NEED CASES REPS ROUNDS PATH[@KNOB=V,...] ...: files and knobs exist
+            assert all(w.isdigit() for w in (words[1], words[3], words[4])) and len(words) >= 7, line
+            for spec in words[5:]:
+                path, _, knobs = spec.partition("@")
+                assert path in written or (ROOT / path).is_file(), path
+                if (ROOT / path).is_file():
+                    tree = ast.parse((ROOT / path).read_text())
+                    names = {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
+                             if isinstance(t, ast.Name)}  # fmt: skip
+                    for knob in filter(None, knobs.split(",")):
+                        assert knob.partition("=")[0] in names, f"{spec}: no module constant {knob}"
         elif words[0] in ("DEV", "BENCH"):
             screened = screened or words[0] == "DEV"
             continue
