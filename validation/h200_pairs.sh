@@ -29,6 +29,8 @@ aa() {
     i=$((i + 1))
     python3 -m tracker ab kernels/graphed.py kernels/graphed.py --rounds $rounds --store $S --json \
       --timeout 300 > $R/aa-$i.json 2> $R/aa-$i.err
+    # no JSON: the command itself failed (not a run in it), and would fail the same way again
+    [ -s $R/aa-$i.json ] || { echo "A/A session $i failed:"; tail -n 5 $R/aa-$i.err; return 1; }
     echo "A/A session $i done, $(left) s left"
   done
 }
@@ -45,6 +47,7 @@ planted() {
     i=$((i + 1))
     python3 -m tracker ab kernels/graphed.py validation/planted_regression.py --cases 1,2 --rounds $rounds \
       --min-effect 0.01 --store $S --json --timeout 120 > $R/planted-$i.json 2> $R/planted-$i.err
+    [ -s $R/planted-$i.json ] || { echo "planted session $i failed:"; tail -n 5 $R/planted-$i.err; return 1; }
     echo "planted session $i done, $(left) s left"
   done
   unset PLANT_SHAPE PLANT_DELAY_US KERNELBEAM_WORKER_ENV
