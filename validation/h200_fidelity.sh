@@ -8,14 +8,10 @@
 # ROUNDS (default 5) rounds per session. A session still running at the deadline gets SIGTERM: its table is what
 # its stored runs say, and KERNEL:CASES:PAIR_ID in the next call (on the same, still warm machine) adds ROUNDS
 # rounds to it (`tracker fidelity --resume`). The store comes back as $OUT/fidelity.duckdb; placed at
-# artifacts/fidelity.duckdb and carried, the next call goes on with it. Needs the contest's folder under artifacts/rk (see README, "Fidelity"), never committed.
+# artifacts/fidelity.duckdb and carried, the next call goes on with it. Needs the contest's folder under
+# artifacts/rk (see README, "Fidelity"), never committed.
 # `python validation/fidelity_sessions.py DIR` prints the tables of every session in DIR.
-set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 KERNELBEAM_GIT_COMMIT=${1:?commit} KERNELBEAM_GIT_BRANCH=main
-[ -x .tools/bwrap ] && export KERNELBEAM_BWRAP=$PWD/.tools/bwrap
-export KERNELBEAM_LOCK_DIR=/tmp/locks
-DEADLINE=$(( $(date +%s) + ${2:?seconds} ))
+. validation/device_env.sh "${1:-}" "${2:-}"
 shift 2
 PROBLEM=artifacts/rk/problems/linalg/qr_v2
 S=/tmp/fidelity.duckdb R=/tmp/fidelity
@@ -24,12 +20,11 @@ mkdir -p $R
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > $R/gpu.txt 2>&1
 for target in "$@"; do
   IFS=: read -r kernel cases pair <<< "$target"
-  left=$(( DEADLINE - $(date +%s) ))
-  [ $left -lt 60 ] && { echo "no time left for $target"; break; }
+  [ $(left) -lt 60 ] && { echo "no time left for $target"; break; }
   name=$(basename $kernel .py)_c${cases//,/-}${pair:+_$pair}
-  timeout -s TERM $left python3 -m tracker fidelity $kernel --problem $PROBLEM --rounds ${ROUNDS:-5} \
+  timeout -s TERM $(left) python3 -m tracker fidelity $kernel --problem $PROBLEM --rounds ${ROUNDS:-5} \
     --cases $cases ${pair:+--resume $pair} --store $S --json --timeout 300 > $R/$name.json 2> $R/$name.err
-  echo "$target: rc $?, $(( DEADLINE - $(date +%s) )) s left"
+  echo "$target: rc $?, $(left) s left"
 done
 python3 -m tracker export --store $S --out $R/export $(python3 -m tracker list --store $S --json --limit 1000 |
   python3 -c "import json,sys;print(' '.join(r['run_id'] for r in json.load(sys.stdin)))") > /dev/null 2>&1

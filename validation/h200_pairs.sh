@@ -12,16 +12,10 @@
 #
 # The planted delay is PLANT_PCT of graphed's 40x352 mean from a first calibration run, timed as the contest times
 # (the same route as validation/h200_stats.sh). `python validation/pairs_table.py DIR` prints the tables.
-set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 KERNELBEAM_GIT_COMMIT=${1:?commit} KERNELBEAM_GIT_BRANCH=main
-[ -x .tools/bwrap ] && export KERNELBEAM_BWRAP=$PWD/.tools/bwrap
-export KERNELBEAM_LOCK_DIR=/tmp/locks
-DEADLINE=$(( $(date +%s) + ${2:?seconds} ))
+. validation/device_env.sh "${1:-}" "${2:-}"
 PHASE=${3:?aa, planted or aa,planted}
 S=/tmp/pairs.duckdb R=/tmp/pairs
 mkdir -p $R
-left() { echo $(( DEADLINE - $(date +%s) )); }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > $R/gpu.txt 2>&1
 aa() {
   local rounds=${AA_ROUNDS:-2} i=0
