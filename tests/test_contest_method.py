@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -276,6 +277,11 @@ def test_fidelity_alternates_the_two_methods_and_reports_whether_the_tracker_is_
     assert doc["rounds"] == 2 and len(doc["contest_runs"]) == len(doc["tracker_runs"]) == 2
     assert len(case["contest_means_us"]) == len(case["tracker_means_us"]) == 2
     assert case["contest_min_us"] <= case["contest_max_us"] and isinstance(case["inside"], bool)
+    # the paired test on tracker / contest per round, as `ab` judges B / A
+    by_round = [t / c for c, t in zip(case["contest_means_us"], case["tracker_means_us"], strict=True)]
+    assert case["ratios"] == pytest.approx(by_round, rel=1e-12) and case["reads"] in ("low", "high", "same")
+    assert case["ci_low"] <= case["ratio"] <= case["ci_high"]
+    assert abs(case["ratio"] - math.exp(sum(math.log(r) for r in by_round) / 2)) < 1e-9
     methods = {r: stored(store, r)["run"]["method"] for r in doc["contest_runs"] + doc["tracker_runs"]}
     assert [methods[r] for r in doc["contest_runs"]] == ["contest"] * 2
     assert all(methods[r] is None for r in doc["tracker_runs"])  # the tracker's own method, as every plain run

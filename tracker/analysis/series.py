@@ -101,9 +101,17 @@ def paired_cases(pair: Mapping[str, pd.DataFrame], *, min_effect: float = 0.02) 
     return out
 
 
+FIDELITY_TOLERANCE = 0.02  # how far the tracker may read from the contest before the paired test calls it off
+_READS = {"faster": "low", "slower": "high", "same": "same", "n/a": "n/a"}
+
+
 def fidelity_cases(pair: Mapping[str, pd.DataFrame]) -> list[dict[str, Any]]:
     """Per case of a fidelity session (side A: the contest's method, B: the tracker's; Store.pair_runs): the
-    contest's min and max of its round means, the tracker's median of its round means, and whether it is inside."""
+    contest's min and max of its round means, the tracker's median of its round means, and whether it is inside;
+    and the paired test on the per-round ratios tracker / contest (`reads`: low, high, same or n/a), which says
+    whether the tracker is off by more than FIDELITY_TOLERANCE where the rounds' spread makes min..max a coin
+    toss (launch-bound cases move 15% between processes)."""
+    paired = {c.case: c for c in paired_cases(pair, min_effect=FIDELITY_TOLERANCE)}
     runs, cases = pair["runs"], pair["cases"]
     side = dict(zip(runs["run_id"], runs["pair_side"], strict=True))
     means: dict[tuple[str, str], list[float]] = {}
@@ -119,8 +127,11 @@ def fidelity_cases(pair: Mapping[str, pd.DataFrame]) -> list[dict[str, Any]]:
         lo, hi = (min(contest), max(contest)) if contest else (None, None)
         median = float(np.median(tracker)) if tracker else None
         inside = None if lo is None or median is None else lo <= median <= hi
+        p = paired[label]
         out.append({"case": label, "contest_min_us": lo, "contest_max_us": hi, "contest_means_us": contest,
-                    "tracker_median_us": median, "tracker_means_us": tracker, "inside": inside})  # fmt: skip
+                    "tracker_median_us": median, "tracker_means_us": tracker, "inside": inside,
+                    "ratio": p.ratio, "ci_low": p.ci_low, "ci_high": p.ci_high, "reads": _READS[p.verdict],
+                    "ratios": list(p.ratios)})  # fmt: skip
     return out
 
 
