@@ -1,0 +1,64 @@
+"""Patched copies of a GPU Mode problem folder's eval.py, for bisecting what in the contest's harness costs
+launch-bound cases their time (issue 19 item 3: the tracker's best repetitions on 20x32 read 3-6 us under the
+harness's while both run in the same sandbox).
+
+    python validation/harness_variants.py PROBLEM_DIR [VARIANT ...]   (default: every variant)
+
+Each variant is written as a sibling folder PROBLEM_DIR_VARIANT, so task.yml's relative sources (`../../x/utils.py`)
+still resolve, and its path is printed. The folder is the contest's (never committed); only the edits are ours:
+  inproc     benchmarks run in the harness's own process instead of its spawned one-worker pool
+  norecheck  the timed loop does not recheck each repetition's outputs (the warm-up already does not)
+An edit whose text is not found exactly once refuses the variant: a changed harness is reported, not half-patched.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+EDITS = {
+    "inproc": (
+        "return pool.apply(_run_single_benchmark, (test, recheck, max_repeats, max_time_ns))",
+        "return _run_single_benchmark(test, recheck, max_repeats, max_time_ns)",
+    ),
+    "norecheck": (
+        "result = run_single_benchmark(pool, test, True, 200, 10e9)",
+        "result = run_single_benchmark(pool, test, False, 200, 10e9)",
+    ),
+}
+
+
+def write_variant(problem: Path, name: str) -> Path:
+    old, new = EDITS[name]
+    text = (problem / "eval.py").read_text()
+    if text.count(old) != 1:
+        raise ValueError(f"{problem / 'eval.py'}: {old!r} occurs {text.count(old)} times, not once")
+    dest = problem.with_name(f"{problem.name}_{name}")
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(problem, dest)
+    (dest / "eval.py").write_text(text.replace(old, new))
+    return dest
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    problem, names = Path(argv[0]), argv[1:] or list(EDITS)
+    unknown = [n for n in names if n not in EDITS]
+    if unknown or not (problem / "eval.py").is_file():
+        print(f"unknown variant {unknown} or no eval.py in {problem}", file=sys.stderr)
+        return 2
+    try:
+        for name in names:
+            print(write_variant(problem, name))
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
