@@ -14,9 +14,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tracker.analysis.series import FIDELITY_TOLERANCE
+from tracker.analysis.series import FIDELITY_TOLERANCE, READS
 from tracker.analysis.stats import paired_case
 from tracker.cli.ab import fidelity_doc
+from tracker.cli.common import interval_text
 from tracker.store.transfer import import_runs
 
 
@@ -53,19 +54,15 @@ def _us(values: list[float]) -> str:
 
 
 def round_ratios(case: dict) -> list[float]:
-    """tracker / contest per round; a document older than the ratios (and no export beside it) pairs the round
-    means in order, which holds while only a session's last round is incomplete."""
-    if "ratios" in case:
-        return case["ratios"]
-    return [t / c for c, t in zip(case["contest_means_us"], case["tracker_means_us"], strict=False)]
+    """tracker / contest per round; none for a document older than the ratios with no export beside it."""
+    return case.get("ratios", [])
 
 
 def _paired(label: str, ratios: list[float]) -> str:
     p = paired_case(label, ratios, min_effect=FIDELITY_TOLERANCE)
     if p.ratio is None:
         return "- | -"
-    reads = {"faster": "low", "slower": "high"}.get(p.verdict, p.verdict)
-    return f"{p.ratio:.3f} ({p.ci_low:.3f}-{p.ci_high:.3f}) | {reads}"
+    return f"{p.ratio:.3f} ({interval_text(p.ci_low, p.ci_high)}) | {READS[p.verdict]}"
 
 
 def table(name: str, doc: dict) -> list[str]:

@@ -102,7 +102,7 @@ def paired_cases(pair: Mapping[str, pd.DataFrame], *, min_effect: float = 0.02) 
 
 
 FIDELITY_TOLERANCE = 0.02  # how far the tracker may read from the contest before the paired test calls it off
-_READS = {"faster": "low", "slower": "high", "same": "same", "n/a": "n/a"}
+READS = {"faster": "low", "slower": "high", "same": "same", "n/a": "n/a"}  # paired verdict -> tracker reads
 
 
 def fidelity_cases(pair: Mapping[str, pd.DataFrame]) -> list[dict[str, Any]]:
@@ -130,7 +130,7 @@ def fidelity_cases(pair: Mapping[str, pd.DataFrame]) -> list[dict[str, Any]]:
         p = paired[label]
         out.append({"case": label, "contest_min_us": lo, "contest_max_us": hi, "contest_means_us": contest,
                     "tracker_median_us": median, "tracker_means_us": tracker, "inside": inside,
-                    "ratio": p.ratio, "ci_low": p.ci_low, "ci_high": p.ci_high, "reads": _READS[p.verdict],
+                    "ratio": p.ratio, "ci_low": p.ci_low, "ci_high": p.ci_high, "reads": READS[p.verdict],
                     "ratios": list(p.ratios)})  # fmt: skip
     return out
 

@@ -102,16 +102,8 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     return report({**fidelity_doc(args.store, pair_id), "stopped": stopped}, args.json, print_fidelity)
 
 
-def _ratio(case: dict[str, Any]) -> str:
-    return "-" if case["ratio"] is None else f"{case['ratio']:.3f}"
-
-
-def _interval(case: dict[str, Any]) -> str:
-    return "-" if case["ci_low"] is None else f"{case['ci_low']:.3f}-{case['ci_high']:.3f}"
-
-
 def print_fidelity(doc: dict[str, Any]) -> None:
-    from tracker.cli.common import print_columns, time_column
+    from tracker.cli.common import interval_text, print_columns, ratio_text, time_column
 
     cs = doc["cases"]
     print(
@@ -125,8 +117,8 @@ def print_fidelity(doc: dict[str, Any]) -> None:
             time_column("contest max", [c["contest_max_us"] for c in cs]),
             time_column("tracker median", [c["tracker_median_us"] for c in cs]),
             ("inside", [{True: "yes", False: "no", None: "-"}[c["inside"]] for c in cs]),
-            ("tracker/contest", [_ratio(c) for c in cs]),
-            ("95% CI", [_interval(c) for c in cs]),
+            ("tracker/contest", [ratio_text(c["ratio"]) for c in cs]),
+            ("95% CI", [interval_text(c["ci_low"], c["ci_high"]) for c in cs]),
             ("reads", [c["reads"] for c in cs]),
         ]
     )
@@ -186,7 +178,7 @@ def pair_doc(store: str, pair_id: str, min_effect: float = 0.02) -> dict[str, An
 
 
 def print_pair(doc: dict[str, Any]) -> None:
-    from tracker.cli.common import print_columns
+    from tracker.cli.common import interval_text, print_columns, ratio_text
 
     print(
         f"paired session {doc['pair_id']}: A {doc['a']['variant']} vs B {doc['b']['variant']}, {doc['rounds']} rounds"
@@ -197,8 +189,8 @@ def print_pair(doc: dict[str, Any]) -> None:
             ("", [c["mark"] for c in cs]),
             ("case", [c["case"] for c in cs]),
             ("rounds", [str(c["rounds"]) for c in cs]),
-            ("B/A", [_ratio(c) for c in cs]),
-            ("95% CI", [_interval(c) for c in cs]),
+            ("B/A", [ratio_text(c["ratio"]) for c in cs]),
+            ("95% CI", [interval_text(c["ci_low"], c["ci_high"]) for c in cs]),
             ("why", [c["reason"] for c in cs]),
         ]
     )

@@ -93,6 +93,15 @@ def time_column(header: str, values: list[Any]) -> tuple[str, list[str]]:
     return f"{header} ({unit})", ["-" if _missing(v) else _fmt_scaled(v / scale) for v in values]
 
 
+def ratio_text(ratio: float | None) -> str:
+    return "-" if ratio is None else f"{ratio:.3f}"
+
+
+def interval_text(low: float | None, high: float | None) -> str:
+    """A 95% interval of a ratio as the tables print it, '-' where there is none."""
+    return "-" if low is None or high is None else f"{low:.3f}-{high:.3f}"
+
+
 def print_columns(columns: list[tuple[str, list[Any]]]) -> None:
     """Print a table given as (header, cells) columns."""
     headers = [h for h, _ in columns]

@@ -9,7 +9,15 @@ from dataclasses import asdict
 from typing import Any
 
 from tracker.analysis.series import problem_args
-from tracker.cli.common import UsageError, fraction, print_columns, readable_store, resolve, time_column
+from tracker.cli.common import (
+    UsageError,
+    fraction,
+    interval_text,
+    print_columns,
+    readable_store,
+    resolve,
+    time_column,
+)
 from tracker.store import Store
 
 COMPARE_HELP = (
@@ -103,7 +111,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             time_column("A mean", [c.mean_a for c in cs]),
             time_column("B mean", [c.mean_b for c in cs]),
             ("B/A", [_fmt(c.ratio, ".3f") for c in cs]),
-            ("95% CI", [f"{c.ci_low:.3f}-{c.ci_high:.3f}" if c.ci_low is not None else "-" for c in cs]),
+            ("95% CI", [interval_text(c.ci_low, c.ci_high) for c in cs]),
             ("why", [c.reason for c in cs]),
         ]
     )
