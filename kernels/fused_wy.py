@@ -62,7 +62,7 @@ if _HAVE_TRITON:
     def _tile_qr_kernel(
         src, dst, tau_ptr, v_ptr, t_ptr, vt_ptr, m, w, kmax,
         s_sb, s_sr, d_sb, d_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, vt_sb, vt_sk,
-        BM: tl.constexpr, BW: tl.constexpr, WRITE_VT: tl.constexpr, WRITE_VTT: tl.constexpr,
+        BM: tl.constexpr, BW: tl.constexpr, WRITE_VT: tl.constexpr, WRITE_VTT: tl.constexpr, LEAN: tl.constexpr,
     ):  # fmt: skip
         pid = tl.program_id(0).to(tl.int64)
         rows = tl.arange(0, BM)
@@ -85,7 +85,10 @@ if _HAVE_TRITON:
             v = tl.where(below, xb * inv, tl.where(rows == j, 1.0, 0.0))
             # z[c] = v^T P[:, c]: the update coefficients for c > j and V_prev^T v for c < j
             z = tl.sum(v[:, None] * p, axis=0)
-            p = p - tl.where(cols[None, :] > j, (tau * v)[:, None] * z[None, :], 0.0)
+            if LEAN:  # the column mask and tau on the [BW] vector, one FMA per tile element
+                p = p - v[:, None] * tl.where(cols > j, tau * z, 0.0)[None, :]
+            else:
+                p = p - tl.where(cols[None, :] > j, (tau * v)[:, None] * z[None, :], 0.0)
             newcol = tl.where(rows == j, beta, tl.where(below, v, x))
             p = tl.where(colj, newcol[:, None], p)
             taus = tl.where(cols == j, tau, taus)
@@ -188,6 +191,11 @@ _EPT_MANY = 32
 
 
 _MIN_WARPS = 2  # 1: a 32x32 tile in one warp, its reductions all shuffles (ptxas sm_90a: 125 registers, no spills)
+_LEAN = False  # tile QR step: column mask and tau applied to the [BW] vector z, one FMA per element (else 3 ops)
+_FEW_BATCH = 48  # batches smaller than this with leaves of at most 512 rows: _EPT_FEW elements per thread
+_EPT_FEW = 64  # (knob; default as _EPT): the 40x176 and 40x352 leaves run 40 programs, latency-bound
+_SMALL_WARPS = 0  # warps of the whole-matrix tile (n <= _SMALL_MAX); 0: by elements per thread as the leaves
+_SMALL_FAST = False  # whole-matrix route eager through the compiled kernel's launcher: no graph, copies, binder
 
 
 def _warps(elems: int, ept: int = _EPT) -> int:
@@ -195,15 +203,57 @@ def _warps(elems: int, ept: int = _EPT) -> int:
     return max(_MIN_WARPS, min(16, elems // (32 * ept)))
 
 
+def _leaf_ept(b: int, m: int) -> int:
+    if b >= _MANY:
+        return _EPT_MANY
+    return _EPT_FEW if b < _FEW_BATCH and m <= 512 else _EPT
+
+
+def _small_args(a, h, tau):
+    b, m, n = a.shape
+    bm, bw = triton.next_power_of_2(m), triton.next_power_of_2(n)
+    args = (a, h, tau, h, h, h, m, n, n, a.stride(0), a.stride(1), h.stride(0), h.stride(1), tau.stride(0),
+            0, 0, 0, 0, 0, 0, bm, bw, False, False, _LEAN)  # fmt: skip
+    return args, _SMALL_WARPS or _warps(bm * bw)
+
+
 def _small_qr(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     b, m, n = a.shape
     h = torch.empty_like(a)
     tau = torch.empty((b, n), dtype=a.dtype, device=a.device)
-    bm, bw = triton.next_power_of_2(m), triton.next_power_of_2(n)
-    _tile_qr_kernel[(b,)](
-        a, h, tau, h, h, h, m, n, n, a.stride(0), a.stride(1), h.stride(0), h.stride(1), tau.stride(0),
-        0, 0, 0, 0, 0, 0, BM=bm, BW=bw, WRITE_VT=False, WRITE_VTT=False, num_warps=_warps(bm * bw),
-    )  # fmt: skip
+    args, warps = _small_args(a, h, tau)
+    _tile_qr_kernel[(b,)](*args[:-5], BM=args[-5], BW=args[-4], WRITE_VT=False, WRITE_VTT=False, LEAN=_LEAN,
+                          num_warps=warps)  # fmt: skip
+    return h, tau
+
+
+_LAUNCHERS: dict = {}
+
+
+def _small_fast(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """_small_qr for a contiguous, 16-byte aligned CUDA batch, launched through the compiled kernel's own launcher
+    once the first call has compiled it: Triton's binder (argument specialisation, cache key) costs more CPU time
+    than the whole 20x32 factorisation takes on the GPU. The kernel is keyed by everything it was specialised on
+    (shape, so strides; device); pointers are fresh allocations or checked for alignment."""
+    b, m, n = a.shape
+    key = (b, m, n, a.device)
+    ent = _LAUNCHERS.get(key)
+    if ent is None:
+        h = torch.empty_like(a)
+        tau = torch.empty((b, n), dtype=a.dtype, device=a.device)
+        args, warps = _small_args(a, h, tau)
+        k = _tile_qr_kernel[(b,)](*args[:-5], BM=args[-5], BW=args[-4], WRITE_VT=False, WRITE_VTT=False,
+                                  LEAN=_LEAN, num_warps=warps)  # fmt: skip
+        ok = all(hasattr(k, x) for x in ("run", "function", "packed_metadata"))
+        _LAUNCHERS[key] = (k, args[6:]) if ok else False
+        return h, tau
+    if ent is False:
+        return _small_qr(a)
+    k, rest = ent
+    h = torch.empty_like(a)
+    tau = torch.empty((b, n), dtype=a.dtype, device=a.device)
+    stream = torch._C._cuda_getCurrentRawStream(a.device.index)
+    k.run(b, 1, 1, stream, k.function, k.packed_metadata, None, None, None, a, h, tau, h, h, h, *rest)
     return h, tau
 
 
@@ -217,8 +267,7 @@ def _leaf(p, tau, v, t, vt=None, src=None):
     _tile_qr_kernel[(b,)](
         s, p, tau, v, t, v if vt is None else vt, m, w, min(m, w), s.stride(0), s.stride(1), p.stride(0),
         p.stride(1), tau.stride(0), v.stride(0), v.stride(1), t.stride(0), t.stride(1), *vts,
-        BM=bm, BW=bw, WRITE_VT=True, WRITE_VTT=vt is not None,
-        num_warps=_warps(bm * bw, _EPT_MANY if b >= _MANY else _EPT),
+        BM=bm, BW=bw, WRITE_VT=True, WRITE_VTT=vt is not None, LEAN=_LEAN, num_warps=_warps(bm * bw, _leaf_ept(b, m)),
     )  # fmt: skip
 
 
@@ -783,7 +832,23 @@ def _route(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return _qr(a)
 
 
+def _fast_small(data: torch.Tensor) -> bool:
+    """The 3-D, contiguous, aligned float32 CUDA batches of the whole-matrix route (no GEMM: no precision flag)."""
+    if not (_SMALL_FAST and _HAVE_TRITON and data.is_cuda and data.dim() == 3 and data.dtype == torch.float32):
+        return False
+    b, m, n = data.shape
+    return (
+        0 < n <= _SMALL_MAX
+        and n <= m <= 4 * _SMALL_MAX
+        and b > 0
+        and data.is_contiguous()
+        and data.data_ptr() % 16 == 0
+    )
+
+
 def custom_kernel(data: input_t) -> output_t:
+    if _fast_small(data):
+        return _small_fast(data)
     if data.dim() < 2 or data.dtype != torch.float32 or data.shape[-2] < data.shape[-1]:
         return torch.geqrf(data)
     lead = data.shape[:-2]
