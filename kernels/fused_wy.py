@@ -111,7 +111,7 @@ if _HAVE_TRITON:
     def _coop_leaf_kernel(
         a_ptr, tau_ptr, v_ptr, t_ptr, part_ptr, cnt_ptr, m, w, kmax, nprog,
         a_sb, a_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, part_sb, cnt_sb,
-        BM: tl.constexpr, BW: tl.constexpr, PP: tl.constexpr,
+        BM: tl.constexpr, BW: tl.constexpr, PP: tl.constexpr, LEAN: tl.constexpr,
     ):  # fmt: skip
         """Leaf panel (m x w) of matrix program_id(1) split by rows over nprog programs (BM rows each).
 
@@ -161,7 +161,10 @@ if _HAVE_TRITON:
             inv = 1.0 / tl.where(zero, 1.0, alpha - beta)
             v = tl.where(below, xb * inv, tl.where(rows == j, 1.0, 0.0))
             z = s * inv + rj
-            p = p - tl.where(cols[None, :] > j, (tau * v)[:, None] * z[None, :], 0.0)
+            if LEAN:
+                p = p - v[:, None] * tl.where(cols > j, tau * z, 0.0)[None, :]
+            else:
+                p = p - tl.where(cols[None, :] > j, (tau * v)[:, None] * z[None, :], 0.0)
             newcol = tl.where(rows == j, beta, tl.where(below, v, x))
             p = tl.where(colj, newcol[:, None], p)
             taus = tl.where(cols == j, tau, taus)
@@ -195,6 +198,7 @@ _LEAN = False  # tile QR step: column mask and tau applied to the [BW] vector z,
 _FEW_BATCH = 48  # batches smaller than this with leaves of at most 512 rows: _EPT_FEW elements per thread
 _EPT_FEW = 64  # (knob; default as _EPT): the 40x176 and 40x352 leaves run 40 programs, latency-bound
 _SMALL_WARPS = 0  # warps of the whole-matrix tile (n <= _SMALL_MAX); 0: by elements per thread as the leaves
+_LEAN_COOP = False  # _LEAN's step in the cooperative leaf (2x4096, 8x2048)
 _SMALL_FAST = False  # whole-matrix route eager through the compiled kernel's launcher: no graph, copies, binder
 
 
@@ -628,7 +632,7 @@ def _coop_leaf(p, tau, v, t, nprog, bm):
     _coop_leaf_kernel[(nprog, b)](
         p, tau, v, t, part, cnt, m, w, kmax, nprog, p.stride(0), p.stride(1), tau.stride(0),
         v.stride(0), v.stride(1), t.stride(0), t.stride(1), part.stride(0), cnt.stride(0),
-        BM=bm, BW=bw, PP=pp, num_warps=_warps(bm * bw),
+        BM=bm, BW=bw, PP=pp, LEAN=_LEAN_COOP, num_warps=_warps(bm * bw),
     )  # fmt: skip
 
 
