@@ -30,6 +30,10 @@ Session 23: knob _ONE_REDUCE (the tile QR's column step with one reduction pair)
 us (the knob is gone; its source is the run's).
 Session 24: knobs _PRESPLIT (V^T split into TF32 parts by the leaf; run 8f447ebcd040 3,009 us, the knob gone since),
 _MIN_WARPS=1, _EPT=128 and _GRAPH_MAX_ELEMS=2^25 rejected in the screen (kernels/NOTES.md).
+Session 28: knobs _LEAN (the tile QR step masks and scales the [BW] vector z instead of the tile: one FMA per
+element) and _SMALL_FAST (20x32 eagerly through the compiled kernel's launcher, no graph, no copies; Triton's
+binder and the graph cost more CPU time per call than the factorisation takes on the GPU): fused_wy_lean, run
+42f9cd710249, 2,798 us (20x32 41 -> 23 us, 40x176 -7%, 40x352 -4%); now the defaults.
 """
 
 import os  # noqa: E402
@@ -194,12 +198,12 @@ _EPT_MANY = 32
 
 
 _MIN_WARPS = 2  # 1: a 32x32 tile in one warp, its reductions all shuffles (ptxas sm_90a: 125 registers, no spills)
-_LEAN = False  # tile QR step: column mask and tau applied to the [BW] vector z, one FMA per element (else 3 ops)
+_LEAN = True  # tile QR step: column mask and tau applied to the [BW] vector z, one FMA per element (else 3 ops)
 _FEW_BATCH = 48  # batches smaller than this with leaves of at most 512 rows: _EPT_FEW elements per thread
 _EPT_FEW = 64  # (knob; default as _EPT): the 40x176 and 40x352 leaves run 40 programs, latency-bound
 _SMALL_WARPS = 0  # warps of the whole-matrix tile (n <= _SMALL_MAX); 0: by elements per thread as the leaves
 _LEAN_COOP = False  # _LEAN's step in the cooperative leaf (2x4096, 8x2048)
-_SMALL_FAST = False  # whole-matrix route eager through the compiled kernel's launcher: no graph, copies, binder
+_SMALL_FAST = True  # whole-matrix route eager through the compiled kernel's launcher: no graph, copies, binder
 
 
 def _warps(elems: int, ept: int = _EPT) -> int:
@@ -237,27 +241,31 @@ _LAUNCHERS: dict = {}
 def _small_fast(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """_small_qr for a contiguous, 16-byte aligned CUDA batch, launched through the compiled kernel's own launcher
     once the first call has compiled it: Triton's binder (argument specialisation, cache key) costs more CPU time
-    than the whole 20x32 factorisation takes on the GPU. The kernel is keyed by everything it was specialised on
-    (shape, so strides; device); pointers are fresh allocations or checked for alignment."""
+    than the whole 20x32 factorisation takes on the GPU. The launcher is keyed by everything the kernel was
+    specialised on (shape, so strides; device); pointers are fresh allocations or the start of one."""
     b, m, n = a.shape
     key = (b, m, n, a.device)
     ent = _LAUNCHERS.get(key)
+    if ent is False:
+        return _small_qr(a)
+    h = torch.empty_like(a)
+    tau = torch.empty((b, n), dtype=a.dtype, device=a.device)
     if ent is None:
-        h = torch.empty_like(a)
-        tau = torch.empty((b, n), dtype=a.dtype, device=a.device)
         args, warps = _small_args(a, h, tau)
         k = _tile_qr_kernel[(b,)](*args[:-5], BM=args[-5], BW=args[-4], WRITE_VT=False, WRITE_VTT=False,
                                   LEAN=_LEAN, num_warps=warps)  # fmt: skip
-        ok = all(hasattr(k, x) for x in ("run", "function", "packed_metadata"))
-        _LAUNCHERS[key] = (k, args[6:]) if ok else False
-        return h, tau
-    if ent is False:
-        return _small_qr(a)
-    k, rest = ent
-    h = torch.empty_like(a)
-    tau = torch.empty((b, n), dtype=a.dtype, device=a.device)
-    stream = torch._C._cuda_getCurrentRawStream(a.device.index)
-    k.run(b, 1, 1, stream, k.function, k.packed_metadata, None, None, None, a, h, tau, h, h, h, *rest)
+        ent = False
+        if hasattr(k, "packed_metadata"):  # the compiled kernel's runner for this grid (Triton >= 3.3)
+            launch = k[(b, 1, 1)]
+            try:  # the same launch again, so that a launcher this file does not know fails here, not later
+                launch(a, h, tau, h, h, h, *args[6:])
+                ent = (launch, args[6:])
+            except (TypeError, ValueError, RuntimeError):
+                pass
+        _LAUNCHERS[key] = ent
+    else:
+        launch, rest = ent
+        launch(a, h, tau, h, h, h, *rest)
     return h, tau
 
 
@@ -846,7 +854,7 @@ def _fast_small(data: torch.Tensor) -> bool:
         and n <= m <= 4 * _SMALL_MAX
         and b > 0
         and data.is_contiguous()
-        and data.data_ptr() % 16 == 0
+        and data.storage_offset() == 0  # the start of an allocation: the 16-byte alignment the launcher assumes
     )
 
 
