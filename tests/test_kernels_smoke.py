@@ -118,24 +118,26 @@ def test_fused_wy_launch_knobs_keep_the_gates():
             setattr(mod, k, v)
 
 
-def test_fused_wy_lean_step_agrees_with_the_plain_step():
-    """_LEAN moves the column mask and tau from the tile onto the z vector (one FMA per element): the same
-    reflections, so H and tau agree with the plain step to rounding, on the whole-matrix and the leaf routes."""
+@pytest.mark.parametrize("knob", ["_LEAN", "_AHEAD"])
+def test_fused_wy_step_knobs_agree_with_the_plain_step(knob):
+    """The tile QR's step knobs compute the same reflections in another order: _LEAN moves the column mask and
+    tau from the tile onto the z vector, _AHEAD takes column j + 1 before the update and corrects it by one dot
+    product. H and tau agree with the knob off to rounding, on the whole-matrix and the leaf routes."""
     load_variant(os.path.join(ROOT, "kernels", "fused_wy.py"))
     mod = sys.modules["submission"]
-    saved = mod._LEAN
+    saved = getattr(mod, knob)
     try:
         for batch, n, cond, case in [(3, 24, 1, "dense"), (2, 130, 1, "dense"), (2, 72, 0, "rankdef")]:
             a = generate(Case(batch, n, cond, 31 + n, case))
             outs = []
-            for lean in (False, True):
-                mod._LEAN = lean
+            for on in (False, True):
+                setattr(mod, knob, on)
                 out = mod.custom_kernel(a.clone())
-                assert check_qr(a, out).passed, f"{batch}x{n} {case} with _LEAN={lean}"
+                assert check_qr(a, out).passed, f"{batch}x{n} {case} with {knob}={on}"
                 outs.append(out)
             (h0, t0), (h1, t1) = outs
             if case == "dense":  # rankdef's near-zero columns amplify rounding: the gates only
                 assert (h1 - h0).abs().max() <= 1e-4 * h0.abs().max(), f"{batch}x{n}: H moved"
                 assert (t1 - t0).abs().max() <= 1e-4, f"{batch}x{n}: tau moved"
     finally:
-        mod._LEAN = saved
+        setattr(mod, knob, saved)
