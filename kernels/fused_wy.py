@@ -67,7 +67,6 @@ if _HAVE_TRITON:
         src, dst, tau_ptr, v_ptr, t_ptr, vt_ptr, m, w, kmax,
         s_sb, s_sr, d_sb, d_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, vt_sb, vt_sk,
         BM: tl.constexpr, BW: tl.constexpr, WRITE_VT: tl.constexpr, WRITE_VTT: tl.constexpr, LEAN: tl.constexpr,
-        AHEAD: tl.constexpr,
     ):  # fmt: skip
         pid = tl.program_id(0).to(tl.int64)
         rows = tl.arange(0, BM)
@@ -76,13 +75,9 @@ if _HAVE_TRITON:
         p = tl.load(src + pid * s_sb + rows[:, None] * s_sr + cols[None, :], mask=msk, other=0.0)
         taus = tl.zeros([BW], dtype=tl.float32)
         tmat = tl.zeros([BW, BW], dtype=tl.float32)
-        x = tl.sum(tl.where(cols[None, :] == 0, p, 0.0), axis=1)
         for j in range(0, kmax):
             colj = cols[None, :] == j
-            if AHEAD:  # column j + 1 before this step's update: off the step's critical path
-                xo = tl.sum(tl.where(cols[None, :] == j + 1, p, 0.0), axis=1)
-            else:
-                x = tl.sum(tl.where(colj, p, 0.0), axis=1)
+            x = tl.sum(tl.where(colj, p, 0.0), axis=1)
             below = rows > j
             xb = tl.where(below, x, 0.0)
             alpha, xn2 = tl.reduce((tl.where(rows == j, x, 0.0), xb * xb), 0, _add2)
@@ -100,8 +95,6 @@ if _HAVE_TRITON:
                 p = p - tl.where(cols[None, :] > j, (tau * v)[:, None] * z[None, :], 0.0)
             newcol = tl.where(rows == j, beta, tl.where(below, v, x))
             p = tl.where(colj, newcol[:, None], p)
-            if AHEAD:  # column j + 1 after the update, from one [BM] dot product (z[j + 1] = v . xo) instead of z
-                x = xo - (tau * tl.sum(v * xo)) * v
             taus = tl.where(cols == j, tau, taus)
             if WRITE_VT:
                 zl = tl.where(cols < j, z, 0.0)
@@ -209,7 +202,6 @@ _LEAN = True  # tile QR step: column mask and tau applied to the [BW] vector z, 
 _FEW_BATCH = 48  # batches smaller than this with leaves of at most 512 rows: _EPT_FEW elements per thread
 _EPT_FEW = 64  # (knob; default as _EPT): the 40x176 and 40x352 leaves run 40 programs, latency-bound
 _SMALL_WARPS = 0  # warps of the whole-matrix tile (n <= _SMALL_MAX); 0: by elements per thread as the leaves
-_AHEAD = False  # tile QR step: column j + 1 taken before the update and corrected (off the critical path)
 _LEAN_COOP = False  # _LEAN's step in the cooperative leaf (2x4096, 8x2048)
 _SMALL_FAST = True  # whole-matrix route eager through the compiled kernel's launcher: no graph, copies, binder
 
@@ -230,7 +222,7 @@ def _small_args(a, h, tau):
     b, m, n = a.shape
     bm, bw = triton.next_power_of_2(m), triton.next_power_of_2(n)
     ints = (m, n, n, a.stride(0), a.stride(1), h.stride(0), h.stride(1), tau.stride(0), 0, 0, 0, 0, 0, 0)
-    meta = dict(BM=bm, BW=bw, WRITE_VT=False, WRITE_VTT=False, LEAN=_LEAN, AHEAD=_AHEAD)
+    meta = dict(BM=bm, BW=bw, WRITE_VT=False, WRITE_VTT=False, LEAN=_LEAN)
     return ints, meta, _SMALL_WARPS or _warps(bm * bw)
 
 
@@ -286,8 +278,7 @@ def _leaf(p, tau, v, t, vt=None, src=None):
     _tile_qr_kernel[(b,)](
         s, p, tau, v, t, v if vt is None else vt, m, w, min(m, w), s.stride(0), s.stride(1), p.stride(0),
         p.stride(1), tau.stride(0), v.stride(0), v.stride(1), t.stride(0), t.stride(1), *vts,
-        BM=bm, BW=bw, WRITE_VT=True, WRITE_VTT=vt is not None, LEAN=_LEAN, AHEAD=_AHEAD,
-        num_warps=_warps(bm * bw, _leaf_ept(b, m)),
+        BM=bm, BW=bw, WRITE_VT=True, WRITE_VTT=vt is not None, LEAN=_LEAN, num_warps=_warps(bm * bw, _leaf_ept(b, m)),
     )  # fmt: skip
 
 
