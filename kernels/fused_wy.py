@@ -49,6 +49,7 @@ except ImportError:  # pragma: no cover
     _HAVE_TRITON = False
 
 _SMALL_MAX = 128
+_SENTINEL_BITS = 0x7FBADBAD  # an unfilled partial of the cooperative leaf: a NaN payload no GPU arithmetic returns
 _LEAF_ELEMS = 16384  # leaf tile BM*nb, about 32 fp32 per thread at 16 warps
 _MAX_LEAF_ROWS = 4096  # taller: leaf [BM, 8] would spill; use the PyTorch route
 _NB_TORCH = 32
@@ -111,15 +112,26 @@ if _HAVE_TRITON:
             tmask = (cols[:, None] < w) & (cols[None, :] < w)
             tl.store(t_ptr + pid * t_sb + cols[:, None] * t_sr + cols[None, :], tmat, mask=tmask)
 
+    _SENTINEL = tl.constexpr(_SENTINEL_BITS)
+
+    @triton.jit
+    def _unfilled(a, b):
+        """How many elements of the two tiles still hold the sentinel."""
+        na = tl.sum((a.to(tl.int32, bitcast=True) == _SENTINEL).to(tl.int32))
+        return na + tl.sum((b.to(tl.int32, bitcast=True) == _SENTINEL).to(tl.int32))
+
     @triton.jit
     def _coop_leaf_kernel(
         a_ptr, tau_ptr, v_ptr, t_ptr, part_ptr, cnt_ptr, m, w, kmax, nprog,
         a_sb, a_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, part_sb, cnt_sb,
-        BM: tl.constexpr, BW: tl.constexpr, PP: tl.constexpr, LEAN: tl.constexpr,
+        BM: tl.constexpr, BW: tl.constexpr, PP: tl.constexpr, LEAN: tl.constexpr, TAGGED: tl.constexpr,
     ):  # fmt: skip
         """Leaf panel (m x w) of matrix program_id(1) split by rows over nprog programs (BM rows each).
 
         Per step: partial (s, P[j, :]) -> part[b, j, pid, :], one counter barrier, sum of the partials.
+        TAGGED: no counter; part starts filled with the bit pattern _SENTINEL, which no sum produces (a NaN a GPU
+        never computes), and each program reloads the step's partials until none is left: the loads that wait are
+        the loads of the data, one trip to L2 a step instead of an atomic, a polling atomic and the loads.
         """
         pid = tl.program_id(0)
         bid = tl.program_id(1).to(tl.int64)
@@ -144,18 +156,31 @@ if _HAVE_TRITON:
             slot = pbase + (j * PP + pid) * (2 * BW)
             tl.store(slot + cols, s_loc)
             tl.store(slot + BW + cols, rj_loc)
-            tl.debug_barrier()
-            tl.atomic_add(cbase + j, 1)
-            c = tl.atomic_add(cbase + j, 0)
-            spins = 0
-            while (c < nprog) & (spins < 200000):
-                c = tl.atomic_add(cbase + j, 0)
-                spins += 1
-            tl.debug_barrier()
             rd = pbase + (j * PP + pidx[:, None]) * (2 * BW) + cols[None, :]
             pm = (pidx[:, None] < nprog) & (cols[None, :] < BW)
-            s = tl.sum(tl.load(rd, mask=pm, other=0.0, cache_modifier=".cg"), axis=0)
-            rj = tl.sum(tl.load(rd + BW, mask=pm, other=0.0, cache_modifier=".cg"), axis=0)
+            if TAGGED:
+                ps = tl.load(rd, mask=pm, other=0.0, volatile=True)
+                pr = tl.load(rd + BW, mask=pm, other=0.0, volatile=True)
+                left = _unfilled(ps, pr)
+                spins = 0
+                while (left > 0) & (spins < 200000):
+                    ps = tl.load(rd, mask=pm, other=0.0, volatile=True)
+                    pr = tl.load(rd + BW, mask=pm, other=0.0, volatile=True)
+                    left = _unfilled(ps, pr)
+                    spins += 1
+                s = tl.sum(ps, axis=0)
+                rj = tl.sum(pr, axis=0)
+            else:
+                tl.debug_barrier()
+                tl.atomic_add(cbase + j, 1)
+                c = tl.atomic_add(cbase + j, 0)
+                spins = 0
+                while (c < nprog) & (spins < 200000):
+                    c = tl.atomic_add(cbase + j, 0)
+                    spins += 1
+                tl.debug_barrier()
+                s = tl.sum(tl.load(rd, mask=pm, other=0.0, cache_modifier=".cg"), axis=0)
+                rj = tl.sum(tl.load(rd + BW, mask=pm, other=0.0, cache_modifier=".cg"), axis=0)
             alpha = tl.sum(tl.where(cols == j, rj, 0.0))
             xn2 = tl.sum(tl.where(cols == j, s, 0.0))
             nrm = tl.sqrt(alpha * alpha + xn2)
@@ -604,6 +629,7 @@ _COOP_MIN_ROWS = 1024  # leaf panels at least this tall (and few matrices) go co
 _COOP_MIN_BM = 64  # rows per program at least (fused_wy_coopbm64: 2x4096 22.6 -> 22.0 ms, 64 per matrix)
 _COOP_MIN_PER = 4  # programs per matrix at least (measured: 60x1024 with 2 per matrix 7.58 ms vs 7.39 without)
 _COOP_MAX_ELEMS = 16384  # rows per program x leaf width
+_COOP_TAGGED = False  # the step's barrier by the partials themselves (a sentinel fill), not a counter
 _NSM: dict = {}
 
 
@@ -634,12 +660,16 @@ def _coop_leaf(p, tau, v, t, nprog, bm):
     pp = triton.next_power_of_2(nprog)
     bw = triton.next_power_of_2(w)
     kmax = min(m, w)
-    part = torch.empty((b, kmax, pp, 2 * bw), dtype=torch.float32, device=p.device)
-    cnt = torch.zeros((b, kmax), dtype=torch.int32, device=p.device)
+    if _COOP_TAGGED:  # every partial starts as the sentinel; no counters
+        part = torch.full((b, kmax, pp, 2 * bw), _SENTINEL_BITS, dtype=torch.int32, device=p.device).view(torch.float32)
+        cnt = part
+    else:
+        part = torch.empty((b, kmax, pp, 2 * bw), dtype=torch.float32, device=p.device)
+        cnt = torch.zeros((b, kmax), dtype=torch.int32, device=p.device)
     _coop_leaf_kernel[(nprog, b)](
         p, tau, v, t, part, cnt, m, w, kmax, nprog, p.stride(0), p.stride(1), tau.stride(0),
         v.stride(0), v.stride(1), t.stride(0), t.stride(1), part.stride(0), cnt.stride(0),
-        BM=bm, BW=bw, PP=pp, LEAN=_LEAN_COOP, num_warps=_warps(bm * bw),
+        BM=bm, BW=bw, PP=pp, LEAN=_LEAN_COOP, TAGGED=_COOP_TAGGED, num_warps=_warps(bm * bw),
     )  # fmt: skip
 
 

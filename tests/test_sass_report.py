@@ -1,0 +1,38 @@
+"""scripts/sass_report.py on a real family file: Triton compiles for sm_90a and its own ptxas and cuobjdump read
+the result, all on the CPU machine the tests run on."""
+
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, "scripts", "sass_report.py")
+FAMILY = os.path.join(ROOT, "kernels", "fused_wy.py")
+
+
+def _run(*args):
+    return subprocess.run([sys.executable, SCRIPT, FAMILY, *args], capture_output=True, text=True, timeout=300)
+
+
+def test_two_settings_of_the_tile_qr_kernel_report_registers_and_sass_counts():
+    tile = ("BM=32", "BW=32", "WRITE_VT=0", "WRITE_VTT=0")
+    r = _run("_tile_qr_kernel", "--ptrs", "src,dst", "--warps", "2", *tile, "LEAN=0", "/", "LEAN=1")
+    assert r.returncode == 0, r.stderr
+    lines = [x for x in r.stdout.splitlines() if x.startswith("BM=32")]
+    assert [x.split(":")[0].split()[-1] for x in lines] == ["LEAN=0", "LEAN=1"]  # the second inherits BM..WRITE_VTT
+    for line in lines:
+        fields = dict(f.rsplit(" ", 1) for f in line.split(": ", 1)[1].split(", "))
+        assert 0 < int(fields["registers"]) <= 255 and int(fields["SASS"]) > 100
+        assert int(fields["BAR"]) > 0 and int(fields["SHFL"]) > 0  # the step's cross-warp and in-warp reductions
+    # the lean step is fewer instructions for the same tile (the point of the knob)
+    sass = [int(dict(f.rsplit(" ", 1) for f in x.split(": ", 1)[1].split(", "))["SASS"]) for x in lines]
+    assert sass[1] < sass[0]
+
+
+def test_bad_input_is_refused_with_a_reason():
+    r = _run("_no_such_kernel")
+    assert r.returncode != 0 and "no kernel _no_such_kernel" in r.stderr
+    r = _run("_tile_qr_kernel", "--ptrs", "src,dst", "BM=32")
+    assert r.returncode != 0 and "constexpr BW needs a value" in r.stderr
+    r = _run("_tile_qr_kernel", "--ptrs", "src,dst", "BM=32", "BOGUS=1")
+    assert r.returncode != 0 and "no parameter BOGUS" in r.stderr
