@@ -246,11 +246,16 @@ def test_repeated_case_numbers_are_refused_or_recorded_once(tmp_path):
 
 def test_parent_may_be_a_run_id_prefix_or_a_variant_name_and_is_stored_as_the_full_run_id(tmp_path):
     store = tmp_path / "s.duckdb"
-    base = ["--suite", "smoke", "--mode", "test", "--cases", "0", "--quiet", "--store", str(store)]
+    common = ["--suite", "smoke", "--cases", "0", "--quiet", "--store", str(store)]
+    base = ["--mode", "test", *common]
+    bench = cli_json("run", REFERENCE, "--mode", "benchmark", *common)["run_id"]
     first = cli_json("run", REFERENCE, *base)["run_id"]
     by_prefix = cli_json("run", REFERENCE, *base, "--parent", first[:6])["run_id"]
     by_name = cli_json("run", REFERENCE, *base, "--parent", "geqrf_reference")["run_id"]
     assert Store(store).get_run(by_prefix)["parent_run"] == first  # the full id, not the prefix
-    assert Store(store).get_run(by_name)["parent_run"] == by_prefix  # the variant's newest run
+    assert Store(store).get_run(by_name)["parent_run"] == by_prefix  # the variant's newest run of this mode
+    # a benchmark's parent by name is the variant's newest passed benchmark, not its newer test runs
+    bench2 = cli_json("run", REFERENCE, "--mode", "benchmark", *common, "--parent", "geqrf_reference")["run_id"]
+    assert Store(store).get_run(bench2)["parent_run"] == bench
     proc = cli("run", REFERENCE, *base, "--parent", "no_such_variant")
     assert proc.returncode == 2 and "nor a variant with runs there" in proc.stderr

@@ -37,7 +37,7 @@ def load_request(spec: dict[str, Any]) -> RunRequest:
     if req.name is None:
         req.name = unique_name_in_store(req.path, req.store)
     if req.parent:
-        req.parent = resolve_parent(req.store, req.parent)
+        req.parent = resolve_parent(req.store, req.parent, req.suite, req.mode)
     return req
 
 

@@ -73,7 +73,7 @@ def run_requests(args: argparse.Namespace) -> list:
         raise UsageError(str(exc)) from None
     Store(args.store).check(write=True)
     if args.parent:
-        parent = resolve_parent(args.store, args.parent)
+        parent = resolve_parent(args.store, args.parent, reqs[0].suite, reqs[0].mode)
         for r in reqs:
             r.parent = parent
     full = workload.default_suite(True)

@@ -278,10 +278,10 @@ def unique_name_in_store(path: str, store: str) -> str | None:
     return unique_names([rel], taken)[rel]
 
 
-def resolve_parent(store: str, text: str) -> str:
-    """A run id, a unique prefix of one, or a variant name (its newest run), as the full run id; InputError for
-    anything else."""
-    run_id = Store(store).resolve_run_id(text) or Store(store).latest_run_of_variant(text)
+def resolve_parent(store: str, text: str, suite: str | None = None, mode: str | None = None) -> str:
+    """A run id, a unique prefix of one, or a variant name (its newest run, a passed one of this suite and mode
+    first), as the full run id; InputError for anything else."""
+    run_id = Store(store).resolve_run_id(text) or Store(store).latest_run_of_variant(text, suite, mode)
     if run_id is None:
         raise InputError(f"--parent {text!r} is not a run in {store}, nor a variant with runs there")
     return run_id

@@ -102,17 +102,21 @@ class RunReads:
         ids = self.match_run_ids(prefix, limit=2)
         return ids[0] if len(ids) == 1 else None
 
-    def latest_run_of_variant(self, name: str) -> str | None:
-        """The newest run of the variant with this name (any status; any recorded name, as list_runs' `variant`),
-        e.g. to name it as a parent."""
+    def latest_run_of_variant(self, name: str, suite: str | None = None, mode: str | None = None) -> str | None:
+        """The newest run of the variant with this name (any recorded name, as list_runs' `variant`), e.g. to name
+        it as a parent. Given a suite and mode, the newest passed run of those comes first, then any run of them,
+        then any run: a benchmark's parent is then a benchmark it can be compared with, not the newest test run."""
         if not Path(self.path).exists():
             return None
         with connect(self.path, read_only=True) as con:
             if not _has_runs_table(con):
                 return None
             clause, params = variant_clause(names_sql(con), name)
+            same = "(suite = ? AND mode = ?)"
             row = con.execute(
-                f"SELECT run_id FROM runs WHERE {clause} ORDER BY started_at DESC, run_id LIMIT 1", params
+                f"SELECT run_id FROM runs WHERE {clause} "
+                f"ORDER BY ({same} AND status = 'passed') DESC, {same} DESC, started_at DESC, run_id LIMIT 1",
+                [*params, suite, mode, suite, mode],
             ).fetchone()
         return row[0] if row else None
 
