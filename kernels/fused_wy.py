@@ -224,8 +224,8 @@ _EPT_MANY = 32
 
 _MIN_WARPS = 2  # 1: a 32x32 tile in one warp, its reductions all shuffles (ptxas sm_90a: 125 registers, no spills)
 _LEAN = True  # tile QR step: column mask and tau applied to the [BW] vector z, one FMA per element (else 3 ops)
-_FEW_BATCH = 48  # batches smaller than this with leaves of at most 512 rows: _EPT_FEW elements per thread
-_EPT_FEW = 64  # (knob; default as _EPT): the 40x176 and 40x352 leaves run 40 programs, latency-bound
+_FEW_BATCH = 48  # batches smaller than this (40x176, 40x352: 40 programs a leaf, latency-bound) ...
+_LEAF_ELEMS_FEW = 16384  # ... with leaves of at most 512 rows: leaf tile elements (knob; as _LEAF_ELEMS)
 _SMALL_WARPS = 0  # warps of the whole-matrix tile (n <= _SMALL_MAX); 0: by elements per thread as the leaves
 _LEAN_COOP = False  # _LEAN's step in the cooperative leaf (2x4096, 8x2048)
 _SMALL_FAST = True  # whole-matrix route eager through the compiled kernel's launcher: no graph, copies, binder
@@ -234,12 +234,6 @@ _SMALL_FAST = True  # whole-matrix route eager through the compiled kernel's lau
 def _warps(elems: int, ept: int = _EPT) -> int:
     """About `ept` tile elements per thread (32: ptxas ~100-130 registers, no spills, sm_90a)."""
     return max(_MIN_WARPS, min(16, elems // (32 * ept)))
-
-
-def _leaf_ept(b: int, m: int) -> int:
-    if b >= _MANY:
-        return _EPT_MANY
-    return _EPT_FEW if b < _FEW_BATCH and m <= 512 else _EPT
 
 
 def _small_args(a, h, tau):
@@ -303,7 +297,8 @@ def _leaf(p, tau, v, t, vt=None, src=None):
     _tile_qr_kernel[(b,)](
         s, p, tau, v, t, v if vt is None else vt, m, w, min(m, w), s.stride(0), s.stride(1), p.stride(0),
         p.stride(1), tau.stride(0), v.stride(0), v.stride(1), t.stride(0), t.stride(1), *vts,
-        BM=bm, BW=bw, WRITE_VT=True, WRITE_VTT=vt is not None, LEAN=_LEAN, num_warps=_warps(bm * bw, _leaf_ept(b, m)),
+        BM=bm, BW=bw, WRITE_VT=True, WRITE_VTT=vt is not None, LEAN=_LEAN,
+        num_warps=_warps(bm * bw, _EPT_MANY if b >= _MANY else _EPT),
     )  # fmt: skip
 
 
@@ -620,7 +615,11 @@ def _apply_qt_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor) -> None:
 
 def _leaf_width(rows: int, batch: int) -> int:
     bm = triton.next_power_of_2(rows)
-    return max(8, min(32, (_LEAF_ELEMS_MANY if batch >= _MANY else _LEAF_ELEMS) // bm))
+    if batch >= _MANY:
+        elems = _LEAF_ELEMS_MANY
+    else:
+        elems = _LEAF_ELEMS_FEW if batch < _FEW_BATCH and bm <= 512 else _LEAF_ELEMS
+    return max(8, min(32, elems // bm))
 
 
 _COOP = True
