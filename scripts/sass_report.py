@@ -28,6 +28,10 @@ import subprocess
 import sys
 import tempfile
 
+# Compiling for a GPU target is the point: Triton's interpreter (left set by a CPU test run, say) would hand back
+# interpreted functions that compile to nothing.
+os.environ.pop("TRITON_INTERPRET", None)
+
 # SASS opcodes per class: what a latency-bound step spends its time waiting on
 COUNTED = {"BAR": r"\bBAR\.", "SHFL": r"\bSHFL\.", "STS": r"\bSTS\b", "LDS": r"\bLDS\b", "ATOM": r"\bATOMG?\b|\bRED\b"}
 _SASS_LINE = re.compile(r"^\s+/\*[0-9a-f]{4,6}\*/\s+(.*?);")
