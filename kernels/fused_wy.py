@@ -872,7 +872,7 @@ def _route(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return _qr(a)
 
 
-def _fast_small(data: torch.Tensor) -> bool:
+def _takes_small_fast(data: torch.Tensor) -> bool:
     """The 3-D, contiguous, aligned float32 CUDA batches of the whole-matrix route (no GEMM: no precision flag)."""
     if not (_SMALL_FAST and _HAVE_TRITON and data.is_cuda and data.dim() == 3 and data.dtype == torch.float32):
         return False
@@ -887,7 +887,7 @@ def _fast_small(data: torch.Tensor) -> bool:
 
 
 def custom_kernel(data: input_t) -> output_t:
-    if _fast_small(data):
+    if _takes_small_fast(data):
         return _small_fast(data)
     if data.dim() < 2 or data.dtype != torch.float32 or data.shape[-2] < data.shape[-1]:
         return torch.geqrf(data)
