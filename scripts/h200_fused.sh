@@ -19,6 +19,7 @@
 #   SOURCE NAME RUN                writes .kscratch/variants/NAME.py from the stored source of RUN (a run in samples/):
 #                                  a variant that no family file generates any more, for a repeat
 #   REPEAT NEED PATH FAMILY PARENT [tracker args]   a run as below that takes no verdict (a repeat of known code)
+#   AFTERPASS NEED PATH FAMILY PARENT [tracker args]   a run as below, only if the run before it passed
 #   NEED PATH FAMILY PARENT [tracker args]   a tracker run (skipped when fewer than NEED seconds are left);
 #       PARENT is a variant name or run id; a benchmark run gets the verdict promoted when its geomean is below
 #       the parent's newest passed benchmark run in the store, else rejected, with both figures as the reason.
@@ -81,7 +82,8 @@ run_job() {  # NEED PATH FAMILY PARENT [tracker args]
     name=$(basename $path .py); tag=$name$(echo $extra | tr -dc 'a-z0-9')
     python3 -m tracker run $path --store $S --family $family --parent $parent --note "$(note $path)" $extra \
       --quiet --json --timeout $(( $(left) - 15 )) < /dev/null > $R/run-$tag.json 2> $R/run-$tag.err
-    python3 - $R/run-$tag.json >> $R/summary.txt <<'PY'
+    rm -f $R/last-status
+    python3 - $R/run-$tag.json $R/last-status >> $R/summary.txt <<'PY'
 import json, sys
 try:
     d = json.load(open(sys.argv[1]))
@@ -89,6 +91,7 @@ try:
 except Exception as e:
     print("no json", sys.argv[1], e); sys.exit()
 open("/tmp/run_ids", "a").write(f"{d.get('run_id')}\n")
+open(sys.argv[2], "w").write(str(d.get("status")))
 print(d.get("run_id"), d.get("variant"), d.get("mode"), d.get("status"), round(d.get("geomean_us") or 0),
       [round(c.get("mean_us") or 0) for c in d.get("cases") or []], (d.get("error") or "")[:200])
 PY
@@ -137,6 +140,9 @@ PY
     mkdir -p .kscratch/variants
     python3 -m tracker show "$3" --source --store $S > ".kscratch/variants/$2.py" && echo "wrote .kscratch/variants/$2.py from run $3" ;;
   REPEAT) shift; REPEAT=1 run_job "$@" ;;
+  AFTERPASS)  # a run line that runs only if the run before it passed (no benchmark of a kernel that failed its tests)
+    shift
+    if [ "$(cat $R/last-status 2>/dev/null)" = passed ]; then run_job "$@"; else echo "skipped $2: the run before did not pass"; fi ;;
   *) run_job "$@" ;;
   esac
 done < ${3:?list}
