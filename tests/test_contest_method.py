@@ -54,6 +54,7 @@ UTILS = """def make_data(size, seed):
 HARNESS = r"""import math, os, sys, time
 
 BEHAVIOUR = "@BEHAVIOUR@"
+HANG_TOKEN = "@TOKEN@"
 
 
 def main():
@@ -75,8 +76,10 @@ def main():
         if seed:
             args["seed"] += int(seed)
         log(f"{kind}.{i}.spec", "size: 999; seed: 1" if BEHAVIOUR == "garbage" and i == 1 else line)
-        if BEHAVIOUR == "hang" and i == 1:
-            time.sleep(3600)
+        if BEHAVIOUR == "hang" and i == 1:  # in a child this test can tell from other tests' harnesses
+            import subprocess
+
+            subprocess.run([sys.executable, "-c", "import time; time.sleep(3600)", HANG_TOKEN])
         data = generate_input(**args)
         good, message = check_implementation(data, custom_kernel(data))
         if not good:
@@ -108,6 +111,14 @@ GOOD = "def custom_kernel(data):\n    return [2 * x for x in data]\n"
 WRONG = "def custom_kernel(data):\n    return [3 * x for x in data]\n"
 
 
+def hang_marker(folder: Path) -> tuple[str, ...]:
+    """The argv (less the interpreter) of the child a 'hang' harness sleeps in. Every harness of these tests runs
+    `eval.py benchmark kernelbeam-cases.txt`, and other tests (another xdist worker, another checkout's CI) run
+    theirs at the same time, so a test waits on its own folder's token, not on the harness's command line."""
+    token = "kb-hang-" + hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:16]
+    return ("-c", "import time; time.sleep(3600)", token)
+
+
 def problem(tmp_path: Path, behaviour: str = "good") -> Path:
     folder = tmp_path / "problems" / "toy"
     folder.mkdir(parents=True)
@@ -116,7 +127,8 @@ def problem(tmp_path: Path, behaviour: str = "good") -> Path:
     (folder / "task.yml").write_text(TASK_YML)
     (folder / "reference.py").write_text(REFERENCE)
     (folder / "task.py").write_text("input_t = list\noutput_t = list\n")
-    (folder / "eval.py").write_text(HARNESS.replace("@BEHAVIOUR@", behaviour))
+    harness = HARNESS.replace("@BEHAVIOUR@", behaviour).replace("@TOKEN@", hang_marker(folder)[-1])
+    (folder / "eval.py").write_text(harness)
     return folder
 
 
@@ -185,7 +197,8 @@ def test_a_hanging_harness_times_out_and_is_ended(tmp_path):
     assert doc["cases"][0]["passed"] and not doc["cases"][1]["passed"]
     from tests.conftest import wait_no_process
 
-    assert not wait_no_process("eval.py", "benchmark", "kernelbeam-cases.txt", seconds=5, any_program=True)
+    # the harness's child too: the whole process tree of the run is ended
+    assert not wait_no_process(*hang_marker(tmp_path / "problems" / "toy"), seconds=5, any_program=True)
 
 
 def test_sigterm_to_the_tracker_records_the_run_cancelled_and_ends_the_harness(tmp_path):
@@ -200,9 +213,9 @@ def test_sigterm_to_the_tracker_records_the_run_cancelled_and_ends_the_harness(t
          "--store", str(store), "--json", "--suite", "toy_double"],  # the whole suite: its second case hangs
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    harness = ("eval.py", "benchmark", "kernelbeam-cases.txt")  # under whichever path the sandbox runs python
+    harness = hang_marker(folder)  # the harness's sleeping child, under whichever path the sandbox runs python
     try:
-        assert wait_process(*harness, seconds=60, any_program=True), "the harness never started"
+        assert wait_process(*harness, seconds=60, any_program=True), "the harness never reached its hang"
         proc.terminate()
         out, err = proc.communicate(timeout=60)
     finally:
