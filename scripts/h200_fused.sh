@@ -104,7 +104,13 @@ while IFS= read -r line; do
   case $1 in
   VARIANT)
     hyp=${line#*|}; [ "$hyp" = "$line" ] && hyp="(none given)"
-    python3 scripts/knob_variant.py "$3" .kscratch/variants "$2" "$(echo $hyp)" "${@:4}" ;;
+    python3 scripts/knob_variant.py "$3" .kscratch/variants "$2" "$(echo $hyp)" "${@:4}"
+    # the hypothesis is part of the source: another hypothesis under a stored name is another variant, not a repeat
+    old=$(python3 -m tracker show "$2" --store $S --json 2>/dev/null |
+      python3 -c "import json,sys; d=json.load(sys.stdin); print(d['variant_sha256'], d['run_id'])" 2>/dev/null)
+    new=$(sha256sum .kscratch/variants/$2.py | cut -d' ' -f1)
+    [ -z "$old" ] || [ "${old%% *}" = "$new" ] || echo "VARIANT $2: its source differs from the stored $2 (run" \
+      "${old##* }): a new variant under that name; a repeat takes SOURCE $2 ${old##* } and REPEAT lines" ;;
   DEV)
     [ $(left) -gt $2 ] || { echo "skipped DEV $4 (left $(left) s)"; continue; }
     timeout $(( $(left) - 20 )) python3 scripts/qr_devbench.py --suite bench --reps 3 --budget 1 --cases $3 "${@:4}" \
