@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.kernel} from {args.file}, sm_{args.arch}, {args.warps} warps, triton {triton.__version__}")
     for const in settings(args.const) or [{}]:
         sig = signature(kernel, ptrs, const)
-        r = report(kernel, sig, {k: v for k, v in const.items()}, args.warps, args.arch)
+        r = report(kernel, sig, const, args.warps, args.arch)
         shown = " ".join(f"{k}={v}" for k, v in const.items())
         print(f"{shown}: " + ", ".join(f"{k} {v}" for k, v in r.items()), flush=True)
     return 0
