@@ -20,6 +20,8 @@
 #                                  a variant that no family file generates any more, for a repeat
 #   REPEAT NEED PATH FAMILY PARENT [tracker args]   a run as below that takes no verdict (a repeat of known code)
 #   AFTERPASS NEED PATH FAMILY PARENT [tracker args]   a run as below, only if the run before it passed
+#   AB NEED A B [tracker ab args]  `tracker ab A B` (files or stored variant names): both interleaved per round, each
+#                                  case judged by its paired per-round ratios; the pair's runs join the export
 #   NEED PATH FAMILY PARENT [tracker args]   a tracker run (skipped when fewer than NEED seconds are left);
 #       PARENT is a variant name or run id; a benchmark run gets the verdict promoted when its geomean is below
 #       the parent's newest passed benchmark run in the store, else rejected, with both figures as the reason.
@@ -146,6 +148,24 @@ PY
     mkdir -p .kscratch/variants
     python3 -m tracker show "$3" --source --store $S > ".kscratch/variants/$2.py" && echo "wrote .kscratch/variants/$2.py from run $3" ;;
   REPEAT) shift; REPEAT=1 run_job "$@" ;;
+  AB)
+    [ $(left) -gt $2 ] || { echo "skipped AB $3 $4 (left $(left) s)"; continue; }
+    f=$R/ab-$(date +%s).json
+    timeout $(( $(left) - 10 )) python3 -m tracker ab "$3" "$4" --store $S --json --timeout 300 "${@:5}" \
+      < /dev/null > $f 2> ${f%.json}.err
+    python3 - $f <<'PY' | tee -a $R/summary.txt
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except Exception as e:
+    print("AB: no json", sys.argv[1], e); sys.exit()
+ids = [r for side in ("a", "b") for r in d[side]["runs"] if r]
+open("/tmp/run_ids", "a").write("".join(f"{r}\n" for r in ids))
+print(f"pair {d['pair_id']}: {d['a']['variant']} -> {d['b']['variant']}, {d['rounds']} rounds, runs {' '.join(ids)}")
+for c in d["cases"]:
+    print(f"  {c['case']:<24} {c['mark']} {c['verdict']:<8} ratio {c['ratio'] or 0:.4f}", c.get("reason", ""))
+PY
+    ;;
   AFTERPASS)  # a run line that runs only if the run before it passed (no benchmark of a kernel that failed its tests)
     shift
     if [ "$(cat $R/last-status 2>/dev/null)" = passed ]; then run_job "$@"; else echo "skipped $2: the run before did not pass"; fi ;;
