@@ -114,6 +114,30 @@ def test_add_of_an_unchanged_copy_records_its_name_and_family_and_the_name_finds
     assert Path(target["path"]).read_text() == BASE
 
 
+def test_the_leaderboard_tells_apart_two_sources_run_under_one_name(copied, capsys):
+    """A file edited in place (or a repeat written with another docstring) leaves two sources under one name: the
+    board lists each once, the source the name stands for under the name, the other as name@sha8, and each row's
+    name is accepted back by --gaps."""
+    store, orig, _ = copied
+    faster = [m * 0.9 for m in SMOKE_MEANS]
+    record = make_record("secondrun002", variant="orig", source=CHANGED, path=str(orig), family=None,
+                         started=T0 + timedelta(hours=1), means=faster, suite="smoke")  # fmt: skip
+    assert Store(store).finish_run(record) is None
+    board = call(capsys, "leaderboard", "--suite", "smoke", "--mode", "benchmark", "--store", str(store))[1]
+    rows = {v["variant"]: v for v in board["variants"]}
+    named = Store(store).resolve_variant_name("orig")
+    other = source_hash(CHANGED) if named == source_hash(BASE) else source_hash(BASE)
+    assert set(rows) == {"orig", f"orig@{other[:8]}"}
+    assert rows["orig"]["sha256"] == named and rows[f"orig@{other[:8]}"]["sha256"] == other
+    for name, row in rows.items():
+        gaps = call(capsys, "leaderboard", "--gaps", "--variant", name, "--suite", "smoke", "--mode", "benchmark",
+                    "--store", str(store))[1]  # fmt: skip
+        assert gaps["variant"] == name and gaps["cells_geomean_us"] == pytest.approx(row["best_geomean_us"])
+    assert main(["leaderboard", "--suite", "smoke", "--mode", "benchmark", "--store", str(store)]) == 0
+    text = capsys.readouterr().out
+    assert text.count(f"orig@{other[:8]}") == 1 and text.count("orig ") == 1
+
+
 def test_a_name_of_other_content_is_refused_and_a_changed_file_keeps_its_name(copied, capsys):
     store, orig, copy = copied
     other = store.parent / "other.py"

@@ -11,6 +11,7 @@ from tracker.store.connection import connect
 from tracker.store.reads._sql import (
     _has_column,
     case_label_sql,
+    names_sql,
 )
 
 
@@ -47,8 +48,10 @@ class BoardReads:
                 "arg_max(family, started_at) AS family, count(*) AS runs, "
                 "min(geomean_us) FILTER (WHERE status = 'passed') AS best_geomean_us, "
                 "arg_min(run_id, geomean_us) FILTER (WHERE status = 'passed' AND geomean_us IS NOT NULL) AS best_run, "
-                "arg_max(run_id, started_at) AS latest_run FROM lb_runs GROUP BY variant_sha256"
+                "arg_max(run_id, started_at) AS latest_run, max(started_at) AS latest_at FROM lb_runs "
+                "GROUP BY variant_sha256"
             ).df()
+            named = dict(con.execute(f"SELECT name, sha256 FROM {names_sql(con)}").fetchall())
             cells = con.execute(
                 # Grouped on the raw shape columns; the label is formatted once per group, not once per case row.
                 f"SELECT variant_sha256, case_idx, {case_label_sql('g')} AS label, best_us, run_id FROM ("
@@ -59,4 +62,23 @@ class BoardReads:
                 "FROM case_results c JOIN lb_runs r USING (run_id) WHERE c.passed AND c.mean_us IS NOT NULL "
                 "GROUP BY r.variant_sha256, c.case_idx) g"
             ).df()
-        return {"variants": variants, "cells": cells}
+        return {"variants": distinct_names(variants.drop(columns="latest_at"), variants["latest_at"], named),
+                "cells": cells}
+
+
+def distinct_names(variants: pd.DataFrame, latest_at: pd.Series, named: dict[str, str]) -> pd.DataFrame:
+    """One name per row: where several sources ran under one name (a file edited in place, a repeat written with
+    another docstring), the source the name stands for now (else the one run last) keeps it and each other one
+    reads `name@sha8`, so a board never lists one name twice and every row can be asked for by its name."""
+    if variants.empty:
+        return variants
+    out = variants.copy()
+    for name, group in out.groupby("variant", sort=False):
+        if len(group) < 2:
+            continue
+        keep = named.get(str(name))
+        if keep not in set(group["variant_sha256"]):
+            keep = group.loc[latest_at[group.index].idxmax(), "variant_sha256"]
+        others = group.index[group["variant_sha256"] != keep]
+        out.loc[others, "variant"] = [f"{name}@{sha[:8]}" for sha in group.loc[others, "variant_sha256"]]
+    return out
