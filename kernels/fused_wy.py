@@ -287,6 +287,44 @@ def _small_fast(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return h, tau
 
 
+_RUNNER_LAUNCH = False  # route kernels after their first call through the compiled kernel's runner (no binder)
+_RUNNERS: dict = {}
+
+
+def _spec(x):
+    """What Triton specialises an argument on: a tensor by its dtype and 16-byte alignment (allocations start
+    aligned, so the offset decides), anything else by its value."""
+    if isinstance(x, torch.Tensor):
+        return x.dtype, x.storage_offset() * x.element_size() % 16 == 0
+    return x
+
+
+def _launch(kernel, grid, *args, **meta):
+    """kernel[grid](*args, **meta); with _RUNNER_LAUNCH, a CUDA launch of a specialisation seen before goes
+    through the compiled kernel's runner with the constexprs in signature order, skipping Triton's binder
+    (about 30 us of CPU a launch, more than many of the route's kernels take on the GPU)."""
+    if not (_RUNNER_LAUNCH and args[0].is_cuda):
+        return kernel[grid](*args, **meta)
+    key = (kernel, grid, args[0].device, tuple(map(_spec, args)), tuple(meta.items()))
+    ent = _RUNNERS.get(key)
+    if ent is None:
+        k = kernel[grid](*args, **meta)
+        if hasattr(k, "packed_metadata"):  # the compiled kernel's runner (Triton >= 3.3)
+            tail = tuple(meta.get(q.name, q.default) for q in kernel.params[len(args) :])
+            _RUNNERS[key] = (k[(*grid, 1, 1)[:3]], tail)
+        else:
+            _RUNNERS[key] = False
+        return k
+    if ent is False:
+        return kernel[grid](*args, **meta)
+    run, tail = ent
+    try:
+        return run(*args, *tail)
+    except (TypeError, ValueError):  # refused before launching: this Triton's runner takes other arguments
+        _RUNNERS[key] = False
+        return kernel[grid](*args, **meta)
+
+
 def _leaf(p, tau, v, t, vt=None, src=None):
     """Factor leaf panel view p (b, m, w) in place (from src, if given: same shape, unit column stride); write
     tau (b, w), V view (b, m, w), T view (b, w, w) and, if given, V^T view vt (b, w, m) with unit stride along m."""
@@ -294,7 +332,7 @@ def _leaf(p, tau, v, t, vt=None, src=None):
     bm, bw = triton.next_power_of_2(m), triton.next_power_of_2(w)
     vts = (0, 0) if vt is None else (vt.stride(0), vt.stride(1))
     s = p if src is None else src
-    _tile_qr_kernel[(b,)](
+    _launch(_tile_qr_kernel, (b,),
         s, p, tau, v, t, v if vt is None else vt, m, w, min(m, w), s.stride(0), s.stride(1), p.stride(0),
         p.stride(1), tau.stride(0), v.stride(0), v.stride(1), t.stride(0), t.stride(1), *vts,
         BM=bm, BW=bw, WRITE_VT=True, WRITE_VTT=vt is not None, LEAN=_LEAN,
@@ -509,7 +547,7 @@ if _HAVE_TRITON:
 def _t_build(vo: torch.Tensor, t: torch.Tensor, nb: int) -> torch.Tensor:
     b, m, k = vo.shape
     bk = max(16, triton.next_power_of_2(k))
-    _t_build_kernel[(b,)](
+    _launch(_t_build_kernel, (b,),
         vo, t, m, k, vo.stride(0), vo.stride(1), t.stride(0), t.stride(1),
         BM=64, BK=bk, NB=nb, PREC=_TB_PREC, num_warps=4,
     )  # fmt: skip
@@ -540,7 +578,7 @@ def _apply_qt_fused_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor) -> None
     k = v.shape[2]
     bn = _fused_bn(n)
     bk = max(16, triton.next_power_of_2(k))
-    _wy_fused_kernel[(triton.cdiv(n, bn), b)](
+    _launch(_wy_fused_kernel, (triton.cdiv(n, bn), b),
         v, t, a2, m, n, k, v.stride(0), v.stride(1), t.stride(0), t.stride(1), a2.stride(0), a2.stride(1),
         BM=_FUSED_BM, BN=bn, BK=bk, PREC=_FUSED_PREC, STAGES=_FUSED_STAGES, num_warps=_FUSED_WARPS,
     )  # fmt: skip
@@ -559,7 +597,7 @@ def _apply_qt_vt_(a2: torch.Tensor, v: torch.Tensor, vt: torch.Tensor, t: torch.
     bn = _fused_bn(n)
     bk = max(16, triton.next_power_of_2(k))
     s = a2 if src is None else src
-    _wy_fused_vt_kernel[(triton.cdiv(n, bn), b)](
+    _launch(_wy_fused_vt_kernel, (triton.cdiv(n, bn), b),
         v, vt, t, a2, s, m, n, k, v.stride(0), v.stride(1), vt.stride(0), vt.stride(1), t.stride(0), t.stride(1),
         a2.stride(0), a2.stride(1), s.stride(0), s.stride(1), BM=_FUSED_BM, BN=bn, BK=bk, PREC=_FUSED_PREC,
         STAGES=_FUSED_STAGES, num_warps=_FUSED_WARPS,
@@ -581,7 +619,7 @@ def _vta_splitk(v: torch.Tensor, a2: torch.Tensor) -> torch.Tensor:
     splits = triton.cdiv(m, rps)
     atomic = splits > 1
     w = (torch.zeros if atomic else torch.empty)((b, k, n), dtype=a2.dtype, device=a2.device)
-    _vta_kernel[(ktiles * ntiles, splits, b)](
+    _launch(_vta_kernel, (ktiles * ntiles, splits, b),
         v, a2, w, m, k, n, rps, ntiles, v.stride(0), v.stride(1), a2.stride(0), a2.stride(1),
         w.stride(0), w.stride(1), BK=bk, BN=bn, BM=bm, ATOMIC=atomic, PREC=_PREC, num_warps=4, num_stages=3,
     )  # fmt: skip
@@ -607,7 +645,7 @@ def _apply_qt_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor) -> None:
     w = _vta_splitk(v, a2)
     w2 = torch.bmm(t.transpose(1, 2), w)
     bkc = min(32, max(16, triton.next_power_of_2(k)))
-    _upd_kernel[(triton.cdiv(m, 64), triton.cdiv(n, 64), b)](
+    _launch(_upd_kernel, (triton.cdiv(m, 64), triton.cdiv(n, 64), b),
         v, w2, a2, m, k, n, v.stride(0), v.stride(1), w2.stride(0), w2.stride(1), a2.stride(0), a2.stride(1),
         BM=64, BN=64, BKC=bkc, PREC=_PREC, num_warps=4, num_stages=3,
     )  # fmt: skip
@@ -665,7 +703,7 @@ def _coop_leaf(p, tau, v, t, nprog, bm):
     else:
         part = torch.empty((b, kmax, pp, 2 * bw), dtype=torch.float32, device=p.device)
         cnt = torch.zeros((b, kmax), dtype=torch.int32, device=p.device)
-    _coop_leaf_kernel[(nprog, b)](
+    _launch(_coop_leaf_kernel, (nprog, b),
         p, tau, v, t, part, cnt, m, w, kmax, nprog, p.stride(0), p.stride(1), tau.stride(0),
         v.stride(0), v.stride(1), t.stride(0), t.stride(1), part.stride(0), cnt.stride(0),
         BM=bm, BW=bw, PP=pp, LEAN=_LEAN_COOP, TAGGED=_COOP_TAGGED, num_warps=_warps(bm * bw),

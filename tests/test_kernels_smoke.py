@@ -140,3 +140,41 @@ def test_fused_wy_lean_step_agrees_with_the_plain_step():
                 assert (t1 - t0).abs().max() <= 1e-4, f"{batch}x{n}: tau moved"
     finally:
         setattr(mod, knob, saved)
+
+
+def test_fused_wy_launches_pass_what_the_runner_route_needs():
+    """_RUNNER_LAUNCH replays a launch through the compiled kernel's runner with the positional arguments as given
+    and the kernel's remaining parameters, in signature order, from the keywords or their defaults. That holds
+    only if every launch passes each runtime parameter positionally and nothing but constexprs by name: checked
+    on every route kernel this CPU reaches (the cooperative leaf and the batch-poor fused kernel need a GPU)."""
+    import inspect
+
+    load_variant(os.path.join(ROOT, "kernels", "fused_wy.py"))
+    mod = sys.modules["submission"]
+    launch, seen = mod._launch, {}
+
+    def recording(kernel, grid, *args, **meta):
+        params = list(inspect.signature(kernel.fn).parameters.values())
+        rest = params[len(args) :]
+        names = {p.name for p in rest}
+        seen[kernel.fn.__name__] = (
+            [p.name for p in rest if "constexpr" not in str(p.annotation)],  # runtime parameters not given
+            [p.name for p in rest if p.name not in meta and p.default is inspect.Parameter.empty],
+            [k for k in meta if k not in names and k not in ("num_warps", "num_stages")],
+        )
+        return launch(kernel, grid, *args, **meta)
+
+    saved = {k: getattr(mod, k) for k in ("_launch", "_GEMM_ON_CPU", "_FUSED_MIN_PROGRAMS")}
+    try:
+        mod._launch, mod._GEMM_ON_CPU = recording, True
+        for min_programs in (1, 10**9):  # the fused update; the split-K product and _upd_kernel
+            mod._FUSED_MIN_PROGRAMS = min_programs
+            a = generate(Case(2, 176, 1, 5, "dense"))
+            assert check_qr(a, mod.custom_kernel(a.clone())).passed
+    finally:
+        for k, v in saved.items():
+            setattr(mod, k, v)
+    expected = {"_tile_qr_kernel", "_t_build_kernel", "_wy_fused_vt_kernel", "_vta_kernel", "_upd_kernel"}
+    assert expected <= set(seen), sorted(seen)
+    for name, (runtime, missing, stray) in seen.items():
+        assert runtime == [] and missing == [] and stray == [], (name, runtime, missing, stray)

@@ -62,8 +62,10 @@ class BoardReads:
                 "FROM case_results c JOIN lb_runs r USING (run_id) WHERE c.passed AND c.mean_us IS NOT NULL "
                 "GROUP BY r.variant_sha256, c.case_idx) g"
             ).df()
-        return {"variants": distinct_names(variants.drop(columns="latest_at"), variants["latest_at"], named),
-                "cells": cells}
+        return {
+            "variants": distinct_names(variants.drop(columns="latest_at"), variants["latest_at"], named),
+            "cells": cells,
+        }
 
 
 def distinct_names(variants: pd.DataFrame, latest_at: pd.Series, named: dict[str, str]) -> pd.DataFrame:
