@@ -41,7 +41,7 @@ def test_unknown_knob_is_refused(tmp_path):
 @pytest.mark.parametrize("lst", sorted((ROOT / "scripts").glob("fused-*.txt")), ids=lambda p: p.name)
 def test_fused_list_variants_and_paths(lst, tmp_path):
     """scripts/h200_fused.sh lists: every VARIANT line writes its file, every run line names a file that exists
-    in kernels/ or is written by a VARIANT or SOURCE line of the same list (REPEAT and AFTERPASS lines too; a
+    in kernels/ or is written by a VARIANT or SOURCE line of the same list (REPEAT, AFTERPASS and AB lines too; a
     SOURCE line names a run the samples carry), and a BEST line follows a DEV screen."""
     written, screened = set(), False
     runs = duckdb.sql(f"select run_id from read_parquet('{ROOT}/samples/*/runs.parquet')").fetchall()
@@ -76,6 +76,10 @@ def test_fused_list_variants_and_paths(lst, tmp_path):
                              if isinstance(t, ast.Name)}  # fmt: skip
                     for knob in filter(None, knobs.split(",")):
                         assert knob.partition("=")[0] in names, f"{spec}: no module constant {knob}"
+        elif words[0] == "AB":  # AB NEED A B [tracker ab args]: both sides exist or are written above
+            assert words[1].isdigit() and len(words) >= 4, line
+            for path in words[2:4]:
+                assert path in written or (ROOT / path).is_file(), path
         elif words[0] in ("DEV", "BENCH"):
             screened = screened or words[0] == "DEV"
             continue
