@@ -1,6 +1,6 @@
 """What a Triton kernel of a family file compiles to on the H200, without a GPU: registers, spill bytes and counts
-of the SASS instructions that cost a step its latency (barriers, shuffles, shared-memory stores and loads), and
-the layout conversions inside its loops.
+of the SASS instructions that cost a step its latency (barriers, shuffles, shared-memory stores and loads), in
+the whole kernel and inside its loops (loop_*), and the layout conversions inside its loops.
 
 Sessions kept doing this by hand to reason about a knob before spending device time on it. Triton compiles for a
 target it is given (sm_90a here) and its wheel carries ptxas and cuobjdump, so all of it runs on a CPU machine. Use
@@ -34,7 +34,8 @@ os.environ.pop("TRITON_INTERPRET", None)
 
 # SASS opcodes per class: what a latency-bound step spends its time waiting on
 COUNTED = {"BAR": r"\bBAR\.", "SHFL": r"\bSHFL\.", "STS": r"\bSTS\b", "LDS": r"\bLDS\b", "ATOM": r"\bATOMG?\b|\bRED\b"}
-_SASS_LINE = re.compile(r"^\s+/\*[0-9a-f]{4,6}\*/\s+(.*?);")
+_SASS_LINE = re.compile(r"^\s+/\*([0-9a-f]{4,6})\*/\s+(.*?);")
+_BRANCH = re.compile(r"\bBRA\s+0x([0-9a-f]+)")
 
 
 def load_kernel(path: str, name: str):
@@ -70,9 +71,19 @@ def signature(kernel, ptrs: set[str], const: dict) -> dict[str, str]:
 
 
 def sass_counts(sass: str) -> dict[str, int]:
-    ops = [m.group(1) for line in sass.splitlines() if (m := _SASS_LINE.match(line))]
+    """Counts over the whole kernel, then the same over the bodies of its loops (a backward branch's range; nested
+    ranges counted once): what one step of a loop waits on is what its latency is made of."""
+    ops = [(int(m.group(1), 16), m.group(2)) for line in sass.splitlines() if (m := _SASS_LINE.match(line))]
+    spans = []
+    for at, op in ops:
+        b = _BRANCH.search(op)
+        if b and int(b.group(1), 16) < at:  # backward: a loop (the trap at the end branches to itself)
+            spans.append((int(b.group(1), 16), at))
+    in_loop = [op for at, op in ops if any(lo <= at <= hi for lo, hi in spans)]
     out = {"SASS": len(ops)}
-    out.update({k: sum(1 for op in ops if re.search(p, op)) for k, p in COUNTED.items()})
+    out.update({k: sum(1 for _, op in ops if re.search(p, op)) for k, p in COUNTED.items()})
+    out["loop_SASS"] = len(in_loop)
+    out.update({f"loop_{k}": sum(1 for op in in_loop if re.search(p, op)) for k, p in COUNTED.items() if k != "ATOM"})
     return out
 
 

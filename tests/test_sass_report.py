@@ -24,6 +24,8 @@ def test_two_settings_of_the_tile_qr_kernel_report_registers_and_sass_counts():
         fields = dict(f.rsplit(" ", 1) for f in line.split(": ", 1)[1].split(", "))
         assert 0 < int(fields["registers"]) <= 255 and int(fields["SASS"]) > 100
         assert int(fields["BAR"]) > 0 and int(fields["SHFL"]) > 0  # the step's cross-warp and in-warp reductions
+        # the column step is the kernel's one loop, and every exchange between warps happens in it
+        assert 0 < int(fields["loop_SASS"]) < int(fields["SASS"]) and fields["loop_BAR"] == fields["BAR"]
     # the lean step is fewer instructions for the same tile (the point of the knob)
     sass = [int(dict(f.rsplit(" ", 1) for f in x.split(": ", 1)[1].split(", "))["SASS"]) for x in lines]
     assert sass[1] < sass[0]
