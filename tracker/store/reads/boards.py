@@ -72,12 +72,11 @@ def distinct_names(variants: pd.DataFrame, latest_at: pd.Series, named: dict[str
     """One name per row: where several sources ran under one name (a file edited in place, a repeat written with
     another docstring), the source the name stands for now (else the one run last) keeps it and each other one
     reads `name@sha8`, so a board never lists one name twice and every row can be asked for by its name."""
-    if variants.empty:
+    shared = variants["variant"].duplicated(keep=False) if not variants.empty else None
+    if shared is None or not shared.any():
         return variants
     out = variants.copy()
-    for name, group in out.groupby("variant", sort=False):
-        if len(group) < 2:
-            continue
+    for name, group in out[shared].groupby("variant", sort=False):  # only the shared names: boards of 10^5 runs
         keep = named.get(str(name))
         if keep not in set(group["variant_sha256"]):
             keep = group.loc[latest_at[group.index].idxmax(), "variant_sha256"]
