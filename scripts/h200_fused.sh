@@ -22,6 +22,7 @@
 #   AFTERPASS NEED PATH FAMILY PARENT [tracker args]   a run as below, only if the run before it passed
 #   AB NEED A B [tracker ab args]  `tracker ab A B` (files or stored variant names): both interleaved per round, each
 #                                  case judged by its paired per-round ratios; the pair's runs join the export
+#   PROBE NEED SCRIPT [args]       python3 SCRIPT args --json under $R (a kernel probe; not recorded in the store)
 #   NEED PATH FAMILY PARENT [tracker args]   a tracker run (skipped when fewer than NEED seconds are left);
 #       PARENT is a variant name or run id; a benchmark run gets the verdict promoted when its geomean is below
 #       the parent's newest passed benchmark run in the store, else rejected, with both figures as the reason.
@@ -166,6 +167,10 @@ for c in d["cases"]:
     print(f"  {c['case']:<24} {c['mark']} {c['verdict']:<8} ratio {c['ratio'] or 0:.4f}", c.get("reason", ""))
 PY
     ;;
+  PROBE)
+    [ $(left) -gt $2 ] || { echo "skipped PROBE $3 (left $(left) s)"; continue; }
+    timeout $(( $(left) - 10 )) python3 "$3" "${@:4}" --json $R/probe-$(basename $3 .py).json < /dev/null 2>&1 |
+      tee -a $R/probe.log | tail -30 ;;
   AFTERPASS)  # a run line that runs only if the run before it passed (no benchmark of a kernel that failed its tests)
     shift
     if [ "$(cat $R/last-status 2>/dev/null)" = passed ]; then run_job "$@"; else echo "skipped $2: the run before did not pass"; fi ;;

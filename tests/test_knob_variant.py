@@ -76,6 +76,8 @@ def test_fused_list_variants_and_paths(lst, tmp_path):
                              if isinstance(t, ast.Name)}  # fmt: skip
                     for knob in filter(None, knobs.split(",")):
                         assert knob.partition("=")[0] in names, f"{spec}: no module constant {knob}"
+        elif words[0] == "PROBE":  # PROBE NEED SCRIPT [args]: a script of this repository
+            assert words[1].isdigit() and (ROOT / words[2]).is_file(), line
         elif words[0] == "AB":  # AB NEED A B [tracker ab args]: both sides exist or are written above
             assert words[1].isdigit() and len(words) >= 4, line
             for path in words[2:4]:
