@@ -2,12 +2,11 @@
 language), against the Triton leaf of kernels/fused_wy.py on the leaf shapes the benchmark runs. Same outputs?
 Faster?
 
-Why: the Triton leaf's column step exchanges data between warps three times (the pair alpha and the norm, z = v^T P,
-and their broadcasts: six barriers a step in its SASS, triton 3.6, sm_90a), because Triton spreads the tile's rows
-over the warps. With the rows inside a warp (lanes and registers) and the columns over the warps, every reduction
-over rows stays in a warp; only column j has to reach the other warps: one reduction across warps a step (three
-barriers in the SASS). The cost: more shuffles and shared-memory traffic per step. 40x176 and 40x352 are a chain
-of these steps; the leaves are 2.0 of 6.0 ms on 640x512 and 1.6 of 5.0 on 60x1024.
+Why: the Triton leaf's column step exchanges data between warps for the pair (alpha, the norm) and for z = v^T P,
+six barriers a step in its SASS (triton 3.6, sm_90a), because Triton spreads the tile's rows over the warps. With
+the rows inside a warp (lanes and registers) and the columns over the warps, every reduction over rows stays in a
+warp; only column j has to reach the other warps, through shared memory: one barrier a step. 40x176 and 40x352
+are a chain of these steps; the leaves are 2.0 of 6.0 ms on 640x512 and 1.6 of 5.0 on 60x1024.
 
     python3 scripts/gluon_leaf_probe.py [--reps 20] [--json OUT]     on the GPU: check, then time both
     python3 scripts/gluon_leaf_probe.py --sass                         no GPU: what the step loop compiles to
@@ -42,6 +41,10 @@ from tracker.capture.worker import load_variant  # noqa: E402
 FAMILY = ROOT / "kernels" / "fused_wy.py"
 # (batch, rows): the first leaf of each benchmark shape; the width and warps come from the family file's rules
 SHAPES = [(640, 512), (640, 256), (60, 1024), (40, 176), (40, 352), (8, 64)]
+
+
+# The CTA-wide barrier: gl.thread_barrier in Triton 3.6 (the H200's), gl.barrier from 3.7.
+_cta_barrier = gl.thread_barrier if hasattr(gl, "thread_barrier") else gl.barrier
 
 
 @gluon.jit
@@ -83,12 +86,30 @@ def _gtile_qr_kernel(
     ki = gl.arange(0, CPW, layout=gl.SliceLayout(0, LC))
     cols = wi[:, None] * CPW + ki[None, :]
     taus = gl.zeros([NW, CPW], gl.float32, LC)
+    bufa = gl.allocate_shared_memory(gl.float32, [NW * BM], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+    bufb = gl.allocate_shared_memory(gl.float32, [NW * BM], gl.SwizzledSharedLayout(1, 1, 1, [0]))
     zr = gl.arange(0, BW, layout=gl.SliceLayout(1, gl.SliceLayout(2, LZ)))
     zmat = gl.zeros([BW, NW, CPW], gl.float32, LZ)  # row j: z of step j (V_prev^T v_j in its first j entries)
     for j in range(0, kmax):
         colj = cols == j
         part = gl.sum(gl.where(gl.expand_dims(colj, 0), p, 0.0), axis=2)  # nonzero in column j's warp only
-        x = gl.sum(part, axis=1)  # the step's one exchange between warps: column j to every warp
+        # The step's one exchange between warps: every warp stores its partial column, all read the owner's. Two
+        # buffers, so that the next step's stores never meet this step's loads: one barrier a step. The owner's
+        # slice is picked by a uniform branch (a shared-memory view takes a constant offset only).
+        flat = gl.reshape(gl.permute(part, [1, 0]), [NW * BM])
+        x = gl.zeros([BM], gl.float32, LR)
+        if j % 2 == 0:
+            bufa.store(flat)
+            _cta_barrier()
+            for k in gl.static_range(NW):
+                if j // CPW == k:
+                    x = bufa.slice(k * BM, BM).load(LR)
+        else:
+            bufb.store(flat)
+            _cta_barrier()
+            for k in gl.static_range(NW):
+                if j // CPW == k:
+                    x = bufb.slice(k * BM, BM).load(LR)
         below = rows > j
         xb = gl.where(below, x, 0.0)
         alpha, xn2 = gl.reduce((gl.where(rows == j, x, 0.0), xb * xb), 0, _add2)
