@@ -140,13 +140,16 @@ def _gtile_qr_kernel(
             ct = gl.arange(0, BW, layout=gl.SliceLayout(0, LT))
             gl.store(vt_ptr + pid * vt_sb + ct[None, :] * vt_sk + rt[:, None], gl.convert_layout(vv, LT),
                      mask=(rt[:, None] < m) & (ct[None, :] < w))  # fmt: skip
-        zz = gl.convert_layout(gl.reshape(zmat, [BW, BW]), R)
+        # row j of the z's from shared memory (a broadcast load; the loop is unrolled, so the offset is constant)
+        zs = gl.allocate_shared_memory(gl.float32, [BW * BW], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+        zs.store(gl.reshape(zmat, [BW * BW]))
+        _cta_barrier()
         tr = gl.convert_layout(gl.reshape(taus, [BW]), gl.SliceLayout(0, R))
         ri = gl.arange(0, BW, layout=gl.SliceLayout(1, R))
         ci = gl.arange(0, BW, layout=gl.SliceLayout(0, R))
         tmat = gl.zeros([BW, BW], gl.float32, R)
-        for j in range(0, kmax):
-            zl = gl.where(ci < j, gl.sum(gl.where(ri[:, None] == j, zz, 0.0), axis=0), 0.0)
+        for j in gl.static_range(BW):  # past kmax tau is 0 and the column stays 0
+            zl = gl.where(ci < j, zs.slice(j * BW, BW).load(gl.SliceLayout(0, R)), 0.0)
             tj = gl.sum(gl.where(ci == j, tr, 0.0), axis=0)
             tc = -tj * gl.sum(tmat * zl[None, :], axis=1)
             tc = gl.where(ri == j, tj, gl.where(ri < j, tc, 0.0))
