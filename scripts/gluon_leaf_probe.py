@@ -31,8 +31,6 @@ from pathlib import Path
 os.environ.pop("TRITON_INTERPRET", None)
 
 import torch  # noqa: E402
-from triton.experimental import gluon  # noqa: E402
-from triton.experimental.gluon import language as gl  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -41,122 +39,6 @@ from tracker.capture.worker import load_variant  # noqa: E402
 FAMILY = ROOT / "kernels" / "fused_wy.py"
 # (batch, rows): the first leaf of each benchmark shape; the width and warps come from the family file's rules
 SHAPES = [(640, 512), (640, 256), (60, 1024), (40, 176), (40, 352), (8, 64)]
-
-
-# The CTA-wide barrier: gl.thread_barrier in Triton 3.6 (the H200's), gl.barrier from 3.7.
-_cta_barrier = gl.thread_barrier if hasattr(gl, "thread_barrier") else gl.barrier
-
-
-@gluon.jit
-def _add2(a0, b0, a1, b1):
-    return a0 + a1, b0 + b1
-
-
-@gluon.jit
-def _gtile_qr_kernel(
-    src, dst, tau_ptr, v_ptr, t_ptr, vt_ptr, m, w, kmax,
-    s_sb, s_sr, d_sb, d_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, vt_sb, vt_sk,
-    BM: gl.constexpr, BW: gl.constexpr, WRITE_VT: gl.constexpr, WRITE_VTT: gl.constexpr, NW: gl.constexpr,
-):  # fmt: skip
-    """fused_wy's _tile_qr_kernel (same arguments and outputs), the tile held as [BM, NW, CPW]: rows over the
-    lanes and registers, warp k owning columns k*CPW .. k*CPW + CPW - 1. T comes after the loop, from the saved
-    z vectors (dlarft's recurrence), in a layout where each thread holds whole rows."""
-    CPW: gl.constexpr = BW // NW
-    RPT: gl.constexpr = BM // 32
-    L3: gl.constexpr = gl.BlockedLayout([RPT, 1, CPW], [32, 1, 1], [1, NW, 1], [0, 2, 1])
-    LX: gl.constexpr = gl.SliceLayout(2, L3)  # [BM, NW]
-    LR: gl.constexpr = gl.SliceLayout(1, LX)  # [BM]: the rows, whole in every warp
-    LC: gl.constexpr = gl.SliceLayout(0, L3)  # [NW, CPW]: the columns, each warp its own
-    TPC: gl.constexpr = BW // 4 if BW // 4 < 32 else 32
-    LS: gl.constexpr = gl.BlockedLayout([1, 4], [32 // TPC, TPC], [NW, 1], [1, 0])  # coalesced along a row
-    LT: gl.constexpr = gl.BlockedLayout([4, 1], [32, 1], [1, NW], [0, 1])  # coalesced along a column (V^T)
-    LZ: gl.constexpr = gl.BlockedLayout([1, 1, CPW], [32, 1, 1], [1, NW, 1], [2, 1, 0])
-    R: gl.constexpr = gl.BlockedLayout([1, BW], [32, 1], [NW, 1], [1, 0])
-    L1: gl.constexpr = gl.BlockedLayout([1], [32], [NW], [0])
-    pid = gl.program_id(0).to(gl.int64)
-
-    r2 = gl.arange(0, BM, layout=gl.SliceLayout(1, LS))
-    c2 = gl.arange(0, BW, layout=gl.SliceLayout(0, LS))
-    m2 = (r2[:, None] < m) & (c2[None, :] < w)
-    p2 = gl.load(src + pid * s_sb + r2[:, None] * s_sr + c2[None, :], mask=m2, other=0.0)
-    p = gl.convert_layout(gl.reshape(p2, [BM, NW, CPW]), L3)
-
-    rows = gl.arange(0, BM, layout=LR)
-    wi = gl.arange(0, NW, layout=gl.SliceLayout(1, LC))
-    ki = gl.arange(0, CPW, layout=gl.SliceLayout(0, LC))
-    cols = wi[:, None] * CPW + ki[None, :]
-    taus = gl.zeros([NW, CPW], gl.float32, LC)
-    bufa = gl.allocate_shared_memory(gl.float32, [NW * BM], gl.SwizzledSharedLayout(1, 1, 1, [0]))
-    bufb = gl.allocate_shared_memory(gl.float32, [NW * BM], gl.SwizzledSharedLayout(1, 1, 1, [0]))
-    zr = gl.arange(0, BW, layout=gl.SliceLayout(1, gl.SliceLayout(2, LZ)))
-    zmat = gl.zeros([BW, NW, CPW], gl.float32, LZ)  # row j: z of step j (V_prev^T v_j in its first j entries)
-    for j in range(0, kmax):
-        colj = cols == j
-        part = gl.sum(gl.where(gl.expand_dims(colj, 0), p, 0.0), axis=2)  # nonzero in column j's warp only
-        # The step's one exchange between warps: every warp stores its partial column, all read the owner's. Two
-        # buffers, so that the next step's stores never meet this step's loads: one barrier a step. The owner's
-        # slice is picked by a uniform branch (a shared-memory view takes a constant offset only).
-        flat = gl.reshape(gl.permute(part, [1, 0]), [NW * BM])
-        x = gl.zeros([BM], gl.float32, LR)
-        if j % 2 == 0:
-            bufa.store(flat)
-            _cta_barrier()
-            for k in gl.static_range(NW):
-                if j // CPW == k:
-                    x = bufa.slice(k * BM, BM).load(LR)
-        else:
-            bufb.store(flat)
-            _cta_barrier()
-            for k in gl.static_range(NW):
-                if j // CPW == k:
-                    x = bufb.slice(k * BM, BM).load(LR)
-        below = rows > j
-        xb = gl.where(below, x, 0.0)
-        alpha, xn2 = gl.reduce((gl.where(rows == j, x, 0.0), xb * xb), 0, _add2)
-        nrm = gl.sqrt(alpha * alpha + xn2)
-        zero = xn2 == 0.0
-        beta = gl.where(zero, alpha, gl.where(alpha >= 0.0, -nrm, nrm))
-        tau = gl.where(zero, 0.0, (beta - alpha) / gl.where(zero, 1.0, beta))
-        inv = 1.0 / gl.where(zero, 1.0, alpha - beta)
-        v = gl.where(below, xb * inv, gl.where(rows == j, 1.0, 0.0))
-        v3 = gl.expand_dims(gl.expand_dims(v, 1), 2)
-        z = gl.sum(v3 * p, axis=0)  # over the rows: inside each warp
-        p = p - v3 * gl.expand_dims(gl.where(cols > j, tau * z, 0.0), 0)
-        newcol = gl.where(rows == j, beta, gl.where(below, v, x))
-        p = gl.where(gl.expand_dims(colj, 0), gl.expand_dims(gl.expand_dims(newcol, 1), 2), p)
-        taus = gl.where(colj, tau, taus)
-        zc = gl.convert_layout(gl.where(cols < j, z, 0.0), gl.SliceLayout(0, LZ))
-        zmat = gl.where(gl.expand_dims(gl.expand_dims(zr == j, 1), 2), gl.expand_dims(zc, 0), zmat)
-
-    h = gl.convert_layout(gl.reshape(p, [BM, BW]), LS)
-    gl.store(dst + pid * d_sb + r2[:, None] * d_sr + c2[None, :], h, mask=m2)
-    c1 = gl.arange(0, BW, layout=L1)
-    gl.store(tau_ptr + pid * tau_sb + c1, gl.convert_layout(gl.reshape(taus, [BW]), L1), mask=c1 < kmax)
-    if WRITE_VT:
-        vv = gl.where(r2[:, None] > c2[None, :], h, gl.where(r2[:, None] == c2[None, :], 1.0, 0.0))
-        gl.store(v_ptr + pid * v_sb + r2[:, None] * v_sr + c2[None, :], vv, mask=m2)
-        if WRITE_VTT:
-            rt = gl.arange(0, BM, layout=gl.SliceLayout(1, LT))
-            ct = gl.arange(0, BW, layout=gl.SliceLayout(0, LT))
-            gl.store(vt_ptr + pid * vt_sb + ct[None, :] * vt_sk + rt[:, None], gl.convert_layout(vv, LT),
-                     mask=(rt[:, None] < m) & (ct[None, :] < w))  # fmt: skip
-        # row j of the z's from shared memory (a broadcast load; the loop is unrolled, so the offset is constant)
-        zs = gl.allocate_shared_memory(gl.float32, [BW * BW], gl.SwizzledSharedLayout(1, 1, 1, [0]))
-        zs.store(gl.reshape(zmat, [BW * BW]))
-        _cta_barrier()
-        tr = gl.convert_layout(gl.reshape(taus, [BW]), gl.SliceLayout(0, R))
-        ri = gl.arange(0, BW, layout=gl.SliceLayout(1, R))
-        ci = gl.arange(0, BW, layout=gl.SliceLayout(0, R))
-        tmat = gl.zeros([BW, BW], gl.float32, R)
-        for j in gl.static_range(BW):  # past kmax tau is 0 and the column stays 0
-            zl = gl.where(ci < j, zs.slice(j * BW, BW).load(gl.SliceLayout(0, R)), 0.0)
-            tj = gl.sum(gl.where(ci == j, tr, 0.0), axis=0)
-            tc = -tj * gl.sum(tmat * zl[None, :], axis=1)
-            tc = gl.where(ri == j, tj, gl.where(ri < j, tc, 0.0))
-            tmat = gl.where(ci[None, :] == j, tc[:, None], tmat)
-        gl.store(
-            t_ptr + pid * t_sb + ri[:, None] * t_sr + ci[None, :], tmat, mask=(ri[:, None] < w) & (ci[None, :] < w)
-        )
 
 
 def leaf_plan(fw, batch: int, rows: int) -> tuple[int, int, int]:
@@ -183,7 +65,7 @@ def launch(fw, which: str, a: torch.Tensor, out, warps: int) -> None:
     if which == "triton":
         fw._tile_qr_kernel[(b,)](*args, BM=bm, BW=bw, WRITE_VT=True, WRITE_VTT=True, LEAN=fw._LEAN, num_warps=warps)
     else:
-        _gtile_qr_kernel[(b,)](*args, BM=bm, BW=bw, WRITE_VT=True, WRITE_VTT=True, NW=warps, num_warps=warps)
+        fw._gtile_qr_kernel[(b,)](*args, BM=bm, BW=bw, WRITE_VT=True, WRITE_VTT=True, NW=warps, num_warps=warps)
 
 
 def graph_time(fn, reps: int) -> float:
@@ -244,9 +126,9 @@ def sass(batch: int, rows: int) -> dict:
     fw = sys.modules["submission"]
     width, bm, warps = leaf_plan(fw, batch, rows)
     const = dict(BM=bm, BW=fw.triton.next_power_of_2(width), WRITE_VT=True, WRITE_VTT=True, NW=warps)
-    sig = sass_report.signature(_gtile_qr_kernel, {"src", "dst"}, const)
+    sig = sass_report.signature(fw._gtile_qr_kernel, {"src", "dst"}, const)
     attrs = {(i,): [["tt.divisibility", 16]] for i, t in enumerate(sig.values()) if t != "constexpr"}
-    src = GluonASTSource(_gtile_qr_kernel, sig, constexprs=const, attrs=attrs)
+    src = GluonASTSource(fw._gtile_qr_kernel, sig, constexprs=const, attrs=attrs)
     compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
     tools = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
     with tempfile.TemporaryDirectory() as tmp:
