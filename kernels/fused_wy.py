@@ -71,6 +71,16 @@ if _HAVE_TRITON:
         return a0 + a1, b0 + b1
 
     @triton.jit
+    def _reflector(alpha, xn2):
+        """LAPACK dlarfg from alpha and the squared norm below it: beta, tau and 1 / (alpha - beta), the scale of
+        the vector below the diagonal (tau = 0 and beta = alpha when that part is exactly 0)."""
+        nrm = tl.sqrt(alpha * alpha + xn2)
+        zero = xn2 == 0.0
+        beta = tl.where(zero, alpha, tl.where(alpha >= 0.0, -nrm, nrm))
+        tau = tl.where(zero, 0.0, (beta - alpha) / tl.where(zero, 1.0, beta))
+        return beta, tau, 1.0 / tl.where(zero, 1.0, alpha - beta)
+
+    @triton.jit
     def _tile_qr_kernel(
         src, dst, tau_ptr, v_ptr, t_ptr, vt_ptr, m, w, kmax,
         s_sb, s_sr, d_sb, d_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, vt_sb, vt_sk,
@@ -89,11 +99,7 @@ if _HAVE_TRITON:
             below = rows > j
             xb = tl.where(below, x, 0.0)
             alpha, xn2 = tl.reduce((tl.where(rows == j, x, 0.0), xb * xb), 0, _add2)
-            nrm = tl.sqrt(alpha * alpha + xn2)
-            zero = xn2 == 0.0
-            beta = tl.where(zero, alpha, tl.where(alpha >= 0.0, -nrm, nrm))
-            tau = tl.where(zero, 0.0, (beta - alpha) / tl.where(zero, 1.0, beta))
-            inv = 1.0 / tl.where(zero, 1.0, alpha - beta)
+            beta, tau, inv = _reflector(alpha, xn2)
             v = tl.where(below, xb * inv, tl.where(rows == j, 1.0, 0.0))
             # z[c] = v^T P[:, c]: the update coefficients for c > j and V_prev^T v for c < j
             z = tl.sum(v[:, None] * p, axis=0)
@@ -190,11 +196,7 @@ if _HAVE_TRITON:
                 rj = tl.sum(tl.load(rd + BW, mask=pm, other=0.0, cache_modifier=".cg"), axis=0)
             alpha = tl.sum(tl.where(cols == j, rj, 0.0))
             xn2 = tl.sum(tl.where(cols == j, s, 0.0))
-            nrm = tl.sqrt(alpha * alpha + xn2)
-            zero = xn2 == 0.0
-            beta = tl.where(zero, alpha, tl.where(alpha >= 0.0, -nrm, nrm))
-            tau = tl.where(zero, 0.0, (beta - alpha) / tl.where(zero, 1.0, beta))
-            inv = 1.0 / tl.where(zero, 1.0, alpha - beta)
+            beta, tau, inv = _reflector(alpha, xn2)
             v = tl.where(below, xb * inv, tl.where(rows == j, 1.0, 0.0))
             z = s * inv + rj
             if LEAN:
@@ -280,14 +282,15 @@ def _small_fast(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     if ent is None:
         ints, meta, warps = _small_args(a, h, tau)
         k = _tile_qr_kernel[(b,)](a, h, tau, h, h, h, *ints, **meta, num_warps=warps)
-        ent = False
-        if hasattr(k, "packed_metadata"):  # the compiled kernel's runner for this grid (Triton >= 3.3)
-            launch, rest = k[(b, 1, 1)], (*ints, *meta.values())  # every argument in order, constexprs too
+        ent = _runner(_tile_qr_kernel, k, (b,), 6 + len(ints), meta)
+        if ent:
+            launch, tail = ent
+            rest = (*ints, *tail)
             try:  # the same launch again, so that a launcher this file does not know fails here, not later
                 launch(a, h, tau, h, h, h, *rest)
                 ent = (launch, rest)
             except (TypeError, ValueError, RuntimeError):
-                pass
+                ent = False
         _LAUNCHERS[key] = ent
     else:
         launch, rest = ent
@@ -307,6 +310,15 @@ def _spec(x):
     return x
 
 
+def _runner(kernel, compiled, grid, nargs: int, meta: dict):
+    """The compiled kernel's runner for this grid and the constexprs after the first nargs parameters, in signature
+    order (from meta or their defaults): what a launch passes after its runtime arguments. False where the compiled
+    kernel has no runner (Triton < 3.3)."""
+    if not hasattr(compiled, "packed_metadata"):
+        return False
+    return compiled[(*grid, 1, 1)[:3]], tuple(meta.get(q.name, q.default) for q in kernel.params[nargs:])
+
+
 def _launch(kernel, grid, *args, **meta):
     """kernel[grid](*args, **meta); with _RUNNER_LAUNCH, a CUDA launch of a specialisation seen before goes
     through the compiled kernel's runner with the constexprs in signature order, skipping Triton's binder
@@ -317,11 +329,7 @@ def _launch(kernel, grid, *args, **meta):
     ent = _RUNNERS.get(key)
     if ent is None:
         k = kernel[grid](*args, **meta)
-        if hasattr(k, "packed_metadata"):  # the compiled kernel's runner (Triton >= 3.3)
-            tail = tuple(meta.get(q.name, q.default) for q in kernel.params[len(args) :])
-            _RUNNERS[key] = (k[(*grid, 1, 1)[:3]], tail)
-        else:
-            _RUNNERS[key] = False
+        _RUNNERS[key] = _runner(kernel, k, grid, len(args), meta)
         return k
     if ent is False:
         return kernel[grid](*args, **meta)
@@ -336,10 +344,6 @@ def _launch(kernel, grid, *args, **meta):
 if _HAVE_GLUON:
     # The CTA-wide barrier: gl.thread_barrier in Triton 3.6 (the H200's), gl.barrier from 3.7.
     _cta_barrier = gl.thread_barrier if hasattr(gl, "thread_barrier") else gl.barrier
-
-    @gluon.jit
-    def _gadd2(a0, b0, a1, b1):
-        return a0 + a1, b0 + b1
 
     @gluon.jit
     def _gtile_qr_kernel(
@@ -402,12 +406,8 @@ if _HAVE_GLUON:
                         x = bufb.slice(k * BM, BM).load(LR)
             below = rows > j
             xb = gl.where(below, x, 0.0)
-            alpha, xn2 = gl.reduce((gl.where(rows == j, x, 0.0), xb * xb), 0, _gadd2)
-            nrm = gl.sqrt(alpha * alpha + xn2)
-            zero = xn2 == 0.0
-            beta = gl.where(zero, alpha, gl.where(alpha >= 0.0, -nrm, nrm))
-            tau = gl.where(zero, 0.0, (beta - alpha) / gl.where(zero, 1.0, beta))
-            inv = 1.0 / gl.where(zero, 1.0, alpha - beta)
+            alpha, xn2 = gl.reduce((gl.where(rows == j, x, 0.0), xb * xb), 0, _add2)  # the Triton leaf's combine
+            beta, tau, inv = _reflector(alpha, xn2)
             v = gl.where(below, xb * inv, gl.where(rows == j, 1.0, 0.0))
             v3 = gl.expand_dims(gl.expand_dims(v, 1), 2)
             z = gl.sum(v3 * p, axis=0)  # over the rows: inside each warp
@@ -457,18 +457,15 @@ def _leaf(p, tau, v, t, vt=None, src=None):
     vts = (0, 0) if vt is None else (vt.stride(0), vt.stride(1))
     s = p if src is None else src
     warps = _warps(bm * bw, _EPT_MANY if b >= _MANY else _EPT)
-    if _GLUON_LEAF and _HAVE_GLUON and p.is_cuda and bm >= 32 and bw % warps == 0:
-        _launch(_gtile_qr_kernel, (b,),
-            s, p, tau, v, t, v if vt is None else vt, m, w, min(m, w), s.stride(0), s.stride(1), p.stride(0),
-            p.stride(1), tau.stride(0), v.stride(0), v.stride(1), t.stride(0), t.stride(1), *vts,
-            BM=bm, BW=bw, WRITE_VT=True, WRITE_VTT=vt is not None, NW=warps, num_warps=warps,
-        )  # fmt: skip
-        return
-    _launch(_tile_qr_kernel, (b,),
+    args = (
         s, p, tau, v, t, v if vt is None else vt, m, w, min(m, w), s.stride(0), s.stride(1), p.stride(0),
         p.stride(1), tau.stride(0), v.stride(0), v.stride(1), t.stride(0), t.stride(1), *vts,
-        BM=bm, BW=bw, WRITE_VT=True, WRITE_VTT=vt is not None, LEAN=_LEAN, num_warps=warps,
     )  # fmt: skip
+    meta = dict(BM=bm, BW=bw, WRITE_VT=True, WRITE_VTT=vt is not None, num_warps=warps)
+    if _GLUON_LEAF and _HAVE_GLUON and p.is_cuda and bm >= 32 and bw % warps == 0:
+        _launch(_gtile_qr_kernel, (b,), *args, NW=warps, **meta)
+    else:
+        _launch(_tile_qr_kernel, (b,), *args, LEAN=_LEAN, **meta)
 
 
 def _t_factor(v: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:

@@ -19,11 +19,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
-import subprocess
 import sys
-import tempfile
 from functools import partial
 from pathlib import Path
 
@@ -115,33 +112,17 @@ def probe(reps: int) -> list[dict]:
 
 
 def sass(batch: int, rows: int) -> dict:
-    """The Gluon leaf compiled for sm_90a on this machine (no GPU): registers and the step loop's counts."""
+    """The Gluon leaf compiled for sm_90a on this machine (no GPU): scripts/sass_report.py's counts."""
     sys.path.insert(0, str(ROOT / "scripts"))
     import sass_report
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
 
     load_variant(str(FAMILY))
     fw = sys.modules["submission"]
     width, bm, warps = leaf_plan(fw, batch, rows)
     const = dict(BM=bm, BW=fw.triton.next_power_of_2(width), WRITE_VT=True, WRITE_VTT=True, NW=warps)
     sig = sass_report.signature(fw._gtile_qr_kernel, {"src", "dst"}, const)
-    attrs = {(i,): [["tt.divisibility", 16]] for i, t in enumerate(sig.values()) if t != "constexpr"}
-    src = GluonASTSource(fw._gtile_qr_kernel, sig, constexprs=const, attrs=attrs)
-    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
-    tools = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
-    with tempfile.TemporaryDirectory() as tmp:
-        ptx, cubin = os.path.join(tmp, "k.ptx"), os.path.join(tmp, "k.cubin")
-        Path(ptx).write_text(compiled.asm["ptx"])
-        log = subprocess.run([os.path.join(tools, "ptxas"), "-v", "--gpu-name", "sm_90a", ptx, "-o", cubin],
-                             capture_output=True, text=True, check=True).stderr  # fmt: skip
-        text = subprocess.run([os.path.join(tools, "cuobjdump"), "-sass", cubin], capture_output=True, text=True,
-                              check=True).stdout  # fmt: skip
-    return dict(batch=batch, rows=rows, width=width, warps=warps,
-                registers=int(re.search(r"Used (\d+) registers", log).group(1)),
-                spill_bytes=int(re.search(r"(\d+) bytes spill stores", log).group(1)),
-                **sass_report.sass_counts(text))  # fmt: skip
+    counts = sass_report.report(fw._gtile_qr_kernel, sig, const, warps)
+    return dict(batch=batch, rows=rows, width=width, warps=warps, **counts)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -204,6 +204,18 @@ def test_a_v11_store_migrates_with_every_name_resolving_as_before(tmp_path, caps
     assert call(capsys, "show", "other", "--store", str(path))[1]["run_id"] == "old000000002"
 
 
+def test_an_unmigrated_v11_store_boards_each_version_of_a_name_once(tmp_path):
+    """A store from before variant names, read (never migrated) by the Leaderboard: graphed's two versions get one
+    row each, the name staying with the newer content, as it resolved then."""
+    path = tmp_path / "v11.duckdb"
+    resolved = _v11_store(path)
+    board = Store(path).leaderboard_cells(suite="smoke", mode="test", gpu=None)["variants"]
+    rows = dict(zip(board["variant"], board["variant_sha256"], strict=True))
+    older = next(sha for sha in board["variant_sha256"] if sha not in resolved.values())
+    assert rows == {"graphed": resolved["graphed"], f"graphed@{older[:8]}": older, "other": resolved["other"]}
+    assert "latest_at" not in board.columns
+
+
 def test_names_travel_with_export_and_import_and_an_old_export_still_imports(copied, capsys, tmp_path):
     store, orig, copy = copied
     assert call(capsys, "add", str(copy), "--family", "beam", "--store", str(store))[0] == 0

@@ -11,7 +11,6 @@ from tracker.store.connection import connect
 from tracker.store.reads._sql import (
     _has_column,
     case_label_sql,
-    names_sql,
 )
 
 
@@ -51,7 +50,6 @@ class BoardReads:
                 "arg_max(run_id, started_at) AS latest_run, max(started_at) AS latest_at FROM lb_runs "
                 "GROUP BY variant_sha256"
             ).df()
-            named = dict(con.execute(f"SELECT name, sha256 FROM {names_sql(con)}").fetchall())
             cells = con.execute(
                 # Grouped on the raw shape columns; the label is formatted once per group, not once per case row.
                 f"SELECT variant_sha256, case_idx, {case_label_sql('g')} AS label, best_us, run_id FROM ("
@@ -62,24 +60,25 @@ class BoardReads:
                 "FROM case_results c JOIN lb_runs r USING (run_id) WHERE c.passed AND c.mean_us IS NOT NULL "
                 "GROUP BY r.variant_sha256, c.case_idx) g"
             ).df()
-        return {
-            "variants": distinct_names(variants.drop(columns="latest_at"), variants["latest_at"], named),
-            "cells": cells,
-        }
+        # the recorded names (what each name stands for now) are read only where a name is shared
+        shared = variants["variant"].duplicated(keep=False)
+        named = {n["name"]: n["sha256"] for n in self.variant_names()} if shared.any() else {}
+        return {"variants": distinct_names(variants, named).drop(columns="latest_at"), "cells": cells}
 
 
-def distinct_names(variants: pd.DataFrame, latest_at: pd.Series, named: dict[str, str]) -> pd.DataFrame:
+def distinct_names(variants: pd.DataFrame, named: dict[str, str]) -> pd.DataFrame:
     """One name per row: where several sources ran under one name (a file edited in place, a repeat written with
-    another docstring), the source the name stands for now (else the one run last) keeps it and each other one
-    reads `name@sha8`, so a board never lists one name twice and every row can be asked for by its name."""
-    shared = variants["variant"].duplicated(keep=False) if not variants.empty else None
-    if shared is None or not shared.any():
+    another docstring), the source the name stands for now (`named`, else the one run last: `latest_at`) keeps it
+    and each other one reads `name@sha8`, so a board never lists one name twice and every row can be asked for by
+    its name."""
+    shared = variants["variant"].duplicated(keep=False)
+    if not shared.any():
         return variants
     out = variants.copy()
     for name, group in out[shared].groupby("variant", sort=False):  # only the shared names: boards of 10^5 runs
         keep = named.get(str(name))
         if keep not in set(group["variant_sha256"]):
-            keep = group.loc[latest_at[group.index].idxmax(), "variant_sha256"]
+            keep = group.loc[group["latest_at"].idxmax(), "variant_sha256"]
         others = group.index[group["variant_sha256"] != keep]
         out.loc[others, "variant"] = [f"{name}@{sha[:8]}" for sha in group.loc[others, "variant_sha256"]]
     return out
