@@ -34,6 +34,13 @@ Session 28: knobs _LEAN (the tile QR step masks and scales the [BW] vector z ins
 element) and _SMALL_FAST (20x32 eagerly through the compiled kernel's launcher, no graph, no copies; Triton's
 binder and the graph cost more CPU time per call than the factorisation takes on the GPU): fused_wy_lean, run
 42f9cd710249, 2,798 us (20x32 41 -> 23 us, 40x176 -7%, 40x352 -4%); now the defaults.
+Session 29: knobs _COOP_TAGGED (the cooperative leaf's step waits on its partials, which start as a sentinel NaN,
+not on a counter), _LEAN_COOP (_LEAN's step there) and _LEAF_ELEMS_FEW=8192 (8-wide leaves for 40-matrix batches):
+fused_wy_tagged, run 40dd18af1bdb, 2,829 us against 2,767-2,824 for three runs of fused_wy_lean; on the cases they
+reach, 8x2048 9,439 against 10,247-10,272 us and 2x4096 20,947 against 21,892-22,086 (paired screen: 0.909, 0.941,
+40x352 0.982), while code they do not touch drifted +5%; now the defaults (session 30). Session 30: the Gluon leaf
+(whole columns per warp, one barrier a step) and a runner launch for every route kernel rejected in the screen
+(kernels/NOTES.md), their knobs gone.
 """
 
 import os  # noqa: E402
@@ -47,14 +54,6 @@ try:
     _HAVE_TRITON = True
 except ImportError:  # pragma: no cover
     _HAVE_TRITON = False
-try:  # Triton's explicit-layout language (the _GLUON_LEAF knob)
-    from triton.experimental import gluon
-    from triton.experimental.gluon import language as gl
-
-    _HAVE_GLUON = True
-except ImportError:  # pragma: no cover
-    _HAVE_GLUON = False
-
 _SMALL_MAX = 128
 _SENTINEL_BITS = 0x7FBADBAD  # an unfilled partial of the cooperative leaf: a NaN payload no GPU arithmetic returns
 _LEAF_ELEMS = 16384  # leaf tile BM*nb, about 32 fp32 per thread at 16 warps
@@ -234,10 +233,9 @@ _EPT_MANY = 32
 _MIN_WARPS = 2  # 1: a 32x32 tile in one warp, its reductions all shuffles (ptxas sm_90a: 125 registers, no spills)
 _LEAN = True  # tile QR step: column mask and tau applied to the [BW] vector z, one FMA per element (else 3 ops)
 _FEW_BATCH = 48  # batches smaller than this (40x176, 40x352: 40 programs a leaf, latency-bound) ...
-_LEAF_ELEMS_FEW = 16384  # ... with leaves of at most 512 rows: leaf tile elements (knob; as _LEAF_ELEMS)
+_LEAF_ELEMS_FEW = 8192  # ... with leaves of at most 512 rows: leaf tile elements (fused_wy_tagged; was 16384)
 _SMALL_WARPS = 0  # warps of the whole-matrix tile (n <= _SMALL_MAX); 0: by elements per thread as the leaves
-_LEAN_COOP = False  # _LEAN's step in the cooperative leaf (2x4096, 8x2048)
-_GLUON_LEAF = False  # leaves by the Gluon kernel: whole columns per warp, one exchange between warps a step
+_LEAN_COOP = True  # _LEAN's step in the cooperative leaf (2x4096, 8x2048)
 _SMALL_FAST = True  # whole-matrix route eager through the compiled kernel's launcher: no graph, copies, binder
 
 
@@ -298,18 +296,6 @@ def _small_fast(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return h, tau
 
 
-_RUNNER_LAUNCH = False  # route kernels after their first call through the compiled kernel's runner (no binder)
-_RUNNERS: dict = {}
-
-
-def _spec(x):
-    """What Triton specialises an argument on: a tensor by its dtype and 16-byte alignment (allocations start
-    aligned, so the offset decides), anything else by its value."""
-    if isinstance(x, torch.Tensor):
-        return x.dtype, x.storage_offset() * x.element_size() % 16 == 0
-    return x
-
-
 def _runner(kernel, compiled, grid, nargs: int, meta: dict):
     """The compiled kernel's runner for this grid and the constexprs after the first nargs parameters, in signature
     order (from meta or their defaults): what a launch passes after its runtime arguments. False where the compiled
@@ -317,136 +303,6 @@ def _runner(kernel, compiled, grid, nargs: int, meta: dict):
     if not hasattr(compiled, "packed_metadata"):
         return False
     return compiled[(*grid, 1, 1)[:3]], tuple(meta.get(q.name, q.default) for q in kernel.params[nargs:])
-
-
-def _launch(kernel, grid, *args, **meta):
-    """kernel[grid](*args, **meta); with _RUNNER_LAUNCH, a CUDA launch of a specialisation seen before goes
-    through the compiled kernel's runner with the constexprs in signature order, skipping Triton's binder
-    (about 30 us of CPU a launch, more than many of the route's kernels take on the GPU)."""
-    if not (_RUNNER_LAUNCH and args[0].is_cuda):
-        return kernel[grid](*args, **meta)
-    key = (kernel, grid, args[0].device, tuple(map(_spec, args)), tuple(meta.items()))
-    ent = _RUNNERS.get(key)
-    if ent is None:
-        k = kernel[grid](*args, **meta)
-        _RUNNERS[key] = _runner(kernel, k, grid, len(args), meta)
-        return k
-    if ent is False:
-        return kernel[grid](*args, **meta)
-    run, tail = ent
-    try:
-        return run(*args, *tail)
-    except (TypeError, ValueError):  # refused before launching: this Triton's runner takes other arguments
-        _RUNNERS[key] = False
-        return kernel[grid](*args, **meta)
-
-
-if _HAVE_GLUON:
-    # The CTA-wide barrier: gl.thread_barrier in Triton 3.6 (the H200's), gl.barrier from 3.7.
-    _cta_barrier = gl.thread_barrier if hasattr(gl, "thread_barrier") else gl.barrier
-
-    @gluon.jit
-    def _gtile_qr_kernel(
-        src, dst, tau_ptr, v_ptr, t_ptr, vt_ptr, m, w, kmax,
-        s_sb, s_sr, d_sb, d_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, vt_sb, vt_sk,
-        BM: gl.constexpr, BW: gl.constexpr, WRITE_VT: gl.constexpr, WRITE_VTT: gl.constexpr, NW: gl.constexpr,
-    ):  # fmt: skip
-        """_tile_qr_kernel's leaf (same arguments and outputs) with the tile held as [BM, NW, CPW]: rows over the
-        lanes and registers, warp k owning columns k*CPW .. k*CPW + CPW - 1, so alpha, the norm and z are reductions
-        inside a warp and only column j crosses warps. T comes after the loop, from the saved z vectors (dlarft's
-        recurrence), in a layout where each thread holds whole rows."""
-        CPW: gl.constexpr = BW // NW
-        RPT: gl.constexpr = BM // 32
-        L3: gl.constexpr = gl.BlockedLayout([RPT, 1, CPW], [32, 1, 1], [1, NW, 1], [0, 2, 1])
-        LX: gl.constexpr = gl.SliceLayout(2, L3)  # [BM, NW]
-        LR: gl.constexpr = gl.SliceLayout(1, LX)  # [BM]: the rows, whole in every warp
-        LC: gl.constexpr = gl.SliceLayout(0, L3)  # [NW, CPW]: the columns, each warp its own
-        TPC: gl.constexpr = BW // 4 if BW // 4 < 32 else 32
-        LS: gl.constexpr = gl.BlockedLayout([1, 4], [32 // TPC, TPC], [NW, 1], [1, 0])  # coalesced along a row
-        LT: gl.constexpr = gl.BlockedLayout([4, 1], [32, 1], [1, NW], [0, 1])  # coalesced along a column (V^T)
-        LZ: gl.constexpr = gl.BlockedLayout([1, 1, CPW], [32, 1, 1], [1, NW, 1], [2, 1, 0])
-        R: gl.constexpr = gl.BlockedLayout([1, BW], [32, 1], [NW, 1], [1, 0])
-        L1: gl.constexpr = gl.BlockedLayout([1], [32], [NW], [0])
-        pid = gl.program_id(0).to(gl.int64)
-
-        r2 = gl.arange(0, BM, layout=gl.SliceLayout(1, LS))
-        c2 = gl.arange(0, BW, layout=gl.SliceLayout(0, LS))
-        m2 = (r2[:, None] < m) & (c2[None, :] < w)
-        p2 = gl.load(src + pid * s_sb + r2[:, None] * s_sr + c2[None, :], mask=m2, other=0.0)
-        p = gl.convert_layout(gl.reshape(p2, [BM, NW, CPW]), L3)
-
-        rows = gl.arange(0, BM, layout=LR)
-        wi = gl.arange(0, NW, layout=gl.SliceLayout(1, LC))
-        ki = gl.arange(0, CPW, layout=gl.SliceLayout(0, LC))
-        cols = wi[:, None] * CPW + ki[None, :]
-        taus = gl.zeros([NW, CPW], gl.float32, LC)
-        bufa = gl.allocate_shared_memory(gl.float32, [NW * BM], gl.SwizzledSharedLayout(1, 1, 1, [0]))
-        bufb = gl.allocate_shared_memory(gl.float32, [NW * BM], gl.SwizzledSharedLayout(1, 1, 1, [0]))
-        zr = gl.arange(0, BW, layout=gl.SliceLayout(1, gl.SliceLayout(2, LZ)))
-        zmat = gl.zeros([BW, NW, CPW], gl.float32, LZ)  # row j: z of step j (V_prev^T v_j in its first j entries)
-        for j in range(0, kmax):
-            colj = cols == j
-            part = gl.sum(gl.where(gl.expand_dims(colj, 0), p, 0.0), axis=2)  # nonzero in column j's warp only
-            # The step's one exchange between warps: every warp stores its partial column, all read the owner's. Two
-            # buffers, so that the next step's stores never meet this step's loads: one barrier a step. The owner's
-            # slice is picked by a uniform branch (a shared-memory view takes a constant offset only).
-            flat = gl.reshape(gl.permute(part, [1, 0]), [NW * BM])
-            x = gl.zeros([BM], gl.float32, LR)
-            if j % 2 == 0:
-                bufa.store(flat)
-                _cta_barrier()
-                for k in gl.static_range(NW):
-                    if j // CPW == k:
-                        x = bufa.slice(k * BM, BM).load(LR)
-            else:
-                bufb.store(flat)
-                _cta_barrier()
-                for k in gl.static_range(NW):
-                    if j // CPW == k:
-                        x = bufb.slice(k * BM, BM).load(LR)
-            below = rows > j
-            xb = gl.where(below, x, 0.0)
-            alpha, xn2 = gl.reduce((gl.where(rows == j, x, 0.0), xb * xb), 0, _add2)  # the Triton leaf's combine
-            beta, tau, inv = _reflector(alpha, xn2)
-            v = gl.where(below, xb * inv, gl.where(rows == j, 1.0, 0.0))
-            v3 = gl.expand_dims(gl.expand_dims(v, 1), 2)
-            z = gl.sum(v3 * p, axis=0)  # over the rows: inside each warp
-            p = p - v3 * gl.expand_dims(gl.where(cols > j, tau * z, 0.0), 0)
-            newcol = gl.where(rows == j, beta, gl.where(below, v, x))
-            p = gl.where(gl.expand_dims(colj, 0), gl.expand_dims(gl.expand_dims(newcol, 1), 2), p)
-            taus = gl.where(colj, tau, taus)
-            zc = gl.convert_layout(gl.where(cols < j, z, 0.0), gl.SliceLayout(0, LZ))
-            zmat = gl.where(gl.expand_dims(gl.expand_dims(zr == j, 1), 2), gl.expand_dims(zc, 0), zmat)
-
-        h = gl.convert_layout(gl.reshape(p, [BM, BW]), LS)
-        gl.store(dst + pid * d_sb + r2[:, None] * d_sr + c2[None, :], h, mask=m2)
-        c1 = gl.arange(0, BW, layout=L1)
-        gl.store(tau_ptr + pid * tau_sb + c1, gl.convert_layout(gl.reshape(taus, [BW]), L1), mask=c1 < kmax)
-        if WRITE_VT:
-            vv = gl.where(r2[:, None] > c2[None, :], h, gl.where(r2[:, None] == c2[None, :], 1.0, 0.0))
-            gl.store(v_ptr + pid * v_sb + r2[:, None] * v_sr + c2[None, :], vv, mask=m2)
-            if WRITE_VTT:
-                rt = gl.arange(0, BM, layout=gl.SliceLayout(1, LT))
-                ct = gl.arange(0, BW, layout=gl.SliceLayout(0, LT))
-                gl.store(vt_ptr + pid * vt_sb + ct[None, :] * vt_sk + rt[:, None], gl.convert_layout(vv, LT),
-                         mask=(rt[:, None] < m) & (ct[None, :] < w))  # fmt: skip
-            # row j of the z's from shared memory (a broadcast load; the loop is unrolled, so the offset is constant)
-            zs = gl.allocate_shared_memory(gl.float32, [BW * BW], gl.SwizzledSharedLayout(1, 1, 1, [0]))
-            zs.store(gl.reshape(zmat, [BW * BW]))
-            _cta_barrier()
-            tr = gl.convert_layout(gl.reshape(taus, [BW]), gl.SliceLayout(0, R))
-            ri = gl.arange(0, BW, layout=gl.SliceLayout(1, R))
-            ci = gl.arange(0, BW, layout=gl.SliceLayout(0, R))
-            tmat = gl.zeros([BW, BW], gl.float32, R)
-            for j in gl.static_range(BW):  # past kmax tau is 0 and the column stays 0
-                zl = gl.where(ci < j, zs.slice(j * BW, BW).load(gl.SliceLayout(0, R)), 0.0)
-                tj = gl.sum(gl.where(ci == j, tr, 0.0), axis=0)
-                tc = -tj * gl.sum(tmat * zl[None, :], axis=1)
-                tc = gl.where(ri == j, tj, gl.where(ri < j, tc, 0.0))
-                tmat = gl.where(ci[None, :] == j, tc[:, None], tmat)
-            gl.store(
-                t_ptr + pid * t_sb + ri[:, None] * t_sr + ci[None, :], tmat, mask=(ri[:, None] < w) & (ci[None, :] < w)
-            )
 
 
 def _leaf(p, tau, v, t, vt=None, src=None):
@@ -462,10 +318,7 @@ def _leaf(p, tau, v, t, vt=None, src=None):
         p.stride(1), tau.stride(0), v.stride(0), v.stride(1), t.stride(0), t.stride(1), *vts,
     )  # fmt: skip
     meta = dict(BM=bm, BW=bw, WRITE_VT=True, WRITE_VTT=vt is not None, num_warps=warps)
-    if _GLUON_LEAF and _HAVE_GLUON and p.is_cuda and bm >= 32 and bw % warps == 0:
-        _launch(_gtile_qr_kernel, (b,), *args, NW=warps, **meta)
-    else:
-        _launch(_tile_qr_kernel, (b,), *args, LEAN=_LEAN, **meta)
+    _tile_qr_kernel[(b,)](*args, LEAN=_LEAN, **meta)
 
 
 def _t_factor(v: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
@@ -675,7 +528,7 @@ if _HAVE_TRITON:
 def _t_build(vo: torch.Tensor, t: torch.Tensor, nb: int) -> torch.Tensor:
     b, m, k = vo.shape
     bk = max(16, triton.next_power_of_2(k))
-    _launch(_t_build_kernel, (b,),
+    _t_build_kernel[(b,)](
         vo, t, m, k, vo.stride(0), vo.stride(1), t.stride(0), t.stride(1),
         BM=64, BK=bk, NB=nb, PREC=_TB_PREC, num_warps=4,
     )  # fmt: skip
@@ -706,7 +559,7 @@ def _apply_qt_fused_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor) -> None
     k = v.shape[2]
     bn = _fused_bn(n)
     bk = max(16, triton.next_power_of_2(k))
-    _launch(_wy_fused_kernel, (triton.cdiv(n, bn), b),
+    _wy_fused_kernel[(triton.cdiv(n, bn), b)](
         v, t, a2, m, n, k, v.stride(0), v.stride(1), t.stride(0), t.stride(1), a2.stride(0), a2.stride(1),
         BM=_FUSED_BM, BN=bn, BK=bk, PREC=_FUSED_PREC, STAGES=_FUSED_STAGES, num_warps=_FUSED_WARPS,
     )  # fmt: skip
@@ -725,7 +578,7 @@ def _apply_qt_vt_(a2: torch.Tensor, v: torch.Tensor, vt: torch.Tensor, t: torch.
     bn = _fused_bn(n)
     bk = max(16, triton.next_power_of_2(k))
     s = a2 if src is None else src
-    _launch(_wy_fused_vt_kernel, (triton.cdiv(n, bn), b),
+    _wy_fused_vt_kernel[(triton.cdiv(n, bn), b)](
         v, vt, t, a2, s, m, n, k, v.stride(0), v.stride(1), vt.stride(0), vt.stride(1), t.stride(0), t.stride(1),
         a2.stride(0), a2.stride(1), s.stride(0), s.stride(1), BM=_FUSED_BM, BN=bn, BK=bk, PREC=_FUSED_PREC,
         STAGES=_FUSED_STAGES, num_warps=_FUSED_WARPS,
@@ -747,7 +600,7 @@ def _vta_splitk(v: torch.Tensor, a2: torch.Tensor) -> torch.Tensor:
     splits = triton.cdiv(m, rps)
     atomic = splits > 1
     w = (torch.zeros if atomic else torch.empty)((b, k, n), dtype=a2.dtype, device=a2.device)
-    _launch(_vta_kernel, (ktiles * ntiles, splits, b),
+    _vta_kernel[(ktiles * ntiles, splits, b)](
         v, a2, w, m, k, n, rps, ntiles, v.stride(0), v.stride(1), a2.stride(0), a2.stride(1),
         w.stride(0), w.stride(1), BK=bk, BN=bn, BM=bm, ATOMIC=atomic, PREC=_PREC, num_warps=4, num_stages=3,
     )  # fmt: skip
@@ -773,7 +626,7 @@ def _apply_qt_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor) -> None:
     w = _vta_splitk(v, a2)
     w2 = torch.bmm(t.transpose(1, 2), w)
     bkc = min(32, max(16, triton.next_power_of_2(k)))
-    _launch(_upd_kernel, (triton.cdiv(m, 64), triton.cdiv(n, 64), b),
+    _upd_kernel[(triton.cdiv(m, 64), triton.cdiv(n, 64), b)](
         v, w2, a2, m, k, n, v.stride(0), v.stride(1), w2.stride(0), w2.stride(1), a2.stride(0), a2.stride(1),
         BM=64, BN=64, BKC=bkc, PREC=_PREC, num_warps=4, num_stages=3,
     )  # fmt: skip
@@ -794,7 +647,7 @@ _COOP_MIN_ROWS = 1024  # leaf panels at least this tall (and few matrices) go co
 _COOP_MIN_BM = 64  # rows per program at least (fused_wy_coopbm64: 2x4096 22.6 -> 22.0 ms, 64 per matrix)
 _COOP_MIN_PER = 4  # programs per matrix at least (measured: 60x1024 with 2 per matrix 7.58 ms vs 7.39 without)
 _COOP_MAX_ELEMS = 16384  # rows per program x leaf width
-_COOP_TAGGED = False  # the step's barrier by the partials themselves (a sentinel fill), not a counter
+_COOP_TAGGED = True  # the step's barrier by the partials themselves (a sentinel fill), not a counter
 _NSM: dict = {}
 
 
@@ -831,7 +684,7 @@ def _coop_leaf(p, tau, v, t, nprog, bm):
     else:
         part = torch.empty((b, kmax, pp, 2 * bw), dtype=torch.float32, device=p.device)
         cnt = torch.zeros((b, kmax), dtype=torch.int32, device=p.device)
-    _launch(_coop_leaf_kernel, (nprog, b),
+    _coop_leaf_kernel[(nprog, b)](
         p, tau, v, t, part, cnt, m, w, kmax, nprog, p.stride(0), p.stride(1), tau.stride(0),
         v.stride(0), v.stride(1), t.stride(0), t.stride(1), part.stride(0), cnt.stride(0),
         BM=bm, BW=bw, PP=pp, LEAN=_LEAN_COOP, TAGGED=_COOP_TAGGED, num_warps=_warps(bm * bw),

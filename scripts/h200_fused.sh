@@ -21,7 +21,10 @@
 #   REPEAT NEED PATH FAMILY PARENT [tracker args]   a run as below that takes no verdict (a repeat of known code)
 #   AFTERPASS NEED PATH FAMILY PARENT [tracker args]   a run as below, only if the run before it passed
 #   AB NEED A B [tracker ab args]  `tracker ab A B` (files or stored variant names): both interleaved per round, each
-#                                  case judged by its paired per-round ratios; the pair's runs join the export
+#                                  case judged by its paired per-round ratios; the pair's runs join the export. A
+#                                  full fused_wy run takes about 300 s on the H200 (every repetition rechecked, as
+#                                  in the contest), so a pair that fits one call names its cases (--cases 5,6:
+#                                  about 150 s a run)
 #   PROBE NEED SCRIPT [args]       python3 SCRIPT args --json under $R (a kernel probe; not recorded in the store)
 #   NEED PATH FAMILY PARENT [tracker args]   a tracker run (skipped when fewer than NEED seconds are left);
 #       PARENT is a variant name or run id; a benchmark run gets the verdict promoted when its geomean is below
@@ -152,7 +155,7 @@ PY
   AB)
     [ $(left) -gt $2 ] || { echo "skipped AB $3 $4 (left $(left) s)"; continue; }
     f=$R/ab-$(date +%s).json
-    timeout $(( $(left) - 10 )) python3 -m tracker ab "$3" "$4" --store $S --json --timeout 300 "${@:5}" \
+    timeout $(( $(left) - 10 )) python3 -m tracker ab "$3" "$4" --store $S --json --timeout 600 "${@:5}" \
       < /dev/null > $f 2> ${f%.json}.err
     python3 - $f <<'PY' | tee -a $R/summary.txt
 import json, sys

@@ -93,12 +93,7 @@ def report(kernel, sig: dict, const: dict, warps: int, arch: int = 90) -> dict:
     from triton.compiler import ASTSource
 
     attrs = {(i,): [["tt.divisibility", 16]] for i, t in enumerate(sig.values()) if t != "constexpr"}
-    try:  # a Gluon kernel (Triton's explicit-layout language) compiles from its own source form
-        from triton.experimental.gluon._runtime import GluonASTSource, GluonJITFunction
-    except ImportError:
-        GluonASTSource = GluonJITFunction = None
-    source = GluonASTSource if GluonJITFunction and isinstance(kernel, GluonJITFunction) else ASTSource
-    src = source(kernel, sig, constexprs=const, attrs=attrs)
+    src = ASTSource(kernel, sig, constexprs=const, attrs=attrs)
     compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32), options={"num_warps": warps})
     tools = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
     with tempfile.TemporaryDirectory() as tmp:
