@@ -74,6 +74,45 @@ def test_a_planted_slowdown_is_detected_and_an_a_a_pair_stays_near_one(store, tm
     assert pair["pair_id"] == doc["pair_id"] and pair["cases"][0]["verdict"] == "slower"
 
 
+def test_a_session_says_how_long_it_will_take_and_warns_of_a_timeout_its_runs_outgrew(store):
+    """Before the first run: the session's length from earlier passed runs of the same sources and cases, and a
+    warning per side whose runs took longer than --timeout (a pair of 300 s runs under --timeout 300 lost two H200
+    calls in session 30). The runs then go ahead and are cut, as asked."""
+    earlier = Store(store).passed_run_seconds(
+        Store(store).pair_runs(SESSIONS["planted"])["runs"].iloc[0]["variant_sha256"], "smoke", "benchmark",
+        "tracker", [0],
+    )  # fmt: skip
+    assert len(earlier) >= 2  # the reference's runs of the test above
+    timeout = min(t for _, t in earlier) / 4  # well under what those runs took after compiling
+    proc = subprocess.run(
+        [sys.executable, "-m", "tracker", "ab", "geqrf_reference", "geqrf_reference", "--rounds", "2", "--cases", "0",
+         "--store", str(store), "--timeout", f"{timeout:.3f}", "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    lines = proc.stderr.splitlines()
+    assert lines[0].startswith("4 runs, about ") and "by earlier runs of these sources and cases" in lines[0], lines
+    warnings = [x for x in lines if x.startswith("warning: side ")]
+    assert len(warnings) == 2 and all(
+        f"--timeout {float(f'{timeout:.3f}'):g} s will likely cut it" in w for w in warnings
+    ), lines
+    doc = json.loads(proc.stdout)
+    assert {r["status"] for r in Store(store).pair_runs(doc["pair_id"])["runs"].to_dict("records")} == {"timeout"}
+    # a single run warns the same way
+    run = subprocess.run(
+        [sys.executable, "-m", "tracker", "run", "kernels/geqrf_reference.py", "--suite", "smoke", "--cases", "0",
+         "--store", str(store), "--timeout", f"{timeout:.3f}", "--quiet"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert "warning: this source ran " in run.stderr and "will likely cut it" in run.stderr, run.stderr
+    # a kernel file with no earlier run says so instead
+    fresh = subprocess.run(
+        [sys.executable, "-m", "tracker", "ab", "kernels/geqrf_reference.py", "kernels/geqrf_reference.py",
+         "--rounds", "2", "--cases", "1", "--store", str(store), "--timeout", "1", "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert fresh.stderr.splitlines()[0].startswith("4 runs; no earlier passed run of these sources"), fresh.stderr
+
+
 def test_the_compare_page_shows_a_pairs_verdict(store, monkeypatch, tmp_path):
     import streamlit as st
 

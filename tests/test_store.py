@@ -475,3 +475,38 @@ def test_seed_from_samples_only_fills_an_empty_store(tmp_path):
     assert seed_from_samples(used, samples) == 0
     assert run_ids(used) == {"mine00000001"}
     assert seed_from_samples(tmp_path / "other.duckdb", tmp_path / "no_samples_here") == 0
+
+
+def test_passed_run_seconds_counts_only_passed_runs_of_the_same_source_cases_and_method(store):
+    """What `ab`, `fidelity` and `run` say a run will take (tracker.capture.outlook) comes from runs like it only:
+    a run of other cases, a failed run, a contest-method run or another source would mislead the estimate."""
+    import datetime as dt
+
+    def write(run_id, seconds, *, status="passed", method=None, source=None, cases=2):
+        record = make_run(run_id, source=source, status=status)
+        record.cases, record.samples = record.cases[:cases], [s for s in record.samples if s[0] < cases]
+        start = record.run.started_at
+        record.run.update(finished_at=start + dt.timedelta(seconds=seconds), method=method, compile_s=2.0)
+        assert Store(store).finish_run(record) is None
+        return record.variant["sha256"]
+
+    sha = write("dur000000001", 30)
+    write("dur000000002", 50)
+    write("dur000000003", 900, status="failed")
+    write("dur000000004", 700, method="contest")
+    write("dur000000005", 5, cases=1)
+    other = write("dur000000006", 400, source=REFERENCE.read_text() + "\n# another source\n")
+
+    def walls(sha256, method, cases, mode="benchmark"):
+        return sorted(round(wall) for wall, _ in Store(store).passed_run_seconds(sha256, "smoke", mode, method, cases))
+
+    assert walls(sha, "tracker", [1, 0]) == [30, 50]
+    assert [round(t) for _, t in Store(store).passed_run_seconds(sha, "smoke", "benchmark", "tracker", [0, 1])] == [
+        48,
+        28,
+    ]  # newest first, less the compile time (--timeout starts after it)
+    assert walls(sha, "tracker", [0]) == [5]
+    assert walls(sha, "contest", [0, 1]) == [700]
+    assert walls(sha, "tracker", [0, 1], mode="test") == []
+    assert walls(other, "tracker", [0, 1]) == [400]
+    assert Store(store.parent / "none.duckdb").passed_run_seconds(sha, "smoke", "benchmark", "tracker", [0]) == []

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from tracker.capture import stopping
+from tracker.capture import outlook, stopping
 from tracker.capture.runner import RunOutcome, RunRequest, run_variant
 
 
@@ -37,8 +37,11 @@ def interleave(
 
 
 def run_session(requests: dict[str, dict[str, Any]], rounds: int, first_round: int = 0) -> bool:
-    """interleave() in the main thread of a command; False when a SIGTERM ended the session early (its runs so
-    far are stored, the current one as cancelled), so the caller can still report what the rounds done say."""
+    """interleave() in the main thread of a command, after saying how long it should take (tracker.capture.outlook).
+    False when a SIGTERM ended the session early (its runs so far are stored, the current one as cancelled), so the
+    caller can still report what the rounds done say."""
+    for line in outlook.session_lines({side: RunRequest(**req) for side, req in requests.items()}, rounds):
+        print(line, file=sys.stderr)
     try:
         with stopping.session():
             interleave(requests, rounds, first_round=first_round)

@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from tracker.capture import outlook
 from tracker.capture.record import run_summary
 from tracker.cli.common import FRESH_COMPILE_HELP, UsageError, int64, parse_cases, path_arg, positive_seconds
 from tracker.cli.deadends import dead_end_warnings
@@ -151,6 +152,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         return run_many(args, reqs)
     req = reqs[0]
     dead_ends = dead_end_warnings(args, [r.path for r in reqs])
+    warning = outlook.timeout_warning("this source", req, outlook.earlier_seconds(req))
+    if warning:
+        print(warning, file=sys.stderr)
     bar = TerminalBar() if not args.quiet else None
     if args.gpus or args.cluster:
         from tracker.cli.scaleout import run_queue_cli

@@ -14,6 +14,7 @@ from tracker.store.connection import SchemaTooNewError, connect, schema_version
 from tracker.store.reads._sql import (
     RUN_LIST_COLUMNS,
     _apply_live,
+    _has_column,
     _has_runs_table,
     _live_status,
     _run_filters,
@@ -203,6 +204,28 @@ class RunReads:
             if seconds is not None:
                 found[(sha, name)] = float(seconds)
         return found
+
+    def passed_run_seconds(
+        self, sha256: str, suite: str, mode: str, method: str, cases: list[int]
+    ) -> list[tuple[float, float]]:
+        """(wall seconds, seconds after compiling) of the earlier passed runs of this source, newest first, in this
+        suite, mode and method (`tracker` is stored as NULL) that ran exactly these cases: what the next such run
+        should take, in all and under its --timeout (which starts once the first call has compiled)."""
+        if not Path(self.path).exists():
+            return []
+        with connect(self.path, read_only=True) as con:
+            if not _has_runs_table(con):
+                return []
+            run_method = "r.method" if _has_column(con, "runs", "method") else "NULL"  # before v10: all the tracker's
+            rows = con.execute(
+                "SELECT epoch(r.finished_at) - epoch(r.started_at) AS wall, wall - coalesce(r.compile_s, 0) "
+                "FROM runs r WHERE r.variant_sha256 = ? AND r.suite = ? AND r.mode = ? "
+                f"AND coalesce({run_method}, 'tracker') = ? AND r.status = 'passed' AND r.finished_at IS NOT NULL "
+                "AND r.run_id IN (SELECT run_id FROM case_results GROUP BY run_id "
+                "HAVING list_sort(list(case_idx)) = ?::INTEGER[]) ORDER BY r.started_at DESC",
+                [sha256, suite, mode, method, sorted(cases)],
+            ).fetchall()
+        return [(float(wall), float(timed)) for wall, timed in rows]
 
     def count_runs(self) -> int:
         """Number of runs in the store; 0 for a missing store or one without the schema yet."""

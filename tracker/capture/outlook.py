@@ -1,0 +1,63 @@
+"""How long a run should take, from the store's earlier passed runs of the same source, suite, mode, method and
+cases, said before it starts: a session's expected length (`ab`, `fidelity`), and a warning where --timeout is
+shorter than such runs took, before the device time is spent on runs that will be cut."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+from tracker.capture.record import RunRequest
+from tracker.common.gitinfo import source_hash
+from tracker.store import NotAStoreError, Store, StoreLockedError
+
+TIMEOUT_MARGIN = 1.1  # a timeout within 10% of what such runs took is too tight to trust
+
+
+def earlier_seconds(req: RunRequest) -> list[tuple[float, float]]:
+    """(wall seconds, seconds after compiling) of the earlier passed runs like this one, newest first; [] when there
+    are none or the store cannot be read now (a run copes with a busy store; its outlook can go without)."""
+    try:
+        cases = req.cases or list(range(len(req.suite_cases())))
+        sha = source_hash(Path(req.path).read_text())
+        return Store(req.store).passed_run_seconds(sha, req.suite, req.mode, req.method, cases)
+    except (OSError, ValueError, StoreLockedError, NotAStoreError):
+        return []
+
+
+def _span(seconds: list[float]) -> str:
+    low, high = min(seconds), max(seconds)
+    took = f"{low:.3g} s" if f"{low:.3g}" == f"{high:.3g}" else f"{low:.3g}-{high:.3g} s"
+    return f"{took} ({len(seconds)} earlier run{'s' if len(seconds) != 1 else ''})"
+
+
+def timeout_warning(label: str, req: RunRequest, earlier: list[tuple[float, float]]) -> str | None:
+    """A warning when the earlier runs' time after compiling (what --timeout bounds) reaches the timeout."""
+    timed = [t for _, t in earlier]
+    if timed and req.timeout < TIMEOUT_MARGIN * statistics.median(timed):
+        return (
+            f"warning: {label} ran {_span(timed)} after compiling with these cases; --timeout {req.timeout:g} s will "
+            "likely cut it: raise --timeout or run fewer --cases"
+        )
+    return None
+
+
+def session_lines(sides: dict[str, RunRequest], rounds: int) -> list[str]:
+    """What a session of `rounds` rounds (one run of each side a round) should take, and a warning per side whose
+    earlier runs took about as long as its --timeout or longer."""
+    lines, total, known = [], 0.0, True
+    for side, req in sides.items():
+        earlier = earlier_seconds(req)
+        if earlier:
+            total += rounds * statistics.median(wall for wall, _ in earlier)
+        known = known and bool(earlier)
+        warning = timeout_warning(f"side {side}", req, earlier)
+        if warning:
+            lines.append(warning)
+    runs = rounds * len(sides)
+    if known:
+        lines.insert(0, f"{runs} runs, about {total / 60:.0f} min by earlier runs of these sources and cases")
+    else:
+        lines.insert(0, f"{runs} runs; no earlier passed run of {'these sources' if len(sides) > 1 else 'it'} with "
+                     "these cases to say how long they take")  # fmt: skip
+    return lines
