@@ -90,7 +90,7 @@ def test_a_session_says_how_long_it_will_take_and_warns_of_a_timeout_its_runs_ou
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     lines = proc.stderr.splitlines()
-    assert lines[0].startswith("4 runs, about ") and "by earlier runs of these sources and cases" in lines[0], lines
+    assert lines[0].startswith("4 runs, about ") and "side A about " in lines[0] and "side B about " in lines[0], lines
     warnings = [x for x in lines if x.startswith("warning: side ")]
     assert len(warnings) == 2 and all(
         f"--timeout {float(f'{timeout:.3f}'):g} s will likely cut it" in w for w in warnings
@@ -110,7 +110,9 @@ def test_a_session_says_how_long_it_will_take_and_warns_of_a_timeout_its_runs_ou
          "--rounds", "2", "--cases", "1", "--store", str(store), "--timeout", "1", "--json"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
-    assert fresh.stderr.splitlines()[0].startswith("4 runs; no earlier passed run of these sources"), fresh.stderr
+    assert fresh.stderr.splitlines()[0] == (
+        "4 runs: side A not run with these cases before, side B not run with these cases before"
+    ), fresh.stderr
 
 
 def test_the_compare_page_shows_a_pairs_verdict(store, monkeypatch, tmp_path):

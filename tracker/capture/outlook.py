@@ -43,21 +43,21 @@ def timeout_warning(label: str, req: RunRequest, earlier: list[tuple[float, floa
 
 
 def session_lines(sides: dict[str, RunRequest], rounds: int) -> list[str]:
-    """What a session of `rounds` rounds (one run of each side a round) should take, and a warning per side whose
-    earlier runs took about as long as its --timeout or longer."""
-    lines, total, known = [], 0.0, True
+    """What a session of `rounds` rounds (one run of each side a round) should take, per side and in all when every
+    side has run before, and a warning per side whose earlier runs took about its --timeout or longer."""
+    parts, warnings, total = [], [], 0.0
     for side, req in sides.items():
         earlier = earlier_seconds(req)
         if earlier:
-            total += rounds * statistics.median(wall for wall, _ in earlier)
-        known = known and bool(earlier)
+            wall = statistics.median(w for w, _ in earlier)
+            total += rounds * wall
+            parts.append(f"side {side} about {wall:.0f} s a run ({len(earlier)} earlier)")
+        else:
+            parts.append(f"side {side} not run with these cases before")
+            total = float("nan")
         warning = timeout_warning(f"side {side}", req, earlier)
         if warning:
-            lines.append(warning)
+            warnings.append(warning)
     runs = rounds * len(sides)
-    if known:
-        lines.insert(0, f"{runs} runs, about {total / 60:.0f} min by earlier runs of these sources and cases")
-    else:
-        lines.insert(0, f"{runs} runs; no earlier passed run of {'these sources' if len(sides) > 1 else 'it'} with "
-                     "these cases to say how long they take")  # fmt: skip
-    return lines
+    head = f"{runs} runs" + (f", about {total / 60:.0f} min" if total == total else "")  # NaN: a side is unknown
+    return [f"{head}: {', '.join(parts)}", *warnings]
