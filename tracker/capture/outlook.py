@@ -45,19 +45,19 @@ def timeout_warning(label: str, req: RunRequest, earlier: list[tuple[float, floa
 def session_lines(sides: dict[str, RunRequest], rounds: int) -> list[str]:
     """What a session of `rounds` rounds (one run of each side a round) should take, per side and in all when every
     side has run before, and a warning per side whose earlier runs took about its --timeout or longer."""
-    parts, warnings, total = [], [], 0.0
+    parts, warnings, total, known = [], [], 0.0, True
     for side, req in sides.items():
         earlier = earlier_seconds(req)
+        known = known and bool(earlier)
         if earlier:
             wall = statistics.median(w for w, _ in earlier)
             total += rounds * wall
             parts.append(f"side {side} about {wall:.0f} s a run ({len(earlier)} earlier)")
         else:
             parts.append(f"side {side} not run with these cases before")
-            total = float("nan")
         warning = timeout_warning(f"side {side}", req, earlier)
         if warning:
             warnings.append(warning)
     runs = rounds * len(sides)
-    head = f"{runs} runs" + (f", about {total / 60:.0f} min" if total == total else "")  # NaN: a side is unknown
+    head = f"{runs} runs" + (f", about {total / 60:.0f} min" if known else "")
     return [f"{head}: {', '.join(parts)}", *warnings]
