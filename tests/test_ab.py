@@ -13,6 +13,9 @@ import pytest
 from tracker.analysis.stats import paired_case
 from tracker.store import Store
 
+# The tests below read the sessions the first one records (SESSIONS, the module's store): one xdist worker runs
+# them all, in order (`--dist loadgroup`, as .ci/run runs the suite).
+pytestmark = pytest.mark.xdist_group("ab_sessions")
 ROOT = Path(__file__).resolve().parent.parent
 SESSIONS: dict[str, str] = {}  # pair ids of the sessions recorded by the tests above, for the page test
 REFERENCE = (ROOT / "kernels/geqrf_reference.py").read_text()
@@ -113,6 +116,28 @@ def test_a_session_says_how_long_it_will_take_and_warns_of_a_timeout_its_runs_ou
     assert fresh.stderr.splitlines()[0] == (
         "4 runs: side A not run with these cases before, side B not run with these cases before"
     ), fresh.stderr
+
+
+def test_a_session_cut_in_its_first_round_still_shows_what_that_round_saw(tmp_path):
+    """Session 30's pair of fused_wy_lean and fused_wy_tagged on the H200 (samples/h200-2026-12-04-s30) was cut by
+    the call's deadline in round 1: no case can be judged, but each case both sides timed shows its one ratio,
+    marked as one round, and a case one side never reached shows none."""
+    store = tmp_path / "s30.duckdb"
+    subprocess.run(
+        [sys.executable, "-m", "tracker", "import", "--store", str(store), "samples/h200-2026-12-04-s30"],
+        cwd=ROOT, check=True, capture_output=True,
+    )  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "tracker", "compare", "26c597942fc2", "a57752ac537d", "--store", str(store)],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "paired session 5105ebbd7afd: A fused_wy_lean vs B fused_wy_tagged, 1 round" in lines
+    row = {line.split()[1] + " " + line.split()[3]: line for line in lines if line.startswith("x ")}
+    assert " 0.915 (1 round) " in row["8x2048 dense"] and " 0.956 (1 round) " in row["2x4096 dense"], lines
+    assert " 0.987 (1 round) " in row["40x352 dense"]
+    assert "(1 round)" not in row["640x512 clustered"] and "fewer than 2 rounds" in row["640x512 clustered"]
 
 
 def test_the_compare_page_shows_a_pairs_verdict(store, monkeypatch, tmp_path):

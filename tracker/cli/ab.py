@@ -177,11 +177,22 @@ def pair_doc(store: str, pair_id: str, min_effect: float = 0.02) -> dict[str, An
     }
 
 
+def _ratio_cell(case: dict[str, Any]) -> str:
+    """The judged ratio; for a case timed in one round only (a session cut in its first rounds), that round's ratio,
+    marked: not a verdict, but what the session saw."""
+    from tracker.cli.common import ratio_text
+
+    if case["ratio"] is None and len(case.get("ratios") or ()) == 1:
+        return f"{ratio_text(case['ratios'][0])} (1 round)"
+    return ratio_text(case["ratio"])
+
+
 def print_pair(doc: dict[str, Any]) -> None:
-    from tracker.cli.common import interval_text, print_columns, ratio_text
+    from tracker.cli.common import interval_text, print_columns
 
     print(
-        f"paired session {doc['pair_id']}: A {doc['a']['variant']} vs B {doc['b']['variant']}, {doc['rounds']} rounds"
+        f"paired session {doc['pair_id']}: A {doc['a']['variant']} vs B {doc['b']['variant']}, {doc['rounds']} "
+        + ("round" if doc["rounds"] == 1 else "rounds")
     )
     cs = doc["cases"]
     print_columns(
@@ -189,7 +200,7 @@ def print_pair(doc: dict[str, Any]) -> None:
             ("", [c["mark"] for c in cs]),
             ("case", [c["case"] for c in cs]),
             ("rounds", [str(c["rounds"]) for c in cs]),
-            ("B/A", [ratio_text(c["ratio"]) for c in cs]),
+            ("B/A", [_ratio_cell(c) for c in cs]),
             ("95% CI", [interval_text(c["ci_low"], c["ci_high"]) for c in cs]),
             ("why", [c["reason"] for c in cs]),
         ]
