@@ -167,7 +167,8 @@ ids = [r for side in ("a", "b") for r in d[side]["runs"] if r]
 open("/tmp/run_ids", "a").write("".join(f"{r}\n" for r in ids))
 print(f"pair {d['pair_id']}: {d['a']['variant']} -> {d['b']['variant']}, {d['rounds']} rounds, runs {' '.join(ids)}")
 for c in d["cases"]:
-    print(f"  {c['case']:<24} {c['mark']} {c['verdict']:<8} ratio {c['ratio'] or 0:.4f}", c.get("reason", ""))
+    seen = f"ratio {c['ratio']:.4f}" if c["ratio"] else " ".join(f"{r:.4f}" for r in c.get("ratios") or ()) + " (rounds)"
+    print(f"  {c['case']:<24} {c['mark']} {c['verdict']:<8} {seen}", c.get("reason", ""))
 PY
     ;;
   PROBE)
