@@ -102,8 +102,10 @@ if isinstance(_pair_id, str) and _pair_id == run_b.get("pair_id") and run_a.get(
     st.info(f"A and B are runs of one interleaved A/B session ({common.code(_pair_id)}): each case is judged by a "
             "paired t-test on the per-round ratios B/A, which cancels the machine's drift between rounds.")  # fmt: skip
     common.table(
-        [{"": c.mark, "case": c.case, "rounds": c.rounds, "B/A": c.ratio, "95% CI": "–" if c.ci_low is None else
-          f"{c.ci_low:.3f}–{c.ci_high:.3f}", "verdict": c.verdict, "why": c.reason} for c in _paired], key="paired",
+        [{"": c.mark, "case": c.case, "rounds": c.rounds, "B/A": c.ratio or c.single_round_ratio,
+          "95% CI": "–" if c.ci_low is None else f"{c.ci_low:.3f}–{c.ci_high:.3f}", "verdict": c.verdict,
+          "why": c.reason + ("; B/A is its one round's" if c.single_round_ratio else "")} for c in _paired],
+        key="paired",
     )  # fmt: skip
 _states = gpustate.compare_notes(bundle_a["cases"], bundle_b["cases"])
 if _states:  # clocks or throttling, not the code, may explain these cases

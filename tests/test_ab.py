@@ -118,7 +118,7 @@ def test_a_session_says_how_long_it_will_take_and_warns_of_a_timeout_its_runs_ou
     ), fresh.stderr
 
 
-def test_a_session_cut_in_its_first_round_still_shows_what_that_round_saw(tmp_path):
+def test_a_session_cut_in_its_first_round_still_shows_what_that_round_saw(tmp_path, monkeypatch):
     """Session 30's pair of fused_wy_lean and fused_wy_tagged on the H200 (samples/h200-2026-12-04-s30) was cut by
     the call's deadline in round 1: no case can be judged, but each case both sides timed shows its one ratio,
     marked as one round, and a case one side never reached shows none."""
@@ -138,6 +138,20 @@ def test_a_session_cut_in_its_first_round_still_shows_what_that_round_saw(tmp_pa
     assert " 0.915 (1 round) " in row["8x2048 dense"] and " 0.956 (1 round) " in row["2x4096 dense"], lines
     assert " 0.987 (1 round) " in row["40x352 dense"]
     assert "(1 round)" not in row["640x512 clustered"] and "fewer than 2 rounds" in row["640x512 clustered"]
+    # the Compare page shows the same, as a number, and says whose it is
+    import streamlit as st
+
+    from tests.conftest import open_page
+
+    monkeypatch.setenv("KERNELBEAM_STORE", str(store))
+    monkeypatch.setenv("KERNELBEAM_OWN_STORE", str(tmp_path / "own.duckdb"))
+    monkeypatch.setenv("KERNELBEAM_NO_GPU", "1")
+    st.cache_data.clear()
+    at = open_page("pages/compare.py", a="26c597942fc2", b="a57752ac537d")
+    (paired,) = [df.value for df in at.dataframe if "B/A" in df.value and "why" in df.value]
+    seen = dict(zip(paired["case"], paired["B/A"], strict=True))
+    assert round(seen["8x2048 c1 dense"], 3) == 0.915 and round(seen["2x4096 c1 dense"], 3) == 0.956, seen
+    assert paired["why"].str.contains("one round's").sum() == 9 and paired["B/A"].isna().sum() == 2
 
 
 def test_the_compare_page_shows_a_pairs_verdict(store, monkeypatch, tmp_path):

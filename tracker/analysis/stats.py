@@ -445,6 +445,12 @@ class PairedCase:
     reason: str
     ratios: tuple[float, ...] = ()
 
+    @property
+    def single_round_ratio(self) -> float | None:
+        """Where only one round timed the case (a session cut early), that round's ratio: not a verdict, but what
+        the session saw. None otherwise."""
+        return self.ratios[0] if self.ratio is None and len(self.ratios) == 1 else None
+
 
 def paired_case(case: str, ratios: Sequence[float], *, min_effect: float = 0.02, alpha: float = 0.05) -> PairedCase:
     """A paired t-test on log(mean_b / mean_a) over the rounds: faster or slower only when it is significant

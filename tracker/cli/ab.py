@@ -178,13 +178,12 @@ def pair_doc(store: str, pair_id: str, min_effect: float = 0.02) -> dict[str, An
 
 
 def _ratio_cell(case: dict[str, Any]) -> str:
-    """The judged ratio; for a case timed in one round only (a session cut in its first rounds), that round's ratio,
-    marked: not a verdict, but what the session saw."""
+    """The judged ratio, or the one round's ratio marked as such (PairedCase.single_round_ratio)."""
+    from tracker.analysis.stats import PairedCase
     from tracker.cli.common import ratio_text
 
-    if case["ratio"] is None and len(case.get("ratios") or ()) == 1:
-        return f"{ratio_text(case['ratios'][0])} (1 round)"
-    return ratio_text(case["ratio"])
+    single = PairedCase(**case).single_round_ratio
+    return ratio_text(case["ratio"]) if single is None else f"{ratio_text(single)} (1 round)"
 
 
 def print_pair(doc: dict[str, Any]) -> None:
