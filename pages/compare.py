@@ -105,7 +105,7 @@ if isinstance(_pair_id, str) and _pair_id == run_b.get("pair_id") and run_a.get(
         [{"": c.mark, "case": c.case, "rounds": c.rounds, "B/A": c.ratio or c.single_round_ratio,
           "95% CI": "–" if c.ci_low is None else f"{c.ci_low:.3f}–{c.ci_high:.3f}", "verdict": c.verdict,
           "why": c.reason + ("; B/A is its one round's" if c.single_round_ratio else "")} for c in _paired],
-        key="paired",
+        key="paired", column_config={"B/A": st.column_config.NumberColumn(format="%.3f")},
     )  # fmt: skip
 _states = gpustate.compare_notes(bundle_a["cases"], bundle_b["cases"])
 if _states:  # clocks or throttling, not the code, may explain these cases
