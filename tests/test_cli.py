@@ -87,6 +87,22 @@ def test_run_json_prints_one_object_with_the_documented_keys(bench):
     assert "1/1" in proc.stderr and "pass" in proc.stderr  # the progress line goes to stderr
 
 
+def test_a_run_says_where_its_cases_wall_time_went(bench, tmp_path):
+    """`time` in `run --json`: the cases' wall time by the runner's clock, split into the timed repetitions (which
+    are the stored samples times the inputs per repetition), the checker's time on the outputs, and the rest. On
+    the H200 a fused_wy run spent 12 of its 302 s in timed repetitions, which is why this is shown."""
+    doc = json.loads(bench["proc"].stdout)
+    split = doc["time"]
+    times = Store(bench["store"]).run_samples(doc["run_id"])["time_us"].tolist()
+    assert split["timed_s"] == pytest.approx(sum(times) * 4 / 1e6)  # smoke case 0: 4 inputs a repetition
+    assert 0 < split["timed_s"] < split["cases_s"] and 0 < split["checking_s"] < split["cases_s"]
+    assert split["rest_s"] == pytest.approx(split["cases_s"] - split["timed_s"] - split["checking_s"])
+    run = Store(bench["store"]).get_run(doc["run_id"])
+    assert split["cases_s"] < (run["finished_at"] - run["started_at"]).total_seconds()
+    shown = cli("run", REFERENCE, "--suite", "smoke", "--cases", "0", "--quiet", "--store", str(tmp_path / "t.duckdb"))
+    assert "time in the cases: " in shown.stdout and ", of which timed " in shown.stdout, shown.stdout
+
+
 def test_every_sample_is_kept_and_the_stats_are_theirs(bench):
     store, run_id = bench["store"], json.loads(bench["proc"].stdout)["run_id"]
     (case,) = Store(store).case_results(run_id).to_dict("records")

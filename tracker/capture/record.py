@@ -209,6 +209,25 @@ def _case_columns(req: RunRequest, case_idx: int) -> dict[str, Any]:
 # Static signs that a variant needs CUDA or a compiler (checked before the worker starts).
 
 
+def time_split(events: list[dict[str, Any]]) -> dict[str, float] | None:
+    """Where the finished cases' wall time went, by the runner's clock (each case from its start to its done
+    event): the timed repetitions themselves (samples x inputs), the checker judging their outputs, and the rest
+    (warm-up, the first pass, handing outputs over, the worker's in-process recheck). None without a finished
+    case."""
+    starts = {e.get("case_idx"): e.get("elapsed_s") for e in events if e.get("event") == "case_start"}
+    wall = timed = checking = 0.0
+    for e in events:
+        start = starts.get(e.get("case_idx"))
+        if e.get("event") != "case_done" or not isinstance(start, float) or not isinstance(e.get("elapsed_s"), float):
+            continue
+        wall += e["elapsed_s"] - start
+        timed += sum(e.get("samples") or []) * int((e.get("case") or {}).get("inputs") or 1) / 1e6
+        checking += float(e.get("check_s") or 0.0)
+    if wall <= 0:
+        return None
+    return {"cases_s": wall, "timed_s": timed, "checking_s": checking, "rest_s": max(wall - timed - checking, 0.0)}
+
+
 def run_summary(outcome) -> dict[str, Any]:
     """The JSON document of a finished run (`run --json` prints it, a dashboard job writes it)."""
     run = outcome.record.run
@@ -224,6 +243,7 @@ def run_summary(outcome) -> dict[str, Any]:
         "warnings": run.warnings,
         "flags": parse_flags(run.flags)[0],
         "compile_s": run.compile_s,
+        "time": time_split(getattr(outcome, "events", None) or []),
         "shared_device": run.shared_device,
         "side_file": str(outcome.pending.path) if outcome.pending else None,
         # Outside the store's side folder nothing brings the run in by itself: the whole record goes along.

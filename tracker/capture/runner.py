@@ -600,6 +600,7 @@ def judge(events: list[dict[str, Any]], verdicts: list[dict[str, Any]], req, gpu
         last = (bad or (mine[-1] if mine else None)) or {}
         event.update({k: v for k, v in (last.get("residuals") or {}).items() if k in RESIDUAL_KEYS})
         event["flops"], event["bytes"] = workload.work(cases[idx])
+        event["check_s"] = sum(float(v.get("check_s") or 0.0) for v in mine)  # for the run's time split, not stored
         if samples and req.mode != "test":
             event.update(_stats(samples))
             event["wall_us"] = plausibility.wall_per_call(mine, inputs)

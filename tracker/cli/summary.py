@@ -16,6 +16,13 @@ def print_run(summary: dict[str, Any]) -> None:
     for key in ("error", "warnings"):
         if summary.get(key):
             print(f"{key}: {summary[key]}")
+    split = summary.get("time")
+    if split:
+        print(
+            f"time in the cases: {split['cases_s']:.1f} s, of which timed {split['timed_s']:.1f} s, checking the "
+            f"outputs {split['checking_s']:.1f} s, the rest {split['rest_s']:.1f} s (warm-up, first pass, handing "
+            "outputs over, the in-process recheck)"
+        )
     for flag in summary.get("flags") or []:
         print(f"flag: {flag['code']} (line {flag['line']}): {flag['message']}")
     if summary.get("shared_device"):
