@@ -99,7 +99,8 @@ except Exception as e:
 open("/tmp/run_ids", "a").write(f"{d.get('run_id')}\n")
 open(sys.argv[2], "w").write(str(d.get("status")))
 print(d.get("run_id"), d.get("variant"), d.get("mode"), d.get("status"), round(d.get("geomean_us") or 0),
-      [round(c.get("mean_us") or 0) for c in d.get("cases") or []], (d.get("error") or "")[:200])
+      [round(c.get("mean_us") or 0) for c in d.get("cases") or []], (d.get("error") or "")[:200],
+      {k: round(v) for k, v in (d.get("time") or {}).items()})
 PY
     tail -1 $R/summary.txt
     [ "${REPEAT:-}" = 1 ] || verdict $R/run-$tag.json $parent
