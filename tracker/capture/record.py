@@ -206,9 +206,6 @@ def _case_columns(req: RunRequest, case_idx: int) -> dict[str, Any]:
     return workload.case_columns(workload.hidden_seed(case, req.seed) if req.seed is not None else case)
 
 
-# Static signs that a variant needs CUDA or a compiler (checked before the worker starts).
-
-
 def time_split(events: list[dict[str, Any]]) -> dict[str, float] | None:
     """Where the finished cases' wall time went, by the runner's clock (each case from its start to its done
     event): the timed repetitions themselves (samples x inputs), the checker judging their outputs, and the rest
