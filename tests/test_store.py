@@ -155,6 +155,9 @@ def test_an_old_v1_store_is_migrated_to_the_current_version_keeping_its_runs(tmp
         if cols:  # tables that later migrations create do not exist in a v1 store
             con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM src.{table}")
     con.close()
+    # read before any writer migrates it (run and ab ask it how long a run takes first): no method, no compile_s
+    sha = Store(src).get_run("oldrun000001")["variant_sha256"]
+    assert len(Store(path).passed_run_seconds(sha, "smoke", "benchmark", "tracker", [0, 1])) == 1
     with Store(path).connect() as con:
         assert store_mod.schema_version(con) == len(store_mod.MIGRATIONS)
         indexes = {r[0] for r in con.execute("SELECT index_name FROM duckdb_indexes()").fetchall()}

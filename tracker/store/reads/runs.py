@@ -216,9 +216,11 @@ class RunReads:
         with connect(self.path, read_only=True) as con:
             if not _has_runs_table(con):
                 return []
-            run_method = "r.method" if _has_column(con, "runs", "method") else "NULL"  # before v10: all the tracker's
+            # An older store, read before any writer migrates it, may lack these: its runs are all the tracker's.
+            run_method = "r.method" if _has_column(con, "runs", "method") else "NULL"
+            compile_s = "r.compile_s" if _has_column(con, "runs", "compile_s") else "NULL"
             rows = con.execute(
-                "SELECT epoch(r.finished_at) - epoch(r.started_at) AS wall, wall - coalesce(r.compile_s, 0) "
+                f"SELECT epoch(r.finished_at) - epoch(r.started_at) AS wall, wall - coalesce({compile_s}, 0) "
                 "FROM runs r WHERE r.variant_sha256 = ? AND r.suite = ? AND r.mode = ? "
                 f"AND coalesce({run_method}, 'tracker') = ? AND r.status = 'passed' AND r.finished_at IS NOT NULL "
                 "AND r.run_id IN (SELECT run_id FROM case_results GROUP BY run_id "
