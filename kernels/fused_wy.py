@@ -54,6 +54,7 @@ try:
     _HAVE_TRITON = True
 except ImportError:  # pragma: no cover
     _HAVE_TRITON = False
+
 _SMALL_MAX = 128
 _SENTINEL_BITS = 0x7FBADBAD  # an unfilled partial of the cooperative leaf: a NaN payload no GPU arithmetic returns
 _LEAF_ELEMS = 16384  # leaf tile BM*nb, about 32 fp32 per thread at 16 warps
@@ -312,13 +313,12 @@ def _leaf(p, tau, v, t, vt=None, src=None):
     bm, bw = triton.next_power_of_2(m), triton.next_power_of_2(w)
     vts = (0, 0) if vt is None else (vt.stride(0), vt.stride(1))
     s = p if src is None else src
-    warps = _warps(bm * bw, _EPT_MANY if b >= _MANY else _EPT)
-    args = (
+    _tile_qr_kernel[(b,)](
         s, p, tau, v, t, v if vt is None else vt, m, w, min(m, w), s.stride(0), s.stride(1), p.stride(0),
         p.stride(1), tau.stride(0), v.stride(0), v.stride(1), t.stride(0), t.stride(1), *vts,
+        BM=bm, BW=bw, WRITE_VT=True, WRITE_VTT=vt is not None, LEAN=_LEAN,
+        num_warps=_warps(bm * bw, _EPT_MANY if b >= _MANY else _EPT),
     )  # fmt: skip
-    meta = dict(BM=bm, BW=bw, WRITE_VT=True, WRITE_VTT=vt is not None, num_warps=warps)
-    _tile_qr_kernel[(b,)](*args, LEAN=_LEAN, **meta)
 
 
 def _t_factor(v: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
