@@ -74,19 +74,24 @@ def householder_q(h: torch.Tensor, tau: torch.Tensor, blocked: bool | None = Non
     rows = torch.arange(n, device=h.device)
     for start in reversed(range(0, n, WY_PANEL)):
         end = min(start + WY_PANEL, n)
-        width = end - start
         # V: the panel's reflectors, unit diagonal, zero above it.
         v = h[:, :, start:end] * (rows[:, None] > rows[None, start:end]).to(h.dtype)
         v[:, rows[start:end], rows[start:end] - start] = 1.0
-        vtv = v.transpose(-1, -2) @ v
-        t = torch.zeros(batch, width, width, dtype=h.dtype, device=h.device)
-        taus = tau[:, start:end]
-        for j in range(width):
-            t[:, j, j] = taus[:, j]
-            if j:
-                t[:, :j, j] = -taus[:, j : j + 1] * (t[:, :j, :j] @ vtv[:, :j, j : j + 1]).squeeze(-1)
-        q = q - v @ (t @ (v.transpose(-1, -2) @ q))
+        q = q - v @ (_wy_t(v, tau[:, start:end]) @ (v.transpose(-1, -2) @ q))
     return q
+
+
+def _wy_t(v: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
+    """T of the panel's compact WY form, H_1 ... H_w = I - V T V^T.
+
+    The usual recurrence (T[:j, j] = -tau_j T[:j, :j] V^T v_j) is w dependent steps, each a few kernel launches:
+    thousands of launches per check on a 4096 matrix, and most of a run's wall time when every repetition is
+    rechecked. Written as matrices it is T = D - T S D (D = diag(tau), S = the strict upper triangle of V^T V),
+    so T (I + S D) = D: one triangular solve with a unit diagonal, which needs no 1/tau (tau may be 0).
+    """
+    d = torch.diag_embed(tau)
+    unit_upper = torch.eye(v.shape[-1], dtype=v.dtype, device=v.device) + torch.triu(v.transpose(-1, -2) @ v, 1) @ d
+    return torch.linalg.solve_triangular(unit_upper, d, upper=True, left=False, unitriangular=True)
 
 
 def check_outputs(inputs: list[torch.Tensor], outputs: list[object], *, blocked: bool | None = None) -> CheckResult:
