@@ -184,3 +184,29 @@ def test_blocked_wy_q_with_all_tau_zero_is_the_identity():
     h = torch.randn(2, 40, 40)
     q = checks.householder_q(h, torch.zeros(2, 40), blocked=True)
     assert torch.equal(q, torch.eye(40, dtype=torch.float64).expand(2, 40, 40))
+
+
+def test_the_harness_recheck_checks_each_output_on_its_own_with_the_spec_product(monkeypatch):
+    """The timing process repeats the contest's recheck (one output at a time, the float32 product), not the
+    checker's batched one: what it leaves in that process is part of what the contest times."""
+    from tracker.workloads import get_workload
+
+    workload = get_workload("qr_v2")
+    xs = [generate(Case(3, 20, 1, seed)) for seed in (1, 2, 3)]
+    outs = [torch.geqrf(x.clone()) for x in xs]
+    real, batches = torch.linalg.householder_product, []
+
+    def counted(h, tau):
+        batches.append(h.shape[0])
+        return real(h, tau)
+
+    monkeypatch.setattr(torch.linalg, "householder_product", counted)
+    workload.harness_recheck(xs, outs)
+    assert batches == [3, 3, 3]
+    batches.clear()
+    workload.check_outputs(xs, outs)  # the checker's: all outputs in one pass
+    assert batches == [9]
+    batches.clear()
+    wrong = (outs[0][0], outs[0][1] * 2)
+    workload.harness_recheck(xs, [wrong, outs[1], outs[2]])  # the harness stops at the first failure
+    assert batches == [3]

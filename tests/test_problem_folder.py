@@ -17,7 +17,9 @@ from tracker.common.errors import InputError
 from tracker.workloads import get_workload
 from tracker.workloads.problem_folder import ArgsCase, ProblemFolder, _verdict
 
-pytestmark = pytest.mark.timeout(300)
+# The module's six tracker runs (the `runs` fixture, about 95 s) are made once, on one xdist worker
+# (`--dist loadgroup`), not once per worker.
+pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("problem_folder_runs")]
 ROOT = Path(__file__).resolve().parent.parent
 
 VECADD = {

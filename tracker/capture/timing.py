@@ -165,14 +165,14 @@ def run_loop(
     Two things the contest's harness does are copied because launch-bound cases read faster without them: the
     previous repetition's outputs stay alive through the next repetition's calls and are released inside its
     timed window (the harness rebinds `outputs = [custom_kernel(d) ...]` before recording the end event), and
-    `shadow_check` (the workload's own check, run in this process; its verdict is not used) leaves the
-    allocator, the interpreter and the GPU as the harness's in-process recheck leaves them. `check` may return
-    the wait for its verdict instead of the verdict: the worker's checker judges while the shadow check runs, so
-    the GPU waits between repetitions about as long as in the harness (measured on the H200: an idle gap of
-    0.5 s between repetitions reads 640x512 3.8% and 60x1024 1.4% slower). `first_outputs`, the untimed first
-    pass's outputs (moved out of that list, which is left empty), are held into repetition 0 and released
-    inside its window, as the harness's are (released before it, repetition 0 of 40x352 read 1-6 us below the
-    others in 4 of 5 runs on the H200, 2026-12-02).
+    `shadow_check` (the harness's own recheck, each output on its own with the contest's checker, run in this
+    process; its verdict is not used) leaves the allocator, the interpreter and the GPU as the harness's leaves
+    them. The workload's fast batched check judges in the checker process meanwhile (`check` may return the wait
+    for its verdict), so the gap between repetitions is the harness's own (what fills it moves launch-bound
+    cases by microseconds, and an idle gap of 0.5 s read 640x512 3.8% and 60x1024 1.4% slower on the H200).
+    `first_outputs`, the untimed first pass's outputs (moved out of that list, which is left empty), are held
+    into repetition 0 and released inside its window, as the harness's are (released before it, repetition 0 of
+    40x352 read 1-6 us below the others in 4 of 5 runs on the H200, 2026-12-02).
 
     Every repetition is rechecked (outputs with the workload's `check`, and untouched inputs where the workload
     forbids changing them) outside the timed window. Where the workload lets a kernel write into its input (GPU

@@ -198,9 +198,9 @@ def run_benchmark_case(kernel, case, pos, device, clock, rules, workload, remote
 
 
 def _shadow(workload, copies: list, outputs: list) -> None:
-    """The workload's own check in this process, verdict unused (see timing.run_loop's shadow_check)."""
+    """The harness's recheck in this process, verdict unused (see timing.run_loop's shadow_check)."""
     try:
-        workload.check_outputs(copies, outputs)
+        workload.harness_recheck(copies, outputs)
     except Exception:  # malformed outputs: the checker's verdict says so
         pass
 

@@ -105,6 +105,11 @@ class Workload(Protocol):
 
     def check_outputs(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> CheckResult: ...
 
+    def harness_recheck(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> None:
+        """What the contest's harness runs in its timing process after each repetition (each output checked
+        on its own, by the contest's checker), done for what it leaves in that process; the verdict is unused."""
+        ...
+
     def work(self, case: Any) -> tuple[float | None, float | None]:
         """(FLOPs, bytes) of one kernel call on the case, for rate columns; None where unknown."""
         ...
