@@ -154,6 +154,7 @@ def test_a_good_harness_report_is_the_run_with_its_method_and_harness_hashes(tmp
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["status"] == "passed" and doc["geomean_us"] > 0
+    assert not doc["warnings"], doc["warnings"]  # it has no profile stage to call unfinished
     bundle = stored(store, doc["run_id"])
     row = bundle["run"]
     assert row["method"] == "contest" and row["problem"] == "toy_double"

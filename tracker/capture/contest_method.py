@@ -249,7 +249,9 @@ def _cases(report, req, workload, cases, indices, events, status, error, returnc
     if check is None:
         why = f"exit {returncode}" if returncode is not None else "no exit"
         return "crashed" if returncode and returncode < 0 else "failed", f"the harness reported no check ({why})"
-    events.append({"event": "timing_done"})  # complete_record: the cases decide, as for the tracker's method
+    # complete_record: the cases decide, as for the tracker's method; and there is no profile stage to finish
+    # (without "done" every contest run was marked "profile unfinished")
+    events.extend([{"event": "timing_done"}, {"event": "done"}])
     if reported < len(indices) and check == "pass":
         return "failed", f"the harness reported {reported} of {len(indices)} cases and check: pass"
     if check != "pass" and all(e.get("passed") for e in events if e.get("event") == "case_done"):
