@@ -22,8 +22,8 @@ aa() {
   while [ $(left) -gt $(( rounds * 2 * 75 + 20 )) ]; do
     i=$((i + 1))
     # stopped short of the deadline, so that the export and the archive below always happen (session 31 lost one)
-    timeout -s TERM $(( $(left) - 20 )) python3 -m tracker ab kernels/graphed.py kernels/graphed.py --rounds $rounds --store $S --json \
-      --timeout 300 > $R/aa-$i.json 2> $R/aa-$i.err
+    timeout -s TERM $(( $(left) - 20 )) python3 -m tracker ab kernels/graphed.py kernels/graphed.py --rounds $rounds \
+      --store $S --json --timeout 300 > $R/aa-$i.json 2> $R/aa-$i.err
     # no JSON: the command itself failed (not a run in it), and would fail the same way again
     [ -s $R/aa-$i.json ] || { echo "A/A session $i failed:"; tail -n 5 $R/aa-$i.err; return 1; }
     echo "A/A session $i done, $(left) s left"
@@ -40,8 +40,8 @@ planted() {
   echo "40x352 mean $mean us: planted $PLANT_DELAY_US us a call" | tee $R/planted.txt
   while [ $(left) -gt $(( rounds * 2 * 12 + 20 )) ]; do
     i=$((i + 1))
-    timeout -s TERM $(( $(left) - 20 )) python3 -m tracker ab kernels/graphed.py validation/planted_regression.py --cases 1,2 --rounds $rounds \
-      --min-effect 0.01 --store $S --json --timeout 120 > $R/planted-$i.json 2> $R/planted-$i.err
+    timeout -s TERM $(( $(left) - 20 )) python3 -m tracker ab kernels/graphed.py validation/planted_regression.py \
+      --cases 1,2 --rounds $rounds --min-effect 0.01 --store $S --json --timeout 120 > $R/planted-$i.json 2> $R/planted-$i.err
     [ -s $R/planted-$i.json ] || { echo "planted session $i failed:"; tail -n 5 $R/planted-$i.err; return 1; }
     echo "planted session $i done, $(left) s left"
   done

@@ -53,7 +53,7 @@ def _structure(a: torch.Tensor, output: object) -> tuple[str, int | None]:
     return "", None
 
 
-WY_PANEL = 128  # H200, scripts/checker_bench.py: 2x4096 179 ms a check at 32, 101 at 64, 79 at 128; no case slower
+WY_PANEL = 128  # H200, scripts/checker_bench.py: 2x4096 179 ms a check at 32, 101 at 64, 79 at 128; small n within 1 ms
 
 
 def householder_q(h: torch.Tensor, tau: torch.Tensor, blocked: bool | None = None) -> torch.Tensor:
