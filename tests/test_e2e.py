@@ -240,6 +240,8 @@ def test_every_page_and_a_shared_compare_url(server, page):
     goto(page, base)
     no_exception(page)
     assert page.get_by_role("heading", name="Experiments").is_visible()
+    # Under load the page's first script run can start after settle() saw the idle state: wait for its table.
+    page.get_by_test_id("stDataFrame").first.wait_for(state="visible")
     assert page.get_by_test_id("stDataFrame").count() == 1
     (legend,) = vega_descriptions(page)  # the progress chart, with its families
     assert "householder" in legend and "wy" in legend
