@@ -171,6 +171,9 @@ def settle(pg) -> None:
 def goto(pg, url: str) -> None:
     pg.goto(url)
     pg.wait_for_selector("[data-testid='stApp']")
+    # The navigation is drawn by the page's first script run: before it, the app can read "notRunning" while
+    # its first run has not started yet (seen under load), and settle() would return on an empty page.
+    pg.wait_for_selector("[data-testid='stSidebarNav']", state="attached")
     settle(pg)
 
 
