@@ -17,12 +17,14 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 
 def test_leaderboard_defaults_to_the_context_that_passed_last(demo_store):
     """No --suite or --gpu on a store with H200 and CPU runs: the CPU smoke runs (the newest), as on the page; a
-    given --gpu keeps its own suite; a GPU without runs is an error naming the GPUs there are."""
+    given --gpu keeps its own suite; runs and passed runs are counted apart; a GPU without runs is an error naming the GPUs there are."""
     path, ids = demo_store
     doc = json.loads(cli("leaderboard", "--json", "--store", str(path)).stdout)
     assert (doc["gpu"], doc["suite"]) == ("CPU", "smoke") and [v["best_run"] for v in doc["variants"]] == [ids["cpu"]]
     doc = json.loads(cli("leaderboard", "--gpu", "NVIDIA H200", "--json", "--store", str(path)).stdout)
     assert doc["suite"] == "qr_v2" and len(doc["variants"]) >= 2
+    counts = {v["variant"]: (v["runs"], v["passed"]) for v in doc["variants"]}
+    assert counts["wy_v0"] == (1, 1) and counts["wy_v2"] == (1, 0)  # a failed run counts as a run, not as passed
     bad = cli("leaderboard", "--gpu", "NVIDIA B200", "--store", str(path))
     assert bad.returncode == 2 and "NVIDIA H200" in bad.stderr and "Traceback" not in bad.stderr
 

@@ -10,12 +10,13 @@ import pandas as pd
 
 def leaderboard_frame(table: pd.DataFrame, cases: list[str]) -> pd.DataFrame:
     """The displayed columns: variant and geomean, then one column per case (what the board is for, so they come
-    before the identity columns), then a run link, runs, family and path."""
+    before the identity columns), then a run link, runs (finished, and of those passed), family and path."""
     out = pd.DataFrame({"variant": table["variant"].to_numpy(), "geomean (µs)": table["best_geomean_us"].to_numpy()})
     for case in cases:
         out[case] = table[case].to_numpy()
     out["run"] = ("run?id=" + table["best_run"].fillna(table["latest_run"])).to_numpy()
     out["runs"] = table["runs"].to_numpy()
+    out["passed"] = table["passed"].to_numpy()
     out["family"] = table["family"].to_numpy()
     out["path"] = table["path"].to_numpy()
     return out

@@ -130,7 +130,9 @@ def leaderboard(data: dict[str, pd.DataFrame], *, sort: str = "geomean") -> dict
     score = pd.Series(np.exp(mean_log), index=ratio.index)  # rows without any result score inf (last)
     key = base["best_geomean_us"].fillna(math.inf) if sort == "geomean" else means.get(sort, score)
     ordered = pd.DataFrame({"k": key, "s": score}).sort_values(["k", "s"]).index
-    table = base.loc[ordered, ["variant", "path", "family", "runs", "best_geomean_us", "best_run", "latest_run"]]
+    table = base.loc[
+        ordered, ["variant", "path", "family", "runs", "passed", "best_geomean_us", "best_run", "latest_run"]
+    ]
     table = table.join(means.loc[ordered])
     return {"table": table, "ratio": ratio.loc[ordered], "runs": run_ids.reindex(ordered), "cases": order}
 

@@ -56,7 +56,7 @@ def leaderboard_doc(args: argparse.Namespace) -> dict[str, Any]:
     rows = []
     for sha, r in board["table"].iterrows():
         cells = {c: clean(r[c]) for c in board["cases"]}
-        keep = ("variant", "path", "family", "runs", "best_geomean_us", "best_run", "latest_run")
+        keep = ("variant", "path", "family", "runs", "passed", "best_geomean_us", "best_run", "latest_run")
         rows.append({**{k: clean(r[k]) for k in keep}, "sha256": sha, "cases_us": cells})
     return {**head, "cases": board["cases"], "variants": rows}
 
@@ -90,6 +90,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         [
             ("variant", [v["variant"] for v in vs]),
             ("runs", [v["runs"] for v in vs]),
+            ("passed", [v["passed"] for v in vs]),
             time_column("geomean", [v["best_geomean_us"] for v in vs]),
             ("best run", [v["best_run"] or "-" for v in vs]),
         ]

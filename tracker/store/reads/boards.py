@@ -28,7 +28,8 @@ class BoardReads:
         family: str | None = None,
     ) -> dict[str, pd.DataFrame]:
         """The leaderboard in one aggregate pass: per (variant, case) the best passed mean and its run, and per
-        variant its name, path, family, run count and best passed geomean. GPU None means every run without a GPU."""
+        variant its name, path, family, runs (every finished one), how many passed and the best passed geomean. GPU
+        None means every run without a GPU."""
         gpu_clause = "gpu = ?" if gpu is not None else "gpu IS NULL"
         params: list[Any] = [suite, mode] + ([gpu] if gpu is not None else [])
         with connect(self.path, read_only=True) as con:
@@ -45,6 +46,7 @@ class BoardReads:
             variants = con.execute(
                 "SELECT variant_sha256, arg_max(variant, started_at) AS variant, arg_max(path, started_at) AS path, "
                 "arg_max(family, started_at) AS family, count(*) AS runs, "
+                "count(*) FILTER (WHERE status = 'passed') AS passed, "
                 "min(geomean_us) FILTER (WHERE status = 'passed') AS best_geomean_us, "
                 "arg_min(run_id, geomean_us) FILTER (WHERE status = 'passed' AND geomean_us IS NOT NULL) AS best_run, "
                 "arg_max(run_id, started_at) AS latest_run, max(started_at) AS latest_at FROM lb_runs "
