@@ -96,11 +96,28 @@ def test_a_run_says_where_its_cases_wall_time_went(bench, tmp_path):
     times = Store(bench["store"]).run_samples(doc["run_id"])["time_us"].tolist()
     assert split["timed_s"] == pytest.approx(sum(times) * 4 / 1e6)  # smoke case 0: 4 inputs a repetition
     assert 0 < split["timed_s"] < split["cases_s"] and 0 < split["checking_s"] < split["cases_s"]
+    assert split["recheck_s"] == 0  # the harness's recheck in the timing process runs on a GPU only
     assert split["rest_s"] == pytest.approx(split["cases_s"] - split["timed_s"] - split["checking_s"])
     run = Store(bench["store"]).get_run(doc["run_id"])
     assert split["cases_s"] < (run["finished_at"] - run["started_at"]).total_seconds()
     shown = cli("run", REFERENCE, "--suite", "smoke", "--cases", "0", "--quiet", "--store", str(tmp_path / "t.duckdb"))
     assert "time in the cases: " in shown.stdout and ", of which timed " in shown.stdout, shown.stdout
+
+
+def test_the_time_split_takes_the_longer_of_checker_and_recheck_and_ignores_an_impossible_recheck():
+    """The checker judges while the timing process rechecks (GPU), so only the longer of the two leaves the rest;
+    a recheck time the worker reports beyond its case's wall time (a forged event) counts as none."""
+    from tracker.capture.record import time_split
+
+    def case(idx: int, start: float, end: float, **done) -> list[dict]:
+        return [{"event": "case_start", "case_idx": idx, "elapsed_s": start},
+                {"event": "case_done", "case_idx": idx, "elapsed_s": end, "samples": [1e6], "case": {"inputs": 2},
+                 **done}]  # fmt: skip
+
+    split = time_split(case(0, 1.0, 11.0, check_s=3.0, recheck_s=5.0) + case(1, 11.0, 21.0, check_s=4.0))
+    assert split == {"cases_s": 20.0, "timed_s": 4.0, "checking_s": 7.0, "recheck_s": 5.0, "rest_s": 9.0}
+    forged = time_split(case(0, 1.0, 11.0, check_s=3.0, recheck_s=1e9))
+    assert forged["recheck_s"] == 0 and forged["rest_s"] == 5.0
 
 
 def test_every_sample_is_kept_and_the_stats_are_theirs(bench):

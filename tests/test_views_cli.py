@@ -17,7 +17,8 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 
 def test_leaderboard_defaults_to_the_context_that_passed_last(demo_store):
     """No --suite or --gpu on a store with H200 and CPU runs: the CPU smoke runs (the newest), as on the page; a
-    given --gpu keeps its own suite; runs and passed runs are counted apart; a GPU without runs is an error naming the GPUs there are."""
+    given --gpu keeps its own suite; runs and passed runs are counted apart; a GPU without runs is an error naming
+    the GPUs there are."""
     path, ids = demo_store
     doc = json.loads(cli("leaderboard", "--json", "--store", str(path)).stdout)
     assert (doc["gpu"], doc["suite"]) == ("CPU", "smoke") and [v["best_run"] for v in doc["variants"]] == [ids["cpu"]]

@@ -208,11 +208,12 @@ def _case_columns(req: RunRequest, case_idx: int) -> dict[str, Any]:
 
 def time_split(events: list[dict[str, Any]]) -> dict[str, float] | None:
     """Where the finished cases' wall time went, by the runner's clock (each case from its start to its done
-    event): the timed repetitions themselves (samples x inputs), the checker judging their outputs, and the rest
-    (warm-up, the first pass, handing outputs over, the worker's in-process recheck). None without a finished
-    case."""
+    event): the timed repetitions themselves (samples x inputs), the checker judging their outputs, the timing
+    process's own recheck of them (the contest harness's, on a GPU; the worker's word, shown only here), and the
+    rest (warm-up, the first pass, handing outputs over). The checker judges while the recheck runs, so only the
+    longer of the two is taken from the rest. None without a finished case."""
     starts = {e.get("case_idx"): e.get("elapsed_s") for e in events if e.get("event") == "case_start"}
-    wall = timed = checking = 0.0
+    wall = timed = checking = recheck = 0.0
     for e in events:
         start = starts.get(e.get("case_idx"))
         if e.get("event") != "case_done" or not isinstance(start, float) or not isinstance(e.get("elapsed_s"), float):
@@ -220,9 +221,13 @@ def time_split(events: list[dict[str, Any]]) -> dict[str, float] | None:
         wall += e["elapsed_s"] - start
         timed += sum(e.get("samples") or []) * int((e.get("case") or {}).get("inputs") or 1) / 1e6
         checking += float(e.get("check_s") or 0.0)
+        said = e.get("recheck_s")
+        if isinstance(said, int | float) and 0 <= said < e["elapsed_s"] - start:
+            recheck += float(said)
     if wall <= 0:
         return None
-    return {"cases_s": wall, "timed_s": timed, "checking_s": checking, "rest_s": max(wall - timed - checking, 0.0)}
+    rest = max(wall - timed - max(checking, recheck), 0.0)
+    return {"cases_s": wall, "timed_s": timed, "checking_s": checking, "recheck_s": recheck, "rest_s": rest}
 
 
 def run_summary(outcome) -> dict[str, Any]:

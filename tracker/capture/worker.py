@@ -163,7 +163,8 @@ def run_benchmark_case(kernel, case, pos, device, clock, rules, workload, remote
             return {"passed": False, "message": mutation}
         # The harness rechecks in its own process, on the GPU; on a CPU the same recheck would only fight the
         # checker for the cores (two torch processes on two cores: a 2 ms check took up to 70 ms).
-        shadow = (lambda c, o: _shadow(workload, c, o)) if device.type == "cuda" else None
+        rechecked = [0.0]  # seconds in the harness's recheck, for the run's time split
+        shadow = (lambda c, o: _shadow(workload, c, o, rechecked)) if device.type == "cuda" else None
         verdict = remote.submit(pos, FIRST_PASS, outs)
         if shadow is not None:
             shadow(copies, outs)  # the harness checks the untimed pass in its own process too
@@ -186,6 +187,7 @@ def run_benchmark_case(kernel, case, pos, device, clock, rules, workload, remote
         return {"passed": False, "message": _kernel_error(exc)}
     result: dict[str, Any] = {
         "passed": timed.passed, "message": timed.message, "samples": timed.samples, "inputs": len(inputs),
+        "recheck_s": rechecked[0],
     }  # fmt: skip
     if timed.passed:
         try:  # one more call on fresh copies (new objects, same values): a cache keyed by the input object misses
@@ -197,12 +199,15 @@ def run_benchmark_case(kernel, case, pos, device, clock, rules, workload, remote
     return result
 
 
-def _shadow(workload, copies: list, outputs: list) -> None:
-    """The harness's recheck in this process, verdict unused (see timing.run_loop's shadow_check)."""
+def _shadow(workload, copies: list, outputs: list, spent: list[float]) -> None:
+    """The harness's recheck in this process, verdict unused (see timing.run_loop's shadow_check); its seconds
+    are added to spent[0]."""
+    start = time.monotonic()
     try:
         workload.harness_recheck(copies, outputs)
     except Exception:  # malformed outputs: the checker's verdict says so
         pass
+    spent[0] += time.monotonic() - start
 
 
 def warm_up(kernel, case, device, clock, rules, workload) -> None:

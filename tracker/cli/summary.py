@@ -20,8 +20,9 @@ def print_run(summary: dict[str, Any]) -> None:
     if split:
         print(
             f"time in the cases: {split['cases_s']:.1f} s, of which timed {split['timed_s']:.1f} s, checking the "
-            f"outputs {split['checking_s']:.1f} s, the rest {split['rest_s']:.1f} s (warm-up, first pass, handing "
-            "outputs over, the in-process recheck)"
+            f"outputs {split['checking_s']:.1f} s"
+            + (f" beside the harness's recheck {split['recheck_s']:.1f} s" if split.get("recheck_s") else "")
+            + f", the rest {split['rest_s']:.1f} s (warm-up, first pass, handing outputs over)"
         )
     for flag in summary.get("flags") or []:
         print(f"flag: {flag['code']} (line {flag['line']}): {flag['message']}")
