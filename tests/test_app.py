@@ -886,7 +886,7 @@ def test_same_url_parameters_on_every_page(demo_store):
     assert {v.removeprefix("wy_") for v in at.dataframe[0].value["variant"]} <= {"v0", "v1", "v2"}
     board = at.dataframe[0].value  # the case columns right after the variant and its geomean; identity last
     assert list(board.columns[:3]) == ["variant", "geomean (µs)", "20x32 c1 dense"], list(board.columns)
-    assert list(board.columns[-4:]) == ["run", "runs", "family", "path"]
+    assert list(board.columns[-5:]) == ["run", "runs", "passed", "family", "path"]
     at = open_url("pages/lineage.py", family="householder", gpu=H200, suite="qr_v2")
     names = {v.strip().removeprefix("└─ ") for v in at.dataframe[0].value["variant"]}
     assert at.selectbox(key="family").value == "householder" and names == {f"householder_v{k}" for k in range(10)}
