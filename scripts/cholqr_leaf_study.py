@@ -72,6 +72,178 @@ def reconstruct(q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tens
     return y, t, s
 
 
+try:  # the leaf as Triton kernels (`--leaf triton`; on a CPU with TRITON_INTERPRET=1)
+    import triton
+    import triton.language as tl
+except ImportError:  # the torch leaf needs none of it
+    triton = None
+
+if triton is not None:
+
+    @triton.jit
+    def _gram_part(x_ptr, sb, sr, m, part_ptr, BM: tl.constexpr, K: tl.constexpr, PREC: tl.constexpr):
+        """One block of rows of one matrix's panel: its share X^T X of the Gram, as a partial (no atomics, so the
+        sum is the same in every run)."""
+        b, blk = tl.program_id(0), tl.program_id(1)
+        rows = blk * BM + tl.arange(0, BM)
+        cols = tl.arange(0, K)
+        x = tl.load(x_ptr + b * sb + rows[:, None] * sr + cols[None, :], mask=(rows < m)[:, None], other=0.0)
+        g = tl.dot(tl.trans(x), x, input_precision=PREC)
+        base = part_ptr + (b * tl.num_programs(1) + blk) * K * K
+        tl.store(base + cols[:, None] * K + cols[None, :], g)
+
+    @triton.jit
+    def _sum_parts(part_ptr, nblk, K: tl.constexpr):
+        b = tl.program_id(0)
+        ri, ci = tl.arange(0, K), tl.arange(0, K)
+        g = tl.zeros((K, K), dtype=tl.float32)
+        for blk in range(nblk):
+            g += tl.load(part_ptr + (b * nblk + blk) * K * K + ri[:, None] * K + ci[None, :])
+        return g
+
+    @triton.jit
+    def _cholesky(g, K: tl.constexpr):
+        """Upper R with R^T R = g, R^T too, and whether every pivot was positive and finite."""
+        ri, ci = tl.arange(0, K), tl.arange(0, K)
+        r = tl.zeros((K, K), dtype=tl.float32)
+        rt = tl.zeros((K, K), dtype=tl.float32)
+        ok = True
+        for j in range(K):
+            row = tl.sum(tl.where(ri[:, None] == j, g, 0.0), axis=0)  # g[j, :]
+            col = tl.sum(tl.where(ci[None, :] == j, g, 0.0), axis=1)  # g[:, j], the same numbers (g is symmetric)
+            d = tl.sum(tl.where(ci == j, row, 0.0))
+            ok = ok & (d > 0) & (d < float("inf"))
+            inv = 1.0 / tl.sqrt(tl.maximum(d, 1e-30))
+            rrow = tl.where(ci >= j, row * inv, 0.0)
+            rcol = tl.where(ri >= j, col * inv, 0.0)
+            r = tl.where(ri[:, None] == j, rrow[None, :], r)
+            rt = tl.where(ci[None, :] == j, rcol[:, None], rt)
+            g = g - rcol[:, None] * rrow[None, :]
+        return r, rt, ok
+
+    @triton.jit
+    def _inverse_upper(r, rt, K: tl.constexpr):
+        """R^-1 of an upper triangular R (given R^T too), column by column: X R = I."""
+        ri, ci = tl.arange(0, K), tl.arange(0, K)
+        x = tl.zeros((K, K), dtype=tl.float32)
+        for c in range(K):
+            v = tl.sum(tl.where(ri[:, None] == c, rt, 0.0), axis=0)  # v[k] = R[k, c]
+            rcc = tl.sum(tl.where(ci == c, v, 0.0))
+            v = tl.where(ci < c, v, 0.0)
+            xcol = (tl.where(ri == c, 1.0, 0.0) - tl.sum(x * v[None, :], axis=1)) / rcc
+            x = tl.where(ci[None, :] == c, xcol[:, None], x)
+        return x
+
+    @triton.jit
+    def _first_pass(part_ptr, nblk, w_ptr, r_ptr, ok_ptr, K: tl.constexpr):
+        """One program per matrix: the Gram's Cholesky R1 and W1 = R1^-1."""
+        b = tl.program_id(0)
+        ri, ci = tl.arange(0, K), tl.arange(0, K)
+        r, rt, ok = _cholesky(_sum_parts(part_ptr, nblk, K), K)
+        w = _inverse_upper(r, rt, K)
+        at = b * K * K + ri[:, None] * K + ci[None, :]
+        tl.store(w_ptr + at, w)
+        tl.store(r_ptr + at, r)
+        tl.store(ok_ptr + b, ok.to(tl.int32))
+
+    @triton.jit
+    def _apply_w(x_ptr, sb, sr, m, w_ptr, q_ptr, part_ptr, BM: tl.constexpr, K: tl.constexpr, PREC: tl.constexpr):
+        """Q1 = X W1 for one block of rows, and that block's share of the second Gram Q1^T Q1."""
+        b, blk = tl.program_id(0), tl.program_id(1)
+        rows = blk * BM + tl.arange(0, BM)
+        cols = tl.arange(0, K)
+        live = (rows < m)[:, None]
+        x = tl.load(x_ptr + b * sb + rows[:, None] * sr + cols[None, :], mask=live, other=0.0)
+        w = tl.load(w_ptr + b * K * K + cols[:, None] * K + cols[None, :])
+        q = tl.dot(x, w, input_precision=PREC)
+        tl.store(q_ptr + b * m * K + rows[:, None] * K + cols[None, :], q, mask=live)
+        g = tl.dot(tl.trans(q), q, input_precision=PREC)
+        tl.store(part_ptr + (b * tl.num_programs(1) + blk) * K * K + cols[:, None] * K + cols[None, :], g)
+
+    @triton.jit
+    def _second_pass(part_ptr, nblk, q_ptr, m, r1_ptr, ok_ptr, z_ptr, t_ptr, h_ptr, y_ptr,
+                     K: tl.constexpr, GRAM_TOL: tl.constexpr, PREC: tl.constexpr):  # fmt: skip
+        """One program per matrix: the second Cholesky (R2, W2), R = R2 R1, the top block of Q = Q1 W2 and its
+        signed LU (E - Q S = Y U); writes the top K rows of H (Y below the diagonal, S R on and above it) and of
+        Y, T = U Y1^-T, and Z = -W2 S U^-1, which turns the rows of Q1 below the top block into those of Y."""
+        b = tl.program_id(0)
+        ri, ci = tl.arange(0, K), tl.arange(0, K)
+        at = b * K * K + ri[:, None] * K + ci[None, :]
+        g2 = _sum_parts(part_ptr, nblk, K)
+        near = tl.max(tl.max(tl.abs(g2 - tl.where(ri[:, None] == ci[None, :], 1.0, 0.0)), axis=1), axis=0)
+        r2, r2t, ok = _cholesky(g2, K)
+        ok = ok & (near < GRAM_TOL) & (tl.load(ok_ptr + b) != 0)
+        w2 = _inverse_upper(r2, r2t, K)
+        r = tl.dot(r2, tl.load(r1_ptr + at), input_precision=PREC)
+        qt = tl.dot(tl.load(q_ptr + b * m * K + ri[:, None] * K + ci[None, :]), w2, input_precision=PREC)
+        u = tl.zeros((K, K), dtype=tl.float32)
+        y1 = tl.zeros((K, K), dtype=tl.float32)
+        s_row = tl.zeros((K,), dtype=tl.float32)  # the signs along columns
+        s_col = tl.zeros((K,), dtype=tl.float32)  # ... and along rows
+        for j in range(K):
+            row = tl.sum(tl.where(ri[:, None] == j, qt, 0.0), axis=0)
+            col = tl.sum(tl.where(ci[None, :] == j, qt, 0.0), axis=1)
+            qjj = tl.sum(tl.where(ci == j, row, 0.0))
+            sj = tl.where(qjj >= 0, -1.0, 1.0)
+            pivot = 1.0 + tl.abs(qjj)
+            lcol = tl.where(ri > j, -sj * col / pivot, tl.where(ri == j, 1.0, 0.0))
+            y1 = tl.where(ci[None, :] == j, lcol[:, None], y1)
+            u = tl.where(ri[:, None] == j, tl.where(ci == j, pivot, tl.where(ci > j, row, 0.0))[None, :], u)
+            s_row = tl.where(ci == j, sj, s_row)
+            s_col = tl.where(ri == j, sj, s_col)
+            # only Q's part of E - Q S changes below row j (E's row j is zero right of the diagonal)
+            qt = qt - tl.where(ri[:, None] > j, lcol[:, None] * row[None, :], 0.0)
+        u = tl.where(ci[None, :] > ri[:, None], u * -s_row[None, :], u)
+        # T Y1^T = U, column by column
+        t = tl.zeros((K, K), dtype=tl.float32)
+        for c in range(K):
+            yrow = tl.sum(tl.where((ri[:, None] == c) & (ci[None, :] < c), y1, 0.0), axis=0)
+            ucol = tl.sum(tl.where(ci[None, :] == c, u, 0.0), axis=1)
+            t = tl.where(ci[None, :] == c, (ucol - tl.sum(t * yrow[None, :], axis=1))[:, None], t)
+        ui = _inverse_upper(u, tl.trans(u), K)
+        z = -tl.dot(w2 * s_row[None, :], ui, input_precision=PREC)
+        tl.store(z_ptr + at, z)
+        tl.store(t_ptr + at, t)
+        top = b * m * K + ri[:, None] * K + ci[None, :]
+        tl.store(h_ptr + top, tl.where(ci[None, :] < ri[:, None], y1, s_col[:, None] * r))
+        tl.store(y_ptr + top, y1)
+        tl.store(ok_ptr + b, ok.to(tl.int32))
+
+    @triton.jit
+    def _rows_y(q_ptr, m, z_ptr, h_ptr, y_ptr, BM: tl.constexpr, K: tl.constexpr, PREC: tl.constexpr):
+        """Rows below the top block: Y = Q1 Z, into H and Y."""
+        b, blk = tl.program_id(0), tl.program_id(1)
+        rows = blk * BM + tl.arange(0, BM)
+        cols = tl.arange(0, K)
+        live = ((rows < m) & (rows >= K))[:, None]
+        at = b * m * K + rows[:, None] * K + cols[None, :]
+        q = tl.load(q_ptr + at, mask=live, other=0.0)
+        y = tl.dot(q, tl.load(z_ptr + b * K * K + cols[:, None] * K + cols[None, :]), input_precision=PREC)
+        tl.store(h_ptr + at, y, mask=live)
+        tl.store(y_ptr + at, y, mask=live)
+
+
+def triton_leaf(p: torch.Tensor, bm: int = 128, prec: str = "ieee"):
+    """The same leaf in five launches (Gram partials, first Cholesky and inverse, Q1 and the second Gram's
+    partials, second Cholesky with the signed LU of the top block, the rows of Y): H (b, m, k), Y, T and whether
+    each matrix's panel held. k must be 16, 32 or 64 (a power of two for tl.dot), m >= k."""
+    b, m, k = p.shape
+    nblk = triton.cdiv(m, bm)
+    f32 = dict(dtype=torch.float32, device=p.device)
+    part = torch.empty(b, nblk, k, k, **f32)
+    w1, r1, z, t = (torch.empty(b, k, k, **f32) for _ in range(4))
+    q1, h, y = (torch.empty(b, m, k, **f32) for _ in range(3))
+    ok = torch.empty(b, dtype=torch.int32, device=p.device)
+    sb, sr = p.stride(0), p.stride(1)
+    assert p.stride(2) == 1, "the panel's columns must be contiguous"
+    _gram_part[(b, nblk)](p, sb, sr, m, part, BM=bm, K=k, PREC=prec)
+    _first_pass[(b,)](part, nblk, w1, r1, ok, K=k)
+    _apply_w[(b, nblk)](p, sb, sr, m, w1, q1, part, BM=bm, K=k, PREC=prec)
+    _second_pass[(b,)](part, nblk, q1, m, r1, ok, z, t, h, y, K=k, GRAM_TOL=GRAM_TOLERANCE, PREC=prec)
+    _rows_y[(b, nblk)](q1, m, z, h, y, BM=bm, K=k, PREC=prec)
+    return h, y, t, ok.bool()
+
+
 def householder_leaf(p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The fallback: LAPACK's Householder QR of the panel, as H (R above, Y below the diagonal), Y and T."""
     h, tau = torch.geqrf(p.cpu())
@@ -85,7 +257,17 @@ def householder_leaf(p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch
     return h, y, t
 
 
-def blocked_qr(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int, int]:
+def torch_leaf(p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The leaf in PyTorch: H (R above, Y below the diagonal), Y, T and whether each matrix's panel held."""
+    k = p.shape[-1]
+    q, r, ok = cholqr2(p)
+    y, t, s = reconstruct(q)
+    h = torch.tril(y, -1)
+    h[:, :k, :] += torch.triu(s[:, :, None] * r)
+    return h, y, t, ok
+
+
+def blocked_qr(a: torch.Tensor, leaf=None) -> tuple[torch.Tensor, torch.Tensor, int, int]:
     """(H, tau) of every matrix, and how many (matrix, leaf) panels fell back out of how many."""
     a = a.clone()
     b, n, _ = a.shape
@@ -94,10 +276,7 @@ def blocked_qr(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int, int]:
     for k0 in range(0, n, LEAF):
         k = min(LEAF, n - k0)
         p = a[:, k0:, k0 : k0 + k]
-        q, r, ok = cholqr2(p)
-        y, t, s = reconstruct(q)
-        h = torch.tril(y, -1)
-        h[:, :k, :] += torch.triu(s[:, :, None] * r)
+        h, y, t, ok = (leaf if leaf is not None and k == LEAF else torch_leaf)(p)
         if not ok.all():
             hb, yb, tb = householder_leaf(p[~ok])
             h[~ok], y[~ok], t[~ok] = hb, yb, tb
@@ -122,6 +301,7 @@ def main() -> int:
     ap.add_argument("--suite", choices=("benchmarks", "tests", "both"), default="both")
     ap.add_argument("--cases", help="case numbers within the chosen list, e.g. 5,6")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--leaf", choices=("torch", "triton"), default="torch", help="the leaf's implementation")
     ap.add_argument("--seed", type=int, help="a hidden seed, transformed per case as `run --seed` does")
     ap.add_argument("--json", help="write the rows here too")
     args = ap.parse_args()
@@ -137,7 +317,7 @@ def main() -> int:
             if args.seed is not None:
                 case = case.with_seed(hidden_seed(case.seed, args.seed))
             a = generate(case, device=args.device)
-            h, tau, fell, total = blocked_qr(a)
+            h, tau, fell, total = blocked_qr(a, triton_leaf if args.leaf == "triton" else None)
             verdict = check_qr(a, (h, tau))
             bad += not verdict.passed
             lapack = check_qr(a, tuple(x.to(a.device) for x in torch.geqrf(a.cpu()))).residuals
