@@ -14,7 +14,8 @@ every case type and shape of the qr_v2 suite (or the ones named), checks each ou
 before any kernel is written. Not a kernel, not timed.
 
     python scripts/cholqr_leaf_study.py [--suite benchmarks|tests|both] [--cases 5,6] [--seed S] [--device cpu|cuda]
-                                        [--json F]
+                                        [--leaf torch|triton] [--json F]
+    python scripts/cholqr_leaf_study.py --time-leaf kernels/fused_wy.py [--json F]     (GPU: the leaf's time)
 """
 
 from __future__ import annotations
@@ -289,6 +290,61 @@ def blocked_qr(a: torch.Tensor, leaf=None) -> tuple[torch.Tensor, torch.Tensor, 
     return a, tau, fell, total
 
 
+LEAF_SHAPES = ((2, 4096), (2, 2048), (8, 2048), (8, 1024), (60, 1024), (60, 512), (640, 512), (640, 256))
+
+
+def time_leaves(family: str, reps: int = 50) -> list[dict]:
+    """GPU time of one 32-column leaf per panel shape (batch, rows), each in a CUDA graph (as the family's route
+    runs it), copy-in included on both sides: the family's own leaf (cooperative where its plan says so, else the
+    tile QR) against this Triton leaf at three row blocks and two precisions."""
+    from tracker.capture.worker import load_variant
+
+    load_variant(family)
+    fam = sys.modules["submission"]
+    rows = []
+    for b, m in LEAF_SHAPES:
+        for name, us in _time_shape(fam, b, m, reps).items():
+            rows.append({"batch": b, "rows": m, "leaf": name, "us": round(us, 2)})
+            print(f"{b:4}x{m:<5} {name:24} {us:9.2f} us a leaf", flush=True)
+    return rows
+
+
+def _time_shape(fam, b: int, m: int, reps: int) -> dict[str, float]:
+    src = torch.randn(b, m, LEAF, device="cuda")
+    p = torch.empty_like(src)
+    tau = torch.empty(b, LEAF, device="cuda")
+    v = torch.zeros(b, m, LEAF, device="cuda")
+    t = torch.zeros(b, LEAF, LEAF, device="cuda")
+    plan = fam._coop_plan(p, m)
+    theirs = (lambda: fam._coop_leaf(p, tau, v, t, *plan)) if plan else (lambda: fam._leaf(p, tau, v, t))
+    contenders = {("cooperative" if plan else "tile QR"): theirs}
+    for bm in (64, 128, 256):
+        for prec in ("ieee", "tf32x3"):
+            contenders[f"cholqr2 bm{bm} {prec}"] = lambda bm=bm, prec=prec: triton_leaf(p, bm, prec)
+    out = {}
+    for name, leaf in contenders.items():
+
+        def step(leaf=leaf):
+            p.copy_(src)
+            leaf()
+
+        step()  # compile
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(10):
+                step()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        graph.replay()
+        start.record()
+        for _ in range(reps):
+            graph.replay()
+        end.record()
+        torch.cuda.synchronize()
+        out[name] = start.elapsed_time(end) * 1e3 / (reps * 10)
+    return out
+
+
 RESIDUALS = ("factor_res", "orth_res")  # scaled as the gates scale them (limits: tracker/workloads/qr_v2/gates.py)
 
 
@@ -304,7 +360,14 @@ def main() -> int:
     ap.add_argument("--leaf", choices=("torch", "triton"), default="torch", help="the leaf's implementation")
     ap.add_argument("--seed", type=int, help="a hidden seed, transformed per case as `run --seed` does")
     ap.add_argument("--json", help="write the rows here too")
+    ap.add_argument("--time-leaf", metavar="FAMILY", help="on a GPU: time one leaf per panel shape against FAMILY's")
     args = ap.parse_args()
+    if args.time_leaf:
+        rows = time_leaves(args.time_leaf)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(rows, f, indent=1)
+        return 0
     lists = {"benchmarks": QR_V2.benchmarks, "tests": QR_V2.tests}
     chosen = list(lists) if args.suite == "both" else [args.suite]
     wanted = None if not args.cases else {int(c) for c in args.cases.split(",")}
