@@ -13,6 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 
+# The study imports Triton, which reads TRITON_INTERPRET once, at its first import in this process: the same
+# setting as test_kernels_smoke's, whichever of the two pytest imports first (else their kernels cannot run).
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import cholqr_leaf_study as study  # noqa: E402
