@@ -224,10 +224,11 @@ if triton is not None:
         tl.store(y_ptr + at, y, mask=live)
 
 
-def triton_leaf(p: torch.Tensor, bm: int = 128, prec: str = "ieee"):
+def triton_leaf(p: torch.Tensor, bm: int = 128, prec: str = "ieee", warps: int = 4):
     """The same leaf in five launches (Gram partials, first Cholesky and inverse, Q1 and the second Gram's
     partials, second Cholesky with the signed LU of the top block, the rows of Y): H (b, m, k), Y, T and whether
-    each matrix's panel held. k must be 16, 32 or 64 (a power of two for tl.dot), m >= k."""
+    each matrix's panel held. k must be 16, 32 or 64 (a power of two for tl.dot), m >= k. `warps`: of the two
+    one-program kernels, whose 32-step loops are chains of reductions over a k x k tile."""
     b, m, k = p.shape
     nblk = triton.cdiv(m, bm)
     f32 = dict(dtype=torch.float32, device=p.device)
@@ -238,9 +239,10 @@ def triton_leaf(p: torch.Tensor, bm: int = 128, prec: str = "ieee"):
     sb, sr = p.stride(0), p.stride(1)
     assert p.stride(2) == 1, "the panel's columns must be contiguous"
     _gram_part[(b, nblk)](p, sb, sr, m, part, BM=bm, K=k, PREC=prec)
-    _first_pass[(b,)](part, nblk, w1, r1, ok, K=k)
+    _first_pass[(b,)](part, nblk, w1, r1, ok, K=k, num_warps=warps)
     _apply_w[(b, nblk)](p, sb, sr, m, w1, q1, part, BM=bm, K=k, PREC=prec)
-    _second_pass[(b,)](part, nblk, q1, m, r1, ok, z, t, h, y, K=k, GRAM_TOL=GRAM_TOLERANCE, PREC=prec)
+    _second_pass[(b,)](part, nblk, q1, m, r1, ok, z, t, h, y, K=k, GRAM_TOL=GRAM_TOLERANCE, PREC=prec,
+                       num_warps=warps)  # fmt: skip
     _rows_y[(b, nblk)](q1, m, z, h, y, BM=bm, K=k, PREC=prec)
     return h, y, t, ok.bool()
 
@@ -296,7 +298,8 @@ LEAF_SHAPES = ((2, 4096), (2, 2048), (8, 2048), (8, 1024), (60, 1024), (60, 512)
 def time_leaves(family: str, reps: int = 50) -> list[dict]:
     """GPU time of one 32-column leaf per panel shape (batch, rows), each in a CUDA graph (as the family's route
     runs it), copy-in included on both sides: the family's own leaf (cooperative where its plan says so, else its
-    tile-QR leaves over the same 32 columns) against this Triton leaf at three row blocks and two precisions."""
+    tile-QR leaves over the same 32 columns) against this Triton leaf at three row blocks and two precisions, and
+    with 1 or 2 warps in its one-program kernels."""
     from tracker.capture.worker import load_variant
 
     load_variant(family)
@@ -329,6 +332,8 @@ def _time_shape(fam, b: int, m: int, reps: int) -> dict[str, float]:
     for bm in (64, 128, 256):
         for prec in ("ieee", "tf32x3"):
             contenders[f"cholqr2 bm{bm} {prec}"] = lambda bm=bm, prec=prec: triton_leaf(p, bm, prec)
+    for warps in (1, 2):
+        contenders[f"cholqr2 bm128 ieee {warps}w"] = lambda warps=warps: triton_leaf(p, 128, "ieee", warps)
     out = {}
     for name, leaf in contenders.items():
 
