@@ -174,7 +174,8 @@ PY
     ;;
   PROBE)
     [ $(left) -gt $2 ] || { echo "skipped PROBE $3 (left $(left) s)"; continue; }
-    timeout $(( $(left) - 10 )) python3 "$3" "${@:4}" --json $R/probe-$(basename $3 .py).json < /dev/null 2>&1 |
+    probes=$(( ${probes:-0} + 1 ))  # numbered: two probes of one script keep both JSONs
+    timeout $(( $(left) - 10 )) python3 "$3" "${@:4}" --json $R/probe-$(basename $3 .py)-$probes.json < /dev/null 2>&1 |
       tee -a $R/probe.log | tail -30 ;;
   AFTERPASS)  # a run line that runs only if the run before it passed (no benchmark of a kernel that failed its tests)
     shift
