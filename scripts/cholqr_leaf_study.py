@@ -28,7 +28,7 @@ import time
 import torch
 
 sys.path.insert(0, ".")
-from tracker.workloads.qr_v2.checks import check_qr  # noqa: E402
+from tracker.workloads.qr_v2.checks import _wy_t, check_qr  # noqa: E402
 from tracker.workloads.qr_v2.inputs import generate  # noqa: E402
 from tracker.workloads.qr_v2.suites import QR_V2, hidden_seed  # noqa: E402
 
@@ -253,11 +253,7 @@ def householder_leaf(p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch
     h, tau = h.to(p.device), tau.to(p.device)
     k = p.shape[-1]
     y = torch.tril(h[:, :, :k], -1) + torch.eye(p.shape[-2], k, dtype=p.dtype, device=p.device)
-    # T from Y and tau: T (I + S D) = D with S the strict upper triangle of Y^T Y and D = diag(tau)
-    d = torch.diag_embed(tau)
-    lhs = torch.eye(k, dtype=p.dtype, device=p.device) + torch.triu(y.mT @ y, 1) @ d
-    t = torch.linalg.solve_triangular(lhs, d, upper=True, left=False)
-    return h, y, t
+    return h, y, _wy_t(y, tau)  # the checker's own T of a compact WY block
 
 
 def torch_leaf(p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -376,10 +372,7 @@ def main() -> int:
     ap.add_argument("--time-leaf", metavar="FAMILY", help="on a GPU: time one leaf per panel shape against FAMILY's")
     args = ap.parse_args()
     if args.time_leaf:
-        rows = time_leaves(args.time_leaf)
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(rows, f, indent=1)
+        _write_json(args.json, time_leaves(args.time_leaf))
         return 0
     lists = {"benchmarks": QR_V2.benchmarks, "tests": QR_V2.tests}
     chosen = list(lists) if args.suite == "both" else [args.suite]
@@ -407,10 +400,14 @@ def main() -> int:
             print(f"{name:10} {i:2} {row['spec']:32} {'pass' if verdict.passed else 'FAIL'}  "
                   f"fallback {fell}/{total}  {shown}  {row['seconds']} s  {verdict.message[:80]}",
                   flush=True)  # fmt: skip
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+    _write_json(args.json, rows)
     return 1 if bad else 0
+
+
+def _write_json(path: str | None, rows: list[dict]) -> None:
+    if path:
+        with open(path, "w") as f:
+            json.dump(rows, f, indent=1)
 
 
 if __name__ == "__main__":
