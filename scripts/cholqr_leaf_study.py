@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -371,12 +372,23 @@ def main() -> int:
     ap.add_argument("--json", help="write the rows here too")
     ap.add_argument("--time-leaf", metavar="FAMILY", help="on a GPU: time one leaf per panel shape against FAMILY's")
     args = ap.parse_args()
+    if (args.time_leaf or args.leaf == "triton") and triton is None:
+        ap.error("Triton is not installed: --time-leaf and --leaf triton need it")
+    if args.time_leaf and not torch.cuda.is_available():
+        ap.error("--time-leaf times CUDA graphs: it needs a GPU")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        ap.error("--device cuda: no GPU here (--device cpu; the Triton leaf then needs TRITON_INTERPRET=1)")
+    if args.leaf == "triton" and args.device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+        ap.error("--leaf triton on the CPU runs in Triton's interpreter: set TRITON_INTERPRET=1")
     if args.time_leaf:
         _write_json(args.json, time_leaves(args.time_leaf))
         return 0
     lists = {"benchmarks": QR_V2.benchmarks, "tests": QR_V2.tests}
     chosen = list(lists) if args.suite == "both" else [args.suite]
-    wanted = None if not args.cases else {int(c) for c in args.cases.split(",")}
+    try:
+        wanted = None if not args.cases else {int(c) for c in args.cases.split(",")}
+    except ValueError:
+        ap.error(f"--cases {args.cases}: case numbers separated by commas, e.g. 5,6")
     rows, bad = [], 0
     for name in chosen:
         for i, case in enumerate(lists[name]):

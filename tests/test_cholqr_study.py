@@ -4,6 +4,7 @@ the interpreter) agrees with the PyTorch one, and the study's gates run end to e
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -83,3 +84,19 @@ def test_the_study_runs_the_gates_and_counts_fallbacks(tmp_path):
     assert rows[0]["passed"] and rows[7]["passed"] and "rankdef" in rows[7]["spec"]
     assert rows[7]["fallback_panels"] > 0 and rows[7]["panels"] == 16 * 512 // study.LEAF
     assert rows[7]["factor_res"] < 20 and rows[7]["geqrf_factor_res"] is not None
+
+
+def test_bad_requests_are_usage_errors_not_tracebacks():
+    def run(*args: str) -> subprocess.CompletedProcess:
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        return subprocess.run([sys.executable, "scripts/cholqr_leaf_study.py", *args], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+
+    bad = run("--cases", "5,x", "--device", "cpu")
+    assert bad.returncode == 2 and "--cases 5,x" in bad.stderr and "Traceback" not in bad.stderr
+    bad = run("--leaf", "triton", "--device", "cpu")
+    said = "TRITON_INTERPRET=1" if importlib.util.find_spec("triton") else "Triton is not installed"
+    assert bad.returncode == 2 and said in bad.stderr and "Traceback" not in bad.stderr
+    if not torch.cuda.is_available():
+        bad = run("--time-leaf", "kernels/fused_wy.py")
+        assert bad.returncode == 2 and "needs a GPU" in bad.stderr and "Traceback" not in bad.stderr
