@@ -82,11 +82,16 @@ if _HAVE_TRITON:
 
     @triton.jit
     def _tile_qr_kernel(
-        src, dst, tau_ptr, v_ptr, t_ptr, vt_ptr, m, w, kmax,
+        src, dst, tau_ptr, v_ptr, t_ptr, vt_ptr, held_ptr, m, w, kmax,
         s_sb, s_sr, d_sb, d_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, vt_sb, vt_sk,
         BM: tl.constexpr, BW: tl.constexpr, WRITE_VT: tl.constexpr, WRITE_VTT: tl.constexpr, LEAN: tl.constexpr,
+        SKIP_HELD: tl.constexpr,
     ):  # fmt: skip
+        """SKIP_HELD: matrices whose flag in held_ptr is set were factored by the CholeskyQR2 leaf; not again."""
         pid = tl.program_id(0).to(tl.int64)
+        if SKIP_HELD:  # noqa: SIM102 (a constexpr: no load at all when off)
+            if tl.load(held_ptr + pid) != 0:
+                return
         rows = tl.arange(0, BM)
         cols = tl.arange(0, BW)
         msk = (rows[:, None] < m) & (cols[None, :] < w)
@@ -135,9 +140,10 @@ if _HAVE_TRITON:
 
     @triton.jit
     def _coop_leaf_kernel(
-        a_ptr, tau_ptr, v_ptr, t_ptr, part_ptr, cnt_ptr, m, w, kmax, nprog,
+        a_ptr, tau_ptr, v_ptr, t_ptr, part_ptr, cnt_ptr, held_ptr, m, w, kmax, nprog,
         a_sb, a_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, part_sb, cnt_sb,
         BM: tl.constexpr, BW: tl.constexpr, PP: tl.constexpr, LEAN: tl.constexpr, TAGGED: tl.constexpr,
+        SKIP_HELD: tl.constexpr,
     ):  # fmt: skip
         """Leaf panel (m x w) of matrix program_id(1) split by rows over nprog programs (BM rows each).
 
@@ -145,9 +151,13 @@ if _HAVE_TRITON:
         TAGGED: no counter; part starts filled with the bit pattern _SENTINEL, which no sum produces (a NaN a GPU
         never computes), and each program reloads the step's partials until none is left: the loads that wait are
         the loads of the data, one trip to L2 a step instead of an atomic, a polling atomic and the loads.
+        SKIP_HELD: as in _tile_qr_kernel (every program of a matrix leaves, so no step waits on one that left).
         """
         pid = tl.program_id(0)
         bid = tl.program_id(1).to(tl.int64)
+        if SKIP_HELD:  # noqa: SIM102 (as in _tile_qr_kernel)
+            if tl.load(held_ptr + bid) != 0:
+                return
         lrows = tl.arange(0, BM)
         rows = pid * BM + lrows
         cols = tl.arange(0, BW)
@@ -250,7 +260,7 @@ def _small_args(a, h, tau):
     b, m, n = a.shape
     bm, bw = triton.next_power_of_2(m), triton.next_power_of_2(n)
     ints = (m, n, n, a.stride(0), a.stride(1), h.stride(0), h.stride(1), tau.stride(0), 0, 0, 0, 0, 0, 0)
-    meta = dict(BM=bm, BW=bw, WRITE_VT=False, WRITE_VTT=False, LEAN=_LEAN)
+    meta = dict(BM=bm, BW=bw, WRITE_VT=False, WRITE_VTT=False, LEAN=_LEAN, SKIP_HELD=False)
     return ints, meta, _SMALL_WARPS or _warps(bm * bw)
 
 
@@ -259,7 +269,7 @@ def _small_qr(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     h = torch.empty_like(a)
     tau = torch.empty((b, n), dtype=a.dtype, device=a.device)
     ints, meta, warps = _small_args(a, h, tau)
-    _tile_qr_kernel[(b,)](a, h, tau, h, h, h, *ints, **meta, num_warps=warps)
+    _tile_qr_kernel[(b,)](a, h, tau, h, h, h, h, *ints, **meta, num_warps=warps)
     return h, tau
 
 
@@ -280,20 +290,20 @@ def _small_fast(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     tau = torch.empty((b, n), dtype=a.dtype, device=a.device)
     if ent is None:
         ints, meta, warps = _small_args(a, h, tau)
-        k = _tile_qr_kernel[(b,)](a, h, tau, h, h, h, *ints, **meta, num_warps=warps)
-        ent = _runner(_tile_qr_kernel, k, (b,), 6 + len(ints), meta)
+        k = _tile_qr_kernel[(b,)](a, h, tau, h, h, h, h, *ints, **meta, num_warps=warps)
+        ent = _runner(_tile_qr_kernel, k, (b,), 7 + len(ints), meta)
         if ent:
             launch, tail = ent
             rest = (*ints, *tail)
             try:  # the same launch again, so that a launcher this file does not know fails here, not later
-                launch(a, h, tau, h, h, h, *rest)
+                launch(a, h, tau, h, h, h, h, *rest)
                 ent = (launch, rest)
             except (TypeError, ValueError, RuntimeError):
                 ent = False
         _LAUNCHERS[key] = ent
     else:
         launch, rest = ent
-        launch(a, h, tau, h, h, h, *rest)
+        launch(a, h, tau, h, h, h, h, *rest)
     return h, tau
 
 
@@ -306,17 +316,18 @@ def _runner(kernel, compiled, grid, nargs: int, meta: dict):
     return compiled[(*grid, 1, 1)[:3]], tuple(meta.get(q.name, q.default) for q in kernel.params[nargs:])
 
 
-def _leaf(p, tau, v, t, vt=None, src=None):
+def _leaf(p, tau, v, t, vt=None, src=None, held=None):
     """Factor leaf panel view p (b, m, w) in place (from src, if given: same shape, unit column stride); write
-    tau (b, w), V view (b, m, w), T view (b, w, w) and, if given, V^T view vt (b, w, m) with unit stride along m."""
+    tau (b, w), V view (b, m, w), T view (b, w, w) and, if given, V^T view vt (b, w, m) with unit stride along m.
+    held: int32 flags (b,) of matrices already factored (by _cholqr_leaf), left alone."""
     b, m, w = p.shape
     bm, bw = triton.next_power_of_2(m), triton.next_power_of_2(w)
     vts = (0, 0) if vt is None else (vt.stride(0), vt.stride(1))
     s = p if src is None else src
     _tile_qr_kernel[(b,)](
-        s, p, tau, v, t, v if vt is None else vt, m, w, min(m, w), s.stride(0), s.stride(1), p.stride(0),
-        p.stride(1), tau.stride(0), v.stride(0), v.stride(1), t.stride(0), t.stride(1), *vts,
-        BM=bm, BW=bw, WRITE_VT=True, WRITE_VTT=vt is not None, LEAN=_LEAN,
+        s, p, tau, v, t, v if vt is None else vt, tau if held is None else held, m, w, min(m, w), s.stride(0),
+        s.stride(1), p.stride(0), p.stride(1), tau.stride(0), v.stride(0), v.stride(1), t.stride(0), t.stride(1),
+        *vts, BM=bm, BW=bw, WRITE_VT=True, WRITE_VTT=vt is not None, LEAN=_LEAN, SKIP_HELD=held is not None,
         num_warps=_warps(bm * bw, _EPT_MANY if b >= _MANY else _EPT),
     )  # fmt: skip
 
@@ -673,7 +684,7 @@ def _coop_plan(a: torch.Tensor, mo: int, force: bool = False):
     return nprog, bm
 
 
-def _coop_leaf(p, tau, v, t, nprog, bm):
+def _coop_leaf(p, tau, v, t, nprog, bm, held=None):
     b, m, w = p.shape
     pp = triton.next_power_of_2(nprog)
     bw = triton.next_power_of_2(w)
@@ -685,10 +696,216 @@ def _coop_leaf(p, tau, v, t, nprog, bm):
         part = torch.empty((b, kmax, pp, 2 * bw), dtype=torch.float32, device=p.device)
         cnt = torch.zeros((b, kmax), dtype=torch.int32, device=p.device)
     _coop_leaf_kernel[(nprog, b)](
-        p, tau, v, t, part, cnt, m, w, kmax, nprog, p.stride(0), p.stride(1), tau.stride(0),
-        v.stride(0), v.stride(1), t.stride(0), t.stride(1), part.stride(0), cnt.stride(0),
-        BM=bm, BW=bw, PP=pp, LEAN=_LEAN_COOP, TAGGED=_COOP_TAGGED, num_warps=_warps(bm * bw),
+        p, tau, v, t, part, cnt, tau if held is None else held, m, w, kmax, nprog, p.stride(0), p.stride(1),
+        tau.stride(0), v.stride(0), v.stride(1), t.stride(0), t.stride(1), part.stride(0), cnt.stride(0),
+        BM=bm, BW=bw, PP=pp, LEAN=_LEAN_COOP, TAGGED=_COOP_TAGGED, SKIP_HELD=held is not None,
+        num_warps=_warps(bm * bw),
     )  # fmt: skip
+
+
+# ---- the CholeskyQR2 leaf (knob _CHOLQR; numerics: scripts/cholqr_leaf_study.py) ----
+# A leaf panel's Q by two Cholesky passes over its Gram (a few row-block launches and two one-program-per-matrix
+# steps, instead of two cross-program reductions per column), then the Householder form rebuilt from Q by an
+# unpivoted LU of E - Q S, each sign in S chosen so that every pivot is at least 1. A panel whose Cholesky fails or
+# whose second Gram is off the identity by _CHOLQR_GRAM_TOL or more (rank-deficient, near-rank, clustered inputs)
+# is left as it was, and the Householder leaf factors that matrix (its SKIP_HELD).
+
+_CHOLQR = False
+_CHOLQR_MIN_ROWS = 1024  # outer panels at least this tall take it (with leaves _CHOLQR_NB wide)
+_CHOLQR_NB = 32
+_CHOLQR_BM = 128  # rows per program of its row-block kernels
+_CHOLQR_WARPS = 4  # of its two one-program-per-matrix kernels (chains of reductions over a K x K tile)
+_CHOLQR_PREC = "ieee"  # the Gram products: a Cholesky squares the panel's condition number
+_CHOLQR_GRAM_TOL = 0.1  # max |Q1^T Q1 - I| after the first pass at which the second still reaches float32
+
+if _HAVE_TRITON:
+
+    @triton.jit
+    def _cq_gram_kernel(x_ptr, x_sb, x_sr, m, part_ptr, BM: tl.constexpr, K: tl.constexpr, PREC: tl.constexpr):
+        """One block of rows of one matrix's panel: its share X^T X of the Gram, as a partial (no atomics, so the
+        sum is the same in every run)."""
+        b, blk = tl.program_id(0).to(tl.int64), tl.program_id(1)
+        rows = blk * BM + tl.arange(0, BM)
+        cols = tl.arange(0, K)
+        x = tl.load(x_ptr + b * x_sb + rows[:, None] * x_sr + cols[None, :], mask=(rows < m)[:, None], other=0.0)
+        g = tl.dot(tl.trans(x), x, input_precision=PREC)
+        tl.store(part_ptr + (b * tl.num_programs(1) + blk) * K * K + cols[:, None] * K + cols[None, :], g)
+
+    @triton.jit
+    def _cq_sum_parts(part_ptr, b, nblk, K: tl.constexpr):
+        ri, ci = tl.arange(0, K), tl.arange(0, K)
+        g = tl.zeros((K, K), dtype=tl.float32)
+        for blk in range(nblk):
+            g += tl.load(part_ptr + (b * nblk + blk) * K * K + ri[:, None] * K + ci[None, :])
+        return g
+
+    @triton.jit
+    def _cq_cholesky(g, K: tl.constexpr):
+        """Upper R with R^T R = g, R^T too, and whether every pivot was positive and finite."""
+        ri, ci = tl.arange(0, K), tl.arange(0, K)
+        r = tl.zeros((K, K), dtype=tl.float32)
+        rt = tl.zeros((K, K), dtype=tl.float32)
+        ok = True
+        for j in range(K):
+            row = tl.sum(tl.where(ri[:, None] == j, g, 0.0), axis=0)  # g[j, :]
+            col = tl.sum(tl.where(ci[None, :] == j, g, 0.0), axis=1)  # g[:, j], the same numbers (g is symmetric)
+            d = tl.sum(tl.where(ci == j, row, 0.0))
+            ok = ok & (d > 0) & (d < float("inf"))
+            inv = 1.0 / tl.sqrt(tl.maximum(d, 1e-30))
+            rrow = tl.where(ci >= j, row * inv, 0.0)
+            rcol = tl.where(ri >= j, col * inv, 0.0)
+            r = tl.where(ri[:, None] == j, rrow[None, :], r)
+            rt = tl.where(ci[None, :] == j, rcol[:, None], rt)
+            g = g - rcol[:, None] * rrow[None, :]
+        return r, rt, ok
+
+    @triton.jit
+    def _cq_inverse_upper(r, rt, K: tl.constexpr):
+        """R^-1 of an upper triangular R (given R^T too), column by column: X R = I."""
+        ri, ci = tl.arange(0, K), tl.arange(0, K)
+        x = tl.zeros((K, K), dtype=tl.float32)
+        for c in range(K):
+            v = tl.sum(tl.where(ri[:, None] == c, rt, 0.0), axis=0)  # v[k] = R[k, c]
+            rcc = tl.sum(tl.where(ci == c, v, 0.0))
+            v = tl.where(ci < c, v, 0.0)
+            xcol = (tl.where(ri == c, 1.0, 0.0) - tl.sum(x * v[None, :], axis=1)) / rcc
+            x = tl.where(ci[None, :] == c, xcol[:, None], x)
+        return x
+
+    @triton.jit
+    def _cq_first_kernel(part_ptr, nblk, w_ptr, r_ptr, ok_ptr, K: tl.constexpr):
+        """One program per matrix: the Gram's Cholesky R1 and W1 = R1^-1."""
+        b = tl.program_id(0).to(tl.int64)
+        ri, ci = tl.arange(0, K), tl.arange(0, K)
+        r, rt, ok = _cq_cholesky(_cq_sum_parts(part_ptr, b, nblk, K), K)
+        at = b * K * K + ri[:, None] * K + ci[None, :]
+        tl.store(w_ptr + at, _cq_inverse_upper(r, rt, K))
+        tl.store(r_ptr + at, r)
+        tl.store(ok_ptr + b, ok.to(tl.int32))
+
+    @triton.jit
+    def _cq_apply_kernel(
+        x_ptr, x_sb, x_sr, m, w_ptr, q_ptr, part_ptr, BM: tl.constexpr, K: tl.constexpr, PREC: tl.constexpr
+    ):
+        """Q1 = X W1 for one block of rows, and that block's share of the second Gram Q1^T Q1."""
+        b, blk = tl.program_id(0).to(tl.int64), tl.program_id(1)
+        rows = blk * BM + tl.arange(0, BM)
+        cols = tl.arange(0, K)
+        live = (rows < m)[:, None]
+        x = tl.load(x_ptr + b * x_sb + rows[:, None] * x_sr + cols[None, :], mask=live, other=0.0)
+        q = tl.dot(x, tl.load(w_ptr + b * K * K + cols[:, None] * K + cols[None, :]), input_precision=PREC)
+        tl.store(q_ptr + b * m * K + rows[:, None] * K + cols[None, :], q, mask=live)
+        g = tl.dot(tl.trans(q), q, input_precision=PREC)
+        tl.store(part_ptr + (b * tl.num_programs(1) + blk) * K * K + cols[:, None] * K + cols[None, :], g)
+
+    @triton.jit
+    def _cq_second_kernel(
+        part_ptr, nblk, q_ptr, m, r1_ptr, ok_ptr, z_ptr, h_ptr, tau_ptr, v_ptr, t_ptr, vt_ptr,
+        h_sb, h_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, vt_sb, vt_sk,
+        K: tl.constexpr, GRAM_TOL: tl.constexpr, PREC: tl.constexpr, WRITE_VTT: tl.constexpr,
+    ):  # fmt: skip
+        """One program per matrix: the second Cholesky (R2, W2), R = R2 R1, the top block of Q = Q1 W2 and its
+        signed LU (E - Q S = Y U); where the panel held, the top K rows of H (Y below the diagonal, S R on and
+        above it) and of V (and V^T), T = U Y1^-T and tau (T's diagonal); for every matrix Z = -W2 S U^-1, which
+        turns the rows of Q1 below the top block into those of Y, and the flag."""
+        b = tl.program_id(0).to(tl.int64)
+        ri, ci = tl.arange(0, K), tl.arange(0, K)
+        at = b * K * K + ri[:, None] * K + ci[None, :]
+        g2 = _cq_sum_parts(part_ptr, b, nblk, K)
+        near = tl.max(tl.max(tl.abs(g2 - tl.where(ri[:, None] == ci[None, :], 1.0, 0.0)), axis=1), axis=0)
+        r2, r2t, ok = _cq_cholesky(g2, K)
+        ok = ok & (near < GRAM_TOL) & (tl.load(ok_ptr + b) != 0)
+        w2 = _cq_inverse_upper(r2, r2t, K)
+        r = tl.dot(r2, tl.load(r1_ptr + at), input_precision=PREC)
+        qt = tl.dot(tl.load(q_ptr + b * m * K + ri[:, None] * K + ci[None, :]), w2, input_precision=PREC)
+        u = tl.zeros((K, K), dtype=tl.float32)
+        y1 = tl.zeros((K, K), dtype=tl.float32)
+        s_row = tl.zeros((K,), dtype=tl.float32)  # the signs along columns
+        s_col = tl.zeros((K,), dtype=tl.float32)  # ... and along rows
+        for j in range(K):
+            row = tl.sum(tl.where(ri[:, None] == j, qt, 0.0), axis=0)
+            col = tl.sum(tl.where(ci[None, :] == j, qt, 0.0), axis=1)
+            qjj = tl.sum(tl.where(ci == j, row, 0.0))
+            sj = tl.where(qjj >= 0, -1.0, 1.0)
+            pivot = 1.0 + tl.abs(qjj)
+            lcol = tl.where(ri > j, -sj * col / pivot, tl.where(ri == j, 1.0, 0.0))
+            y1 = tl.where(ci[None, :] == j, lcol[:, None], y1)
+            u = tl.where(ri[:, None] == j, tl.where(ci == j, pivot, tl.where(ci > j, row, 0.0))[None, :], u)
+            s_row = tl.where(ci == j, sj, s_row)
+            s_col = tl.where(ri == j, sj, s_col)
+            # only Q's part of E - Q S changes below row j (E's row j is zero right of the diagonal)
+            qt = qt - tl.where(ri[:, None] > j, lcol[:, None] * row[None, :], 0.0)
+        u = tl.where(ci[None, :] > ri[:, None], u * -s_row[None, :], u)
+        t = tl.zeros((K, K), dtype=tl.float32)
+        for c in range(K):  # T Y1^T = U, column by column
+            yrow = tl.sum(tl.where((ri[:, None] == c) & (ci[None, :] < c), y1, 0.0), axis=0)
+            ucol = tl.sum(tl.where(ci[None, :] == c, u, 0.0), axis=1)
+            t = tl.where(ci[None, :] == c, (ucol - tl.sum(t * yrow[None, :], axis=1))[:, None], t)
+        ui = _cq_inverse_upper(u, tl.trans(u), K)
+        tl.store(z_ptr + at, -tl.dot(w2 * s_row[None, :], ui, input_precision=PREC))
+        tl.store(ok_ptr + b, ok.to(tl.int32))
+        keep = (ri[:, None] < K) & ok  # a panel that did not hold stays as it was, for the Householder leaf
+        tl.store(h_ptr + b * h_sb + ri[:, None] * h_sr + ci[None, :], tl.where(ci[None, :] < ri[:, None], y1,
+                 s_col[:, None] * r), mask=keep)  # fmt: skip
+        tl.store(v_ptr + b * v_sb + ri[:, None] * v_sr + ci[None, :], y1, mask=keep)
+        if WRITE_VTT:
+            tl.store(vt_ptr + b * vt_sb + ci[None, :] * vt_sk + ri[:, None], y1, mask=keep)
+        tl.store(t_ptr + b * t_sb + ri[:, None] * t_sr + ci[None, :], t, mask=keep)
+        tau = tl.sum(tl.where(ri[:, None] == ci[None, :], t, 0.0), axis=0)
+        tl.store(tau_ptr + b * tau_sb + ci, tau, mask=(ci < K) & ok)
+
+    @triton.jit
+    def _cq_rows_kernel(
+        q_ptr, m, z_ptr, ok_ptr, h_ptr, v_ptr, vt_ptr, h_sb, h_sr, v_sb, v_sr, vt_sb, vt_sk,
+        BM: tl.constexpr, K: tl.constexpr, PREC: tl.constexpr, WRITE_VTT: tl.constexpr,
+    ):  # fmt: skip
+        """Rows below the top block, where the panel held: Y = Q1 Z, into H and V (and V^T)."""
+        b, blk = tl.program_id(0).to(tl.int64), tl.program_id(1)
+        if tl.load(ok_ptr + b) == 0:
+            return
+        rows = blk * BM + tl.arange(0, BM)
+        cols = tl.arange(0, K)
+        live = ((rows < m) & (rows >= K))[:, None]
+        q = tl.load(q_ptr + b * m * K + rows[:, None] * K + cols[None, :], mask=live, other=0.0)
+        y = tl.dot(q, tl.load(z_ptr + b * K * K + cols[:, None] * K + cols[None, :]), input_precision=PREC)
+        tl.store(h_ptr + b * h_sb + rows[:, None] * h_sr + cols[None, :], y, mask=live)
+        tl.store(v_ptr + b * v_sb + rows[:, None] * v_sr + cols[None, :], y, mask=live)
+        if WRITE_VTT:
+            tl.store(vt_ptr + b * vt_sb + cols[None, :] * vt_sk + rows[:, None], y, mask=live)
+
+
+def _cholqr_takes(a: torch.Tensor, mo: int) -> bool:
+    """Whether an outer panel of mo rows takes the CholeskyQR2 leaf."""
+    return _CHOLQR and mo >= _CHOLQR_MIN_ROWS
+
+
+def _cholqr_leaf(p, tau, v, t, vt=None, src=None, bm=None, prec=None, warps=None) -> torch.Tensor:
+    """Leaf panel p (b, m, k), k 16 or 32 and m >= k, as _leaf takes it (the same outputs, from src if given), by
+    CholeskyQR2: five launches. Returns int32 flags (b,): 1 where the panel held and was written, 0 where p, tau,
+    v, t and vt were left alone for a Householder leaf (`held=`). bm, prec, warps: the knobs' values by default."""
+    b, m, k = p.shape
+    bm, prec, warps = bm or _CHOLQR_BM, prec or _CHOLQR_PREC, warps or _CHOLQR_WARPS
+    x = p if src is None else src
+    nblk = triton.cdiv(m, bm)
+    f32 = dict(dtype=torch.float32, device=p.device)
+    part = torch.empty(b, nblk, k, k, **f32)
+    w1, r1, z = (torch.empty(b, k, k, **f32) for _ in range(3))
+    q1 = torch.empty(b, m, k, **f32)
+    ok = torch.empty(b, dtype=torch.int32, device=p.device)
+    vt_ = v if vt is None else vt
+    _cq_gram_kernel[(b, nblk)](x, x.stride(0), x.stride(1), m, part, BM=bm, K=k, PREC=prec)
+    _cq_first_kernel[(b,)](part, nblk, w1, r1, ok, K=k, num_warps=warps)
+    _cq_apply_kernel[(b, nblk)](x, x.stride(0), x.stride(1), m, w1, q1, part, BM=bm, K=k, PREC=prec)
+    _cq_second_kernel[(b,)](
+        part, nblk, q1, m, r1, ok, z, p, tau, v, t, vt_, p.stride(0), p.stride(1), tau.stride(0), v.stride(0),
+        v.stride(1), t.stride(0), t.stride(1), vt_.stride(0), vt_.stride(1),
+        K=k, GRAM_TOL=_CHOLQR_GRAM_TOL, PREC=prec, WRITE_VTT=vt is not None, num_warps=warps,
+    )  # fmt: skip
+    _cq_rows_kernel[(b, nblk)](
+        q1, m, z, ok, p, v, vt_, p.stride(0), p.stride(1), v.stride(0), v.stride(1), vt_.stride(0), vt_.stride(1),
+        BM=bm, K=k, PREC=prec, WRITE_VTT=vt is not None,
+    )  # fmt: skip
+    return ok
 
 
 _T_MERGE = True  # outer T from the leaf T's (parent: a triangular solve of the whole panel)
@@ -744,7 +961,8 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int, src: torch.Tensor | None = None) ->
         wo = min(nbo, n - k0)
         mo = m - k0
         plan = _coop_plan(a, mo)
-        nb = _COOP_NB if plan is not None else _leaf_width(mo, b)
+        chol = _cholqr_takes(a, mo)
+        nb = _CHOLQR_NB if chol else _COOP_NB if plan is not None else _leaf_width(mo, b)
         # V^T only where a fused update will read it (the widest one: the trailing matrix, else the intra-panel one)
         want_vt = _LEAF_VT and gpu and plan is None and _fused_pays(b, max(n - k0 - wo, wo - nb))
         if _REUSE:
@@ -768,10 +986,13 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int, src: torch.Tensor | None = None) ->
             plan_c = _coop_plan(a, mo - c0, True) if plan is not None else None
             # on the first panel, columns right of the first leaf are read from src by c0 = 0's update only
             first = src is not None and k0 == 0 and c0 == 0
+            vt_c, src_c = None if vt is None else vt[:, c0 : c0 + w, c0:], src[:, :, :w] if first else None
+            # the CholeskyQR2 leaf first; the Householder leaf then factors only the matrices whose panel did not hold
+            held = _cholqr_leaf(*args, vt_c, src_c) if chol and w in (16, 32) and mo - c0 >= w else None
             if plan_c is not None:
-                _coop_leaf(*args, *plan_c)
+                _coop_leaf(*args, *plan_c, held=held)
             else:
-                _leaf(*args, None if vt is None else vt[:, c0 : c0 + w, c0:], src[:, :, :w] if first else None)
+                _leaf(*args, vt_c, src_c, held=held)
             if c0 + w < wo:
                 a2 = a[:, k0 + c0 :, k0 + c0 + w : k0 + wo]
                 vb, tb = vo[:, c0:, c0 : c0 + w], tleaf[:, c0 : c0 + w, c0 : c0 + w]

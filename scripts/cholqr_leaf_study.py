@@ -11,7 +11,9 @@ near the identity) and falls back to Householder (LAPACK geqrf here, the existin
 This script runs a blocked QR (32-column leaves, WY trailing updates) with that leaf in float32 in PyTorch, on
 every case type and shape of the qr_v2 suite (or the ones named), checks each output with the tracker's gates
 (check_qr) and reports the fallback rate: a route whose leaves mostly fall back on the benchmark inputs is dead
-before any kernel is written. Not a kernel, not timed.
+before any kernel is written. Not timed. The leaf as Triton kernels is kernels/fused_wy.py's (knob `_CHOLQR`,
+off until the H200 says it is faster); `--leaf triton` puts it in this blocked QR (on a CPU in Triton's
+interpreter), and `--time-leaf` times it on a GPU against the family's Householder leaf, per panel shape.
 
     python scripts/cholqr_leaf_study.py [--suite benchmarks|tests|both] [--cases 5,6] [--seed S] [--device cpu|cuda]
                                         [--leaf torch|triton] [--json F]
@@ -21,6 +23,7 @@ before any kernel is written. Not a kernel, not timed.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
@@ -33,9 +36,6 @@ from tracker.workloads.qr_v2.checks import _wy_t, check_qr  # noqa: E402
 from tracker.workloads.qr_v2.inputs import generate  # noqa: E402
 from tracker.workloads.qr_v2.suites import QR_V2, hidden_seed  # noqa: E402
 
-LEAF = 32
-GRAM_TOLERANCE = 0.1  # max |Q1^T Q1 - I| after the first pass at which the second pass still reaches float32
-
 
 def cholqr2(p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Q (b, m, k) with orthonormal columns, R (b, k, k) upper, and per matrix whether both passes held."""
@@ -45,7 +45,7 @@ def cholqr2(p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     g2 = q1.mT @ q1
     r2, info2 = torch.linalg.cholesky_ex(g2, upper=True)
     q = torch.linalg.solve_triangular(r2, q1, upper=True, left=False)
-    near = (g2 - eye).abs().amax(dim=(-2, -1)) < GRAM_TOLERANCE
+    near = (g2 - eye).abs().amax(dim=(-2, -1)) < family()._CHOLQR_GRAM_TOL
     ok = (info1 == 0) & (info2 == 0) & near & torch.isfinite(q).all(dim=(-2, -1))
     return q, r2 @ r1, ok
 
@@ -74,177 +74,28 @@ def reconstruct(q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tens
     return y, t, s
 
 
-try:  # the leaf as Triton kernels (`--leaf triton`; on a CPU with TRITON_INTERPRET=1)
-    import triton
-    import triton.language as tl
-except ImportError:  # the torch leaf needs none of it
-    triton = None
+FAMILY = "kernels/fused_wy.py"  # the family file whose knob _CHOLQR this leaf is: its kernels, its tolerance
+_FAMILY: list = []
 
-if triton is not None:
 
-    @triton.jit
-    def _gram_part(x_ptr, sb, sr, m, part_ptr, BM: tl.constexpr, K: tl.constexpr, PREC: tl.constexpr):
-        """One block of rows of one matrix's panel: its share X^T X of the Gram, as a partial (no atomics, so the
-        sum is the same in every run)."""
-        b, blk = tl.program_id(0), tl.program_id(1)
-        rows = blk * BM + tl.arange(0, BM)
-        cols = tl.arange(0, K)
-        x = tl.load(x_ptr + b * sb + rows[:, None] * sr + cols[None, :], mask=(rows < m)[:, None], other=0.0)
-        g = tl.dot(tl.trans(x), x, input_precision=PREC)
-        base = part_ptr + (b * tl.num_programs(1) + blk) * K * K
-        tl.store(base + cols[:, None] * K + cols[None, :], g)
+def family():
+    """FAMILY, imported once as the contest imports it (its CholeskyQR2 kernels need Triton; the rest does not)."""
+    if not _FAMILY:
+        from tracker.capture.worker import load_variant
 
-    @triton.jit
-    def _sum_parts(part_ptr, nblk, K: tl.constexpr):
-        b = tl.program_id(0)
-        ri, ci = tl.arange(0, K), tl.arange(0, K)
-        g = tl.zeros((K, K), dtype=tl.float32)
-        for blk in range(nblk):
-            g += tl.load(part_ptr + (b * nblk + blk) * K * K + ri[:, None] * K + ci[None, :])
-        return g
-
-    @triton.jit
-    def _cholesky(g, K: tl.constexpr):
-        """Upper R with R^T R = g, R^T too, and whether every pivot was positive and finite."""
-        ri, ci = tl.arange(0, K), tl.arange(0, K)
-        r = tl.zeros((K, K), dtype=tl.float32)
-        rt = tl.zeros((K, K), dtype=tl.float32)
-        ok = True
-        for j in range(K):
-            row = tl.sum(tl.where(ri[:, None] == j, g, 0.0), axis=0)  # g[j, :]
-            col = tl.sum(tl.where(ci[None, :] == j, g, 0.0), axis=1)  # g[:, j], the same numbers (g is symmetric)
-            d = tl.sum(tl.where(ci == j, row, 0.0))
-            ok = ok & (d > 0) & (d < float("inf"))
-            inv = 1.0 / tl.sqrt(tl.maximum(d, 1e-30))
-            rrow = tl.where(ci >= j, row * inv, 0.0)
-            rcol = tl.where(ri >= j, col * inv, 0.0)
-            r = tl.where(ri[:, None] == j, rrow[None, :], r)
-            rt = tl.where(ci[None, :] == j, rcol[:, None], rt)
-            g = g - rcol[:, None] * rrow[None, :]
-        return r, rt, ok
-
-    @triton.jit
-    def _inverse_upper(r, rt, K: tl.constexpr):
-        """R^-1 of an upper triangular R (given R^T too), column by column: X R = I."""
-        ri, ci = tl.arange(0, K), tl.arange(0, K)
-        x = tl.zeros((K, K), dtype=tl.float32)
-        for c in range(K):
-            v = tl.sum(tl.where(ri[:, None] == c, rt, 0.0), axis=0)  # v[k] = R[k, c]
-            rcc = tl.sum(tl.where(ci == c, v, 0.0))
-            v = tl.where(ci < c, v, 0.0)
-            xcol = (tl.where(ri == c, 1.0, 0.0) - tl.sum(x * v[None, :], axis=1)) / rcc
-            x = tl.where(ci[None, :] == c, xcol[:, None], x)
-        return x
-
-    @triton.jit
-    def _first_pass(part_ptr, nblk, w_ptr, r_ptr, ok_ptr, K: tl.constexpr):
-        """One program per matrix: the Gram's Cholesky R1 and W1 = R1^-1."""
-        b = tl.program_id(0)
-        ri, ci = tl.arange(0, K), tl.arange(0, K)
-        r, rt, ok = _cholesky(_sum_parts(part_ptr, nblk, K), K)
-        w = _inverse_upper(r, rt, K)
-        at = b * K * K + ri[:, None] * K + ci[None, :]
-        tl.store(w_ptr + at, w)
-        tl.store(r_ptr + at, r)
-        tl.store(ok_ptr + b, ok.to(tl.int32))
-
-    @triton.jit
-    def _apply_w(x_ptr, sb, sr, m, w_ptr, q_ptr, part_ptr, BM: tl.constexpr, K: tl.constexpr, PREC: tl.constexpr):
-        """Q1 = X W1 for one block of rows, and that block's share of the second Gram Q1^T Q1."""
-        b, blk = tl.program_id(0), tl.program_id(1)
-        rows = blk * BM + tl.arange(0, BM)
-        cols = tl.arange(0, K)
-        live = (rows < m)[:, None]
-        x = tl.load(x_ptr + b * sb + rows[:, None] * sr + cols[None, :], mask=live, other=0.0)
-        w = tl.load(w_ptr + b * K * K + cols[:, None] * K + cols[None, :])
-        q = tl.dot(x, w, input_precision=PREC)
-        tl.store(q_ptr + b * m * K + rows[:, None] * K + cols[None, :], q, mask=live)
-        g = tl.dot(tl.trans(q), q, input_precision=PREC)
-        tl.store(part_ptr + (b * tl.num_programs(1) + blk) * K * K + cols[:, None] * K + cols[None, :], g)
-
-    @triton.jit
-    def _second_pass(part_ptr, nblk, q_ptr, m, r1_ptr, ok_ptr, z_ptr, t_ptr, h_ptr, y_ptr,
-                     K: tl.constexpr, GRAM_TOL: tl.constexpr, PREC: tl.constexpr):  # fmt: skip
-        """One program per matrix: the second Cholesky (R2, W2), R = R2 R1, the top block of Q = Q1 W2 and its
-        signed LU (E - Q S = Y U); writes the top K rows of H (Y below the diagonal, S R on and above it) and of
-        Y, T = U Y1^-T, and Z = -W2 S U^-1, which turns the rows of Q1 below the top block into those of Y."""
-        b = tl.program_id(0)
-        ri, ci = tl.arange(0, K), tl.arange(0, K)
-        at = b * K * K + ri[:, None] * K + ci[None, :]
-        g2 = _sum_parts(part_ptr, nblk, K)
-        near = tl.max(tl.max(tl.abs(g2 - tl.where(ri[:, None] == ci[None, :], 1.0, 0.0)), axis=1), axis=0)
-        r2, r2t, ok = _cholesky(g2, K)
-        ok = ok & (near < GRAM_TOL) & (tl.load(ok_ptr + b) != 0)
-        w2 = _inverse_upper(r2, r2t, K)
-        r = tl.dot(r2, tl.load(r1_ptr + at), input_precision=PREC)
-        qt = tl.dot(tl.load(q_ptr + b * m * K + ri[:, None] * K + ci[None, :]), w2, input_precision=PREC)
-        u = tl.zeros((K, K), dtype=tl.float32)
-        y1 = tl.zeros((K, K), dtype=tl.float32)
-        s_row = tl.zeros((K,), dtype=tl.float32)  # the signs along columns
-        s_col = tl.zeros((K,), dtype=tl.float32)  # ... and along rows
-        for j in range(K):
-            row = tl.sum(tl.where(ri[:, None] == j, qt, 0.0), axis=0)
-            col = tl.sum(tl.where(ci[None, :] == j, qt, 0.0), axis=1)
-            qjj = tl.sum(tl.where(ci == j, row, 0.0))
-            sj = tl.where(qjj >= 0, -1.0, 1.0)
-            pivot = 1.0 + tl.abs(qjj)
-            lcol = tl.where(ri > j, -sj * col / pivot, tl.where(ri == j, 1.0, 0.0))
-            y1 = tl.where(ci[None, :] == j, lcol[:, None], y1)
-            u = tl.where(ri[:, None] == j, tl.where(ci == j, pivot, tl.where(ci > j, row, 0.0))[None, :], u)
-            s_row = tl.where(ci == j, sj, s_row)
-            s_col = tl.where(ri == j, sj, s_col)
-            # only Q's part of E - Q S changes below row j (E's row j is zero right of the diagonal)
-            qt = qt - tl.where(ri[:, None] > j, lcol[:, None] * row[None, :], 0.0)
-        u = tl.where(ci[None, :] > ri[:, None], u * -s_row[None, :], u)
-        # T Y1^T = U, column by column
-        t = tl.zeros((K, K), dtype=tl.float32)
-        for c in range(K):
-            yrow = tl.sum(tl.where((ri[:, None] == c) & (ci[None, :] < c), y1, 0.0), axis=0)
-            ucol = tl.sum(tl.where(ci[None, :] == c, u, 0.0), axis=1)
-            t = tl.where(ci[None, :] == c, (ucol - tl.sum(t * yrow[None, :], axis=1))[:, None], t)
-        ui = _inverse_upper(u, tl.trans(u), K)
-        z = -tl.dot(w2 * s_row[None, :], ui, input_precision=PREC)
-        tl.store(z_ptr + at, z)
-        tl.store(t_ptr + at, t)
-        top = b * m * K + ri[:, None] * K + ci[None, :]
-        tl.store(h_ptr + top, tl.where(ci[None, :] < ri[:, None], y1, s_col[:, None] * r))
-        tl.store(y_ptr + top, y1)
-        tl.store(ok_ptr + b, ok.to(tl.int32))
-
-    @triton.jit
-    def _rows_y(q_ptr, m, z_ptr, h_ptr, y_ptr, BM: tl.constexpr, K: tl.constexpr, PREC: tl.constexpr):
-        """Rows below the top block: Y = Q1 Z, into H and Y."""
-        b, blk = tl.program_id(0), tl.program_id(1)
-        rows = blk * BM + tl.arange(0, BM)
-        cols = tl.arange(0, K)
-        live = ((rows < m) & (rows >= K))[:, None]
-        at = b * m * K + rows[:, None] * K + cols[None, :]
-        q = tl.load(q_ptr + at, mask=live, other=0.0)
-        y = tl.dot(q, tl.load(z_ptr + b * K * K + cols[:, None] * K + cols[None, :]), input_precision=PREC)
-        tl.store(h_ptr + at, y, mask=live)
-        tl.store(y_ptr + at, y, mask=live)
+        load_variant(FAMILY)
+        _FAMILY.append(sys.modules["submission"])
+    return _FAMILY[0]
 
 
 def triton_leaf(p: torch.Tensor, bm: int = 128, prec: str = "ieee", warps: int = 4):
-    """The same leaf in five launches (Gram partials, first Cholesky and inverse, Q1 and the second Gram's
-    partials, second Cholesky with the signed LU of the top block, the rows of Y): H (b, m, k), Y, T and whether
-    each matrix's panel held. k must be 16, 32 or 64 (a power of two for tl.dot), m >= k. `warps`: of the two
-    one-program kernels, whose 32-step loops are chains of reductions over a k x k tile."""
+    """The family's Triton leaf (five launches): H (b, m, k), Y, T and whether each matrix's panel held; where it
+    did not, H, Y and T are not written (the family's Householder leaf factors that matrix). k 16 or 32, m >= k."""
+    fam = family()
     b, m, k = p.shape
-    nblk = triton.cdiv(m, bm)
-    f32 = dict(dtype=torch.float32, device=p.device)
-    part = torch.empty(b, nblk, k, k, **f32)
-    w1, r1, z, t = (torch.empty(b, k, k, **f32) for _ in range(4))
-    q1, h, y = (torch.empty(b, m, k, **f32) for _ in range(3))
-    ok = torch.empty(b, dtype=torch.int32, device=p.device)
-    sb, sr = p.stride(0), p.stride(1)
-    assert p.stride(2) == 1, "the panel's columns must be contiguous"
-    _gram_part[(b, nblk)](p, sb, sr, m, part, BM=bm, K=k, PREC=prec)
-    _first_pass[(b,)](part, nblk, w1, r1, ok, K=k, num_warps=warps)
-    _apply_w[(b, nblk)](p, sb, sr, m, w1, q1, part, BM=bm, K=k, PREC=prec)
-    _second_pass[(b,)](part, nblk, q1, m, r1, ok, z, t, h, y, K=k, GRAM_TOL=GRAM_TOLERANCE, PREC=prec,
-                       num_warps=warps)  # fmt: skip
-    _rows_y[(b, nblk)](q1, m, z, h, y, BM=bm, K=k, PREC=prec)
+    h, y = torch.zeros_like(p), torch.zeros_like(p)
+    tau, t = p.new_zeros(b, k), p.new_zeros(b, k, k)
+    ok = fam._cholqr_leaf(h, tau, y, t, src=p, bm=bm, prec=prec, warps=warps)
     return h, y, t, ok.bool()
 
 
@@ -273,10 +124,11 @@ def blocked_qr(a: torch.Tensor, leaf=None) -> tuple[torch.Tensor, torch.Tensor, 
     b, n, _ = a.shape
     tau = torch.zeros(b, n, dtype=a.dtype, device=a.device)
     fell = total = 0
-    for k0 in range(0, n, LEAF):
-        k = min(LEAF, n - k0)
+    nb = family()._CHOLQR_NB
+    for k0 in range(0, n, nb):
+        k = min(nb, n - k0)
         p = a[:, k0:, k0 : k0 + k]
-        h, y, t, ok = (leaf if leaf is not None and k == LEAF else torch_leaf)(p)
+        h, y, t, ok = (leaf if leaf is not None and k == nb else torch_leaf)(p)
         if not ok.all():
             hb, yb, tb = householder_leaf(p[~ok])
             h[~ok], y[~ok], t[~ok] = hb, yb, tb
@@ -292,45 +144,57 @@ def blocked_qr(a: torch.Tensor, leaf=None) -> tuple[torch.Tensor, torch.Tensor, 
 LEAF_SHAPES = ((2, 4096), (2, 2048), (8, 2048), (8, 1024), (60, 1024), (60, 512), (640, 512), (640, 256))
 
 
-def time_leaves(family: str, reps: int = 50) -> list[dict]:
+def time_leaves(path: str, reps: int = 50) -> list[dict]:
     """GPU time of one 32-column leaf per panel shape (batch, rows), each in a CUDA graph (as the family's route
-    runs it), copy-in included on both sides: the family's own leaf (cooperative where its plan says so, else its
-    tile-QR leaves over the same 32 columns) against this Triton leaf at three row blocks and two precisions, and
-    with 1 or 2 warps in its one-program kernels."""
-    from tracker.capture.worker import load_variant
-
-    load_variant(family)
-    fam = sys.modules["submission"]
+    runs it), copy-in included: the family's Householder leaf (cooperative where its plan says so, else its
+    tile-QR leaves over the same 32 columns), its CholeskyQR2 route as _CHOLQR runs it (that leaf, then the
+    Householder launch that every matrix whose panel held leaves at once), and the CholeskyQR2 leaf alone at three
+    row blocks and two precisions, and with 1, 2 or 8 warps in its one-program kernels."""
+    global FAMILY
+    FAMILY = path
+    fam = family()
+    if not hasattr(fam, "_cholqr_leaf"):
+        raise SystemExit(f"{path} has no CholeskyQR2 leaf (_cholqr_leaf)")
     rows = []
     for b, m in LEAF_SHAPES:
         for name, us in _time_shape(fam, b, m, reps).items():
             rows.append({"batch": b, "rows": m, "leaf": name, "us": round(us, 2)})
-            print(f"{b:4}x{m:<5} {name:24} {us:9.2f} us a leaf", flush=True)
+            print(f"{b:4}x{m:<5} {name:32} {us:9.2f} us a leaf", flush=True)
     return rows
 
 
 def _time_shape(fam, b: int, m: int, reps: int) -> dict[str, float]:
-    src = torch.randn(b, m, LEAF, device="cuda")
+    k = fam._CHOLQR_NB
+    src = torch.randn(b, m, k, device="cuda")
     p = torch.empty_like(src)
-    tau = torch.empty(b, LEAF, device="cuda")
-    v = torch.zeros(b, m, LEAF, device="cuda")
-    t = torch.zeros(b, LEAF, LEAF, device="cuda")
+    tau = torch.empty(b, k, device="cuda")
+    v = torch.zeros(b, m, k, device="cuda")
+    t = torch.zeros(b, k, k, device="cuda")
     plan = fam._coop_plan(p, m)
-    nb = LEAF if plan else fam._leaf_width(m, b)
+    nb = k if plan else fam._leaf_width(m, b)
 
-    def theirs():
+    def householder(held=None):
         if plan:
-            fam._coop_leaf(p, tau, v, t, *plan)
-            return
-        for c in range(0, LEAF, nb):  # narrower tile-QR leaves: a lower bound (their updates in between are left out)
-            fam._leaf(p[:, c:, c : c + nb], tau[:, c : c + nb], v[:, c:, c : c + nb], t[:, c : c + nb, c : c + nb])
+            fam._coop_leaf(p, tau, v, t, *plan, held=held)
+        elif held is not None:  # the route's fallback: one leaf as wide as the CholeskyQR2 one
+            fam._leaf(p, tau, v, t, held=held)
+        else:  # narrower tile-QR leaves: a lower bound (their updates in between are left out)
+            for c in range(0, k, nb):
+                fam._leaf(p[:, c:, c : c + nb], tau[:, c : c + nb], v[:, c:, c : c + nb], t[:, c : c + nb, c : c + nb])
 
-    contenders = {("cooperative" if plan else f"tile QR, {LEAF // nb} x {nb} wide"): theirs}
+    contenders = {
+        ("cooperative" if plan else f"tile QR, {k // nb} x {nb} wide"): householder,
+        "cholqr2 route (knob defaults)": lambda: householder(fam._cholqr_leaf(p, tau, v, t)),
+    }
     for bm in (64, 128, 256):
         for prec in ("ieee", "tf32x3"):
-            contenders[f"cholqr2 bm{bm} {prec}"] = lambda bm=bm, prec=prec: triton_leaf(p, bm, prec)
-    for warps in (1, 2):
-        contenders[f"cholqr2 bm128 ieee {warps}w"] = lambda warps=warps: triton_leaf(p, 128, "ieee", warps)
+            contenders[f"cholqr2 bm{bm} {prec}"] = lambda bm=bm, prec=prec: fam._cholqr_leaf(
+                p, tau, v, t, bm=bm, prec=prec
+            )
+    for warps in (1, 2, 8):
+        contenders[f"cholqr2 bm128 ieee {warps}w"] = lambda warps=warps: fam._cholqr_leaf(
+            p, tau, v, t, bm=128, prec="ieee", warps=warps
+        )
     out = {}
     for name, leaf in contenders.items():
 
@@ -372,7 +236,7 @@ def main() -> int:
     ap.add_argument("--json", help="write the rows here too")
     ap.add_argument("--time-leaf", metavar="FAMILY", help="on a GPU: time one leaf per panel shape against FAMILY's")
     args = ap.parse_args()
-    if (args.time_leaf or args.leaf == "triton") and triton is None:
+    if (args.time_leaf or args.leaf == "triton") and importlib.util.find_spec("triton") is None:
         ap.error("Triton is not installed: --time-leaf and --leaf triton need it")
     if args.time_leaf and not torch.cuda.is_available():
         ap.error("--time-leaf times CUDA graphs: it needs a GPU")

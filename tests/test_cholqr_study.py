@@ -82,7 +82,7 @@ def test_the_study_runs_the_gates_and_counts_fallbacks(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = {r["case"]: r for r in json.loads(out.read_text())}
     assert rows[0]["passed"] and rows[7]["passed"] and "rankdef" in rows[7]["spec"]
-    assert rows[7]["fallback_panels"] > 0 and rows[7]["panels"] == 16 * 512 // study.LEAF
+    assert rows[7]["fallback_panels"] > 0 and rows[7]["panels"] == 16 * 512 // study.family()._CHOLQR_NB
     assert rows[7]["factor_res"] < 20 and rows[7]["geqrf_factor_res"] is not None
 
 

@@ -140,3 +140,58 @@ def test_fused_wy_lean_step_agrees_with_the_plain_step():
                 assert (t1 - t0).abs().max() <= 1e-4, f"{batch}x{n}: tau moved"
     finally:
         setattr(mod, knob, saved)
+
+
+def test_fused_wy_cholqr_leaf_is_the_householder_leaf_and_falls_back_per_matrix():
+    """_CHOLQR (the CholeskyQR2 leaf, a GPU knob), interpreted. Where a panel holds, the leaf writes what the
+    Householder leaf writes (H, tau, V, T) to rounding; where it does not (two equal columns), it leaves that
+    matrix alone and the Householder leaf, told which ones held, factors exactly the others. Through
+    custom_kernel (leaves also from the input and with V^T): the gates hold, a rank-deficient input's last panel
+    falls back, and the input stays as it was."""
+    load_variant(os.path.join(ROOT, "kernels", "fused_wy.py"))
+    mod = sys.modules["submission"]
+    torch.manual_seed(0)
+    p = torch.randn(3, 150, 32)
+    p[1, :, 7] = p[1, :, 2]
+
+    def buffers():
+        return p.clone(), torch.zeros(3, 32), torch.zeros(3, 150, 32), torch.zeros(3, 32, 32)
+
+    mine, theirs = buffers(), buffers()
+    held = mod._cholqr_leaf(*mine)
+    assert held.tolist() == [1, 0, 1]
+    assert torch.equal(mine[0][1], p[1]) and not mine[1][1].any() and not mine[2][1].any() and not mine[3][1].any()
+    written = [x.clone() for x in mine]
+    mod._leaf(*mine, held=held)
+    mod._leaf(*theirs)
+    for name, a, b, before in zip(("H", "tau", "V", "T"), mine, theirs, written, strict=True):
+        assert torch.equal(a[1], b[1]), f"{name}: the fallback did not factor the matrix that did not hold"
+        assert torch.equal(a[[0, 2]], before[[0, 2]]), f"{name}: the fallback touched a matrix that held"
+        assert (a - b).abs().max() <= 1e-5 * max(1.0, float(b.abs().max())), f"{name} differs from Householder's"
+
+    route = {"_CHOLQR": True, "_CHOLQR_MIN_ROWS": 16, "_GEMM_ON_CPU": True, "_SMALL_MAX": 0, "_FUSED_MIN_PROGRAMS": 1}
+    saved = {k: getattr(mod, k) for k in (*route, "_cholqr_leaf")}
+    flags = []
+
+    def recorded(*args, **kwargs):  # the real leaf; only what it returns is kept
+        ok = saved["_cholqr_leaf"](*args, **kwargs)
+        flags.append(ok.tolist())
+        return ok
+
+    try:
+        for k, v in route.items():
+            setattr(mod, k, v)
+        mod._cholqr_leaf = recorded
+        for batch, n, cond, case in [(2, 130, 1, "dense"), (2, 96, 0, "rankdef")]:
+            flags.clear()
+            a = generate(Case(batch, n, cond, 99 + n, case))
+            a0 = a.clone()
+            out = mod.custom_kernel(a)
+            assert torch.equal(a, a0), "input mutated"
+            assert check_qr(a0, out).passed, f"{batch}x{n} {case}"
+            assert flags and all(flags[0]), f"{case}: the first panel should hold"
+            if case == "rankdef":
+                assert not all(flags[-1]), "the panel past the rank should fall back"
+    finally:
+        for k, v in saved.items():
+            setattr(mod, k, v)
