@@ -8,7 +8,7 @@ the Triton the GPU machine has (3.6 on the H200: `pip install triton==3.6.0` int
 what it will run; another version prints its own code generation.
 
     python scripts/sass_report.py kernels/fused_wy.py _tile_qr_kernel --ptrs src,dst --warps 8 \\
-        BM=512 BW=16 WRITE_VT=1 WRITE_VTT=1 LEAN=0 / LEAN=1
+        BM=512 BW=16 WRITE_VT=1 WRITE_VTT=1 SKIP_HELD=0 LEAN=0 / LEAN=1
 
 Arguments: FILE KERNEL, then constexpr settings (K=V, Python literals); `/` starts another setting, which inherits
 the previous one's values. Parameters named *_ptr or listed in --ptrs are float32 pointers, the other non-constexpr

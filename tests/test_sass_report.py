@@ -15,7 +15,7 @@ def _run(*args):
 
 
 def test_two_settings_of_the_tile_qr_kernel_report_registers_and_sass_counts():
-    tile = ("BM=32", "BW=32", "WRITE_VT=0", "WRITE_VTT=0")
+    tile = ("BM=32", "BW=32", "WRITE_VT=0", "WRITE_VTT=0", "SKIP_HELD=0")
     r = _run("_tile_qr_kernel", "--ptrs", "src,dst", "--warps", "2", *tile, "LEAN=0", "/", "LEAN=1")
     assert r.returncode == 0, r.stderr
     lines = [x for x in r.stdout.splitlines() if x.startswith("BM=32")]
