@@ -40,7 +40,9 @@ fused_wy_tagged, run 40dd18af1bdb, 2,829 us against 2,767-2,824 for three runs o
 reach, 8x2048 9,439 against 10,247-10,272 us and 2x4096 20,947 against 21,892-22,086 (paired screen: 0.909, 0.941,
 40x352 0.982), while code they do not touch drifted +5%; now the defaults (session 30). Session 30: the Gluon leaf
 (whole columns per warp, one barrier a step) and a runner launch for every route kernel rejected in the screen
-(kernels/NOTES.md), their knobs gone.
+(kernels/NOTES.md), their knobs gone. Session 33: knob _CHOLQR (leaf panels by CholeskyQR2 with Householder
+reconstruction, the Householder leaf for the matrices whose panel did not hold; scripts/cholqr_leaf_study.py),
+checked in Triton's interpreter, not yet run on a GPU.
 """
 
 import os  # noqa: E402
