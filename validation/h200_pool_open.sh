@@ -6,10 +6,11 @@
 #   bash validation/h200_pool_open.sh COMMIT SECONDS
 #
 # In priority order: issue 19 item 3 (five fidelity rounds of cases 1 and 2 for graphed and fused_wy, with the
-# harness's recheck in the timing process), item 6 (three A/A sessions of graphed, two rounds each), issue 23
+# harness's recheck in the timing process), issue 23's CholeskyQR2 leaf (its probes; the tests and benchmark of
+# knob variant fused_wy_cholqr), item 6 (three A/A sessions of graphed, two rounds each), issue 23
 # item 3 / issue 21 item 10 (two repeats of fused_wy_tagged, a profiled run of kernels/fused_wy.py), item 4 (the
 # folder route against the harness on 640x512, cases 3 and 7, two rounds). On four GPUs the first four jobs
-# fill a 585 s call; on eight, all but the last. Needs the contest's folder under artifacts/rk (carry artifacts,
+# fill a 585 s call; on eight, the first eight. Needs the contest's folder under artifacts/rk (carry artifacts,
 # .whl, .tools). Results: $OUT/pool.tgz (every job's JSON and stderr, one export of all new runs, the GPU logs);
 # the tables are printed (validation/fidelity_sessions.py, validation/pairs_table.py on the unpacked pool/).
 . validation/device_env.sh "${1:-}" "${2:-}"
@@ -21,6 +22,9 @@ nvidia-smi --query-gpu=index,name,clocks.sm,clocks.mem,temperature.gpu,power.dra
 # The repeats need their parents in the store, and fused_wy_tagged's source is that of a shipped run.
 python3 -m tracker import --store $R/seed.duckdb samples/*/ > /dev/null 2>&1
 python3 -m tracker show 40dd18af1bdb --source --store $R/seed.duckdb > .kscratch/variants/fused_wy_tagged.py
+python3 scripts/knob_variant.py kernels/fused_wy.py .kscratch/variants fused_wy_cholqr "the CholeskyQR2 leaf on outer \
+panels of 1,024 rows or more (2x4096, 8x2048, the first panel of 60x1024) instead of the cooperative leaf's 64 \
+cross-program reductions a leaf (kernels/NOTES.md, session 33)" _CHOLQR=True > /dev/null
 # Each job ends 30 s before the deadline (SIGTERM: a session reports what its stored runs say), so the export
 # below always runs.
 stop='timeout -s TERM $(( DEADLINE - $(date +%s) - 30 ))'
@@ -35,6 +39,15 @@ repeat_note="repeat of a best-three variant (issue 23 item 3), no verdict: the s
 {
   job 500 fid_graphed_c1-2 0 fidelity kernels/graphed.py --problem $PROBLEM --rounds 5 --cases 1,2 --timeout 300
   job 500 fid_fused_wy_c1-2 0 fidelity kernels/fused_wy.py --problem $PROBLEM --rounds 5 --cases 1,2 --timeout 300
+  # issue 23: the CholeskyQR2 leaf timed per panel shape and gated with its compiled kernels (scripts/fused-s33.txt's
+  # probes), then knob variant fused_wy_cholqr's tests and, if they pass, its benchmark run
+  echo "400 $stop python3 scripts/cholqr_leaf_study.py --time-leaf kernels/fused_wy.py --json $R/leaf-time.json \
+> $R/leaf.log 2>&1; $stop python3 scripts/cholqr_leaf_study.py --leaf triton --suite both --json $R/leaf-gates.json \
+>> $R/leaf.log 2>&1"
+  cholqr=".kscratch/variants/fused_wy_cholqr.py --family qr-fused --parent fused_wy_tagged --quiet --timeout 500"
+  echo "500 cp $R/seed.duckdb $R/stores/cholqr.duckdb && $stop python3 -m tracker run $cholqr --mode test \
+--store $R/stores/cholqr.duckdb --json > $R/cholqr-test.json 2> $R/cholqr-test.err && $stop python3 -m tracker run \
+$cholqr --store $R/stores/cholqr.duckdb --json > $R/cholqr-bench.json 2> $R/cholqr-bench.err"
   for i in 1 2 3; do
     job 540 aa-$i 0 ab kernels/graphed.py kernels/graphed.py --rounds 2 --timeout 300
   done
