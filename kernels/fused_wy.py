@@ -712,9 +712,9 @@ def _coop_leaf(p, tau, v, t, nprog, bm, held=None):
 # whose second Gram is off the identity by _CHOLQR_GRAM_TOL or more (rank-deficient, near-rank, clustered inputs)
 # is left as it was, and the Householder leaf factors that matrix (its SKIP_HELD).
 
-_CHOLQR = False
+_CHOLQR = False  # off until the H200 times it (scripts/fused-s33.txt)
 _CHOLQR_MIN_ROWS = 1024  # outer panels at least this tall take it (with leaves _CHOLQR_NB wide)
-_CHOLQR_NB = 32
+_CHOLQR_NB = 32  # 16 or 32 (its tl.dot tiles); a narrower last leaf takes the Householder leaf
 _CHOLQR_BM = 128  # rows per program of its row-block kernels
 _CHOLQR_WARPS = 4  # of its two one-program-per-matrix kernels (chains of reductions over a K x K tile)
 _CHOLQR_PREC = "ieee"  # the Gram products: a Cholesky squares the panel's condition number
