@@ -164,12 +164,40 @@ def time_leaves(path: str, reps: int = 50) -> list[dict]:
 
 
 def _time_shape(fam, b: int, m: int, reps: int) -> dict[str, float]:
-    k = fam._CHOLQR_NB
-    src = torch.randn(b, m, k, device="cuda")
+    src = torch.randn(b, m, fam._CHOLQR_NB, device="cuda")
     p = torch.empty_like(src)
-    tau = torch.empty(b, k, device="cuda")
-    v = torch.zeros(b, m, k, device="cuda")
-    t = torch.zeros(b, k, k, device="cuda")
+    out = {}
+    for name, leaf in leaf_contenders(fam, p)[0].items():
+
+        def step(leaf=leaf):
+            p.copy_(src)
+            leaf()
+
+        step()  # compile
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(10):
+                step()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        graph.replay()
+        start.record()
+        for _ in range(reps):
+            graph.replay()
+        end.record()
+        torch.cuda.synchronize()
+        out[name] = start.elapsed_time(end) * 1e3 / (reps * 10)
+    return out
+
+
+def leaf_contenders(fam, p: torch.Tensor) -> tuple[dict, torch.Tensor]:
+    """The leaves --time-leaf times, by name, each a call that factors panel p (b, m, 32) in place, and the tau
+    they write: all but the family's narrower tile-QR leaves (no updates in between) leave a Householder QR of p
+    (H in p, the reflectors' scales in tau)."""
+    b, m, k = p.shape
+    tau = torch.empty(b, k, device=p.device)
+    v = torch.zeros(b, m, k, device=p.device)
+    t = torch.zeros(b, k, k, device=p.device)
     plan = fam._coop_plan(p, m)
     nb = k if plan else fam._leaf_width(m, b)
 
@@ -195,28 +223,7 @@ def _time_shape(fam, b: int, m: int, reps: int) -> dict[str, float]:
         contenders[f"cholqr2 bm128 ieee {warps}w"] = lambda warps=warps: fam._cholqr_leaf(
             p, tau, v, t, bm=128, prec="ieee", warps=warps
         )
-    out = {}
-    for name, leaf in contenders.items():
-
-        def step(leaf=leaf):
-            p.copy_(src)
-            leaf()
-
-        step()  # compile
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(10):
-                step()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        graph.replay()
-        start.record()
-        for _ in range(reps):
-            graph.replay()
-        end.record()
-        torch.cuda.synchronize()
-        out[name] = start.elapsed_time(end) * 1e3 / (reps * 10)
-    return out
+    return contenders, tau
 
 
 RESIDUALS = ("factor_res", "orth_res")  # scaled as the gates scale them (limits: tracker/workloads/qr_v2/gates.py)

@@ -100,3 +100,27 @@ def test_bad_requests_are_usage_errors_not_tracebacks():
     if not torch.cuda.is_available():
         bad = run("--time-leaf", "kernels/fused_wy.py")
         assert bad.returncode == 2 and "needs a GPU" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_every_leaf_the_gpu_probe_times_runs_and_factors_its_panel():
+    """--time-leaf's contenders, called as the probe calls them (in Triton's interpreter here, without the CUDA
+    graph): each factors the panel, so a broken probe shows here rather than in a device call."""
+    pytest.importorskip("triton")
+    code = (
+        "import json, sys, torch; sys.path.insert(0, 'scripts'); import cholqr_leaf_study as s\n"
+        "fam = s.family(); torch.manual_seed(3); src = torch.randn(2, 64, fam._CHOLQR_NB); p = torch.empty_like(src)\n"
+        "leaves, tau = s.leaf_contenders(fam, p); out = {}\n"
+        "for name, leaf in leaves.items():\n"
+        "    p.copy_(src); leaf()\n"
+        "    q = torch.linalg.householder_product(p, tau)\n"
+        "    out[name] = float((q @ torch.triu(p[:, : p.shape[2]]) - src).abs().max())\n"
+        "print(json.dumps(out))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "TRITON_INTERPRET": "1"},
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    errors = json.loads(proc.stdout.splitlines()[-1])
+    assert len(errors) == 11 and any(name.startswith("tile QR") for name in errors)
+    for name, err in errors.items():
+        if not name.startswith("tile QR"):  # the narrower leaves without their updates are no QR of the panel
+            assert err < 1e-4, f"{name}: |QR - P| = {err}"
