@@ -149,7 +149,8 @@ def time_leaves(path: str, reps: int = 50) -> list[dict]:
     runs it), copy-in included: the family's Householder leaf (cooperative where its plan says so, else its
     tile-QR leaves over the same 32 columns), its CholeskyQR2 route as _CHOLQR runs it (that leaf, then the
     Householder launch that every matrix whose panel held leaves at once), and the CholeskyQR2 leaf alone at three
-    row blocks and two precisions, and with 1, 2 or 8 warps in its one-program kernels."""
+    row blocks and two precisions, and with 1, 2 or 8 warps in its one-program kernels; then the route's time per
+    kernel."""
     global FAMILY
     FAMILY = path
     fam = family()
@@ -157,10 +158,30 @@ def time_leaves(path: str, reps: int = 50) -> list[dict]:
         raise SystemExit(f"{path} has no CholeskyQR2 leaf (_cholqr_leaf)")
     rows = []
     for b, m in LEAF_SHAPES:
-        for name, us in _time_shape(fam, b, m, reps).items():
+        for name, us in [*_time_shape(fam, b, m, reps).items(), *_route_kernels(fam, b, m).items()]:
             rows.append({"batch": b, "rows": m, "leaf": name, "us": round(us, 2)})
             print(f"{b:4}x{m:<5} {name:32} {us:9.2f} us a leaf", flush=True)
     return rows
+
+
+def _route_kernels(fam, b: int, m: int, reps: int = 20) -> dict[str, float]:
+    """Where the CholeskyQR2 route's time goes: device time per kernel of one leaf, from torch's profiler over
+    eager calls (kernel durations only, no launch gaps), as "kernel NAME"."""
+    from torch.profiler import ProfilerActivity, profile
+
+    src = torch.randn(b, m, fam._CHOLQR_NB, device="cuda")
+    p = torch.empty_like(src)
+    route = leaf_contenders(fam, p)[0]["cholqr2 route (knob defaults)"]
+    for _ in range(3):
+        p.copy_(src)
+        route()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            p.copy_(src)  # the panel itself each time (on its own output the leaf could fall back); shown too
+            route()
+        torch.cuda.synchronize()
+    return {f"kernel {e.key[:40]}": e.device_time_total / reps for e in prof.key_averages() if e.device_time_total > 0}
 
 
 def _time_shape(fam, b: int, m: int, reps: int) -> dict[str, float]:
