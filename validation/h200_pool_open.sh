@@ -22,6 +22,8 @@ nvidia-smi --query-gpu=index,name,clocks.sm,clocks.mem,temperature.gpu,power.dra
 # The repeats need their parents in the store, and fused_wy_tagged's source is that of a shipped run.
 python3 -m tracker import --store $R/seed.duckdb samples/*/ > /dev/null 2>&1
 python3 -m tracker show 40dd18af1bdb --source --store $R/seed.duckdb > .kscratch/variants/fused_wy_tagged.py
+# ... and fused_wy's profile is of the source its three runs had (kernels/fused_wy.py has a knob more since)
+python3 -m tracker show 4c2abf1792b5 --source --store $R/seed.duckdb > .kscratch/variants/fused_wy.py
 python3 scripts/knob_variant.py kernels/fused_wy.py .kscratch/variants fused_wy_cholqr "the CholeskyQR2 leaf on outer \
 panels of 1,024 rows or more (2x4096, 8x2048, the first panel of 60x1024) instead of the cooperative leaf's 64 \
 cross-program reductions a leaf (kernels/NOTES.md, session 33)" _CHOLQR=True > /dev/null
@@ -55,7 +57,7 @@ $cholqr --store $R/stores/cholqr.duckdb --json > $R/cholqr-bench.json 2> $R/chol
     job 420 run-tagged-$i 1 run .kscratch/variants/fused_wy_tagged.py --family qr-fused --parent fused_wy_lean \
       --note "'$repeat_note 40dd18af1bdb'" --quiet --timeout 500
   done
-  job 450 run-fused_wy-profile 1 run kernels/fused_wy.py --family qr-fused --parent fused_wy_tagged --profile \
+  job 450 run-fused_wy-profile 1 run .kscratch/variants/fused_wy.py --family qr-fused --parent fused_wy_tagged --profile \
     --note "'$repeat_note 4c2abf1792b5, with the profiler (issue 21 item 10)'" --quiet --timeout 500
   job 500 fid_fused_wy_c3-7 0 fidelity kernels/fused_wy.py --problem $PROBLEM --rounds 2 --cases 3,7 --timeout 300
 } > $R/jobs.txt
