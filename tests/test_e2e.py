@@ -151,6 +151,9 @@ def _browse():
         pg.set_default_timeout(60_000)
         errors: list[str] = []
         pg.on("pageerror", lambda exc: errors.append(str(exc)))
+        # A chart whose marks get no coordinates says so only here ("<line> attribute y2: Expected length, NaN"):
+        # the Compare page's bars were blank that way, on a log axis from zero.
+        pg.on("console", lambda m: errors.append(m.text) if m.type == "error" and "NaN" in m.text else None)
         # Nothing may leave the machine (issue 21: the favicon came from fonts.gstatic.com): only the dashboard's
         # own server, and data: or blob: URLs the page makes itself.
         away: list[str] = []

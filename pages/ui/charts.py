@@ -200,8 +200,17 @@ def grouped_bars_chart(cmp: RunComparison, a: Mapping[str, Any], b: Mapping[str,
     frame = pd.DataFrame(rows, columns=["case", "side", "mean", "err", "lo", "hi"])
     means = frame["mean"].tolist()
     ticks = log_ticks(min(means), max(means)) if means else {}
-    x = {"field": "case", "type": "nominal", "sort": labels, "title": None, "axis": {"labelAngle": -30}}
-    y = {"field": "mean", "type": "quantitative", "scale": {"type": "log"}, "title": "time (µs, log)",
+    # A bar on a log axis needs a floor to stand on: from zero, Vega draws nothing (its y2 is NaN).
+    floor = min(frame["lo"]) / 1.5 if means else 1.0
+    scale = {"type": "log", "domain": [floor, max(frame["hi"]) * 1.5] if means else [1, 10]}
+    x = {
+        "field": "case",
+        "type": "nominal",
+        "sort": labels,
+        "title": None,
+        "axis": {"labelAngle": -30, "labelOverlap": False, "labelLimit": 160},
+    }  # every case named
+    y = {"field": "mean", "type": "quantitative", "scale": scale, "title": "time (µs, log)",
          "axis": {"format": ",~r"} | ({"values": ticks["tickvals"]} if ticks else {})}  # fmt: skip
     side = {"field": "side", "type": "nominal"}
     spec = {
@@ -211,14 +220,13 @@ def grouped_bars_chart(cmp: RunComparison, a: Mapping[str, Any], b: Mapping[str,
         "encoding": {"x": x, "xOffset": side},
         "layer": [
             {"mark": {"type": "bar"},
-             "encoding": {"y": y, "color": side | {"scale": {"range": ["#1f77b4", "#ff7f0e"]},
+             "encoding": {"y": y, "y2": {"datum": floor}, "color": side | {"scale": {"range": ["#1f77b4", "#ff7f0e"]},
                                                    "legend": {"orient": "top", "title": None, "labelLimit": 500}},
                           "tooltip": [{"field": "case"}, {"field": "side", "title": "run"},
                                       {"field": "mean", "title": "mean (µs)", "format": ",.2f"},
                                       {"field": "err", "title": "± standard error (µs)", "format": ",.2f"}]}},
             {"mark": {"type": "rule", "color": "#333"},
-             "encoding": {"y": {"field": "lo", "type": "quantitative", "scale": {"type": "log"}},
-                          "y2": {"field": "hi"}}},
+             "encoding": {"y": {"field": "lo", "type": "quantitative", "scale": scale}, "y2": {"field": "hi"}}},
         ],
     }  # fmt: skip
     return frame, spec
@@ -238,7 +246,7 @@ def speedup_chart(cmp: RunComparison) -> Chart:
     hi = max([*frame["speedup"], 1.0])
     pad = (math.log10(hi) - math.log10(lo)) * 0.15 + 0.02
     x = {"field": "case", "type": "nominal", "sort": [c.case for c in cases], "title": None,
-         "axis": {"labelAngle": -30}}  # fmt: skip
+         "axis": {"labelAngle": -30, "labelOverlap": False, "labelLimit": 160}}  # fmt: skip
     y = {"field": "speedup", "type": "quantitative", "title": "speedup (log)",
          "scale": {"type": "log", "domain": [10 ** (math.log10(lo) - pad), 10 ** (math.log10(hi) + pad)]}}  # fmt: skip
     spec = {
