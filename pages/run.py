@@ -120,13 +120,7 @@ if run.get("compile_cache") == "warm":  # NULL (older runs), cold and off all co
 # Over every run and seed of the variant: passing close to a gate today may fail on a hidden seed tomorrow.
 _margin = common.gate_margins([run["variant_sha256"]]).get(run["variant_sha256"])
 if _margin and _margin["near"]:
-    _c = _margin["closest"]
-    st.warning(
-        f"Within {margins.NEAR:g}x of the {_c['gate'].removesuffix('_res')} gate: on {common.md(_c['case'])} the "
-        f"worst scaled residual over {_c['runs']} run(s) of this variant is {_c['worst']:.3g} of {_c['tolerance']:g} "
-        f"({_c['ratio']:.0%} of the tolerance).",
-        icon=":material/speed:",
-    )
+    st.warning(common.md(margins.closest_text(_margin["closest"])), icon=":material/speed:")
 
 m = st.columns(4)
 m[0].metric("Geomean", f"{views.fmt_us(run.get('geomean_us'))} µs")

@@ -8,7 +8,7 @@ import json
 from datetime import timedelta
 
 from tests.conftest import T0, kernel_source, make_record, open_page
-from tracker.analysis.margins import gate_margins
+from tracker.analysis.margins import closest_text, gate_margins
 from tracker.cli.main import main
 from tracker.store import Store
 from tracker.workloads.qr_v2.gates import FACTOR_TOL
@@ -36,6 +36,17 @@ def test_margins_take_the_worst_run_and_flag_within_a_factor_2(tmp_path):
     c = m[edgy]["closest"]
     assert (c["gate"], c["case_idx"], c["runs"]) == ("factor_res", 3, 2) and c["ratio"] == 0.6
     assert {x["gate"] for x in m[base]["cases"]} == {"factor_res", "orth_res"} and len(m[base]["cases"]) == 24
+
+
+def test_a_gate_a_run_failed_is_said_to_be_over_not_near():
+    """The Run page of a failed run read "Within 2x of the factor gate ... 57.3 of 20 (286% of the tolerance)"."""
+    near = {"gate": "factor_res", "case": "16x512 c2 mixed", "worst": 12.0, "tolerance": 20.0, "ratio": 0.6, "runs": 2}
+    assert closest_text(near).startswith("Within 2x of the factor gate: on 16x512 c2 mixed") and "60%" in closest_text(
+        near
+    )
+    over = near | {"worst": 57.3, "ratio": 57.3 / 20}
+    text = closest_text(over)
+    assert text.startswith("Over the factor gate:") and "2.9x the tolerance" in text and "Within" not in text
 
 
 def test_since_run_page_and_leaderboard_flag_it(tmp_path, monkeypatch, capsys):

@@ -34,6 +34,17 @@ def gate_margins(residuals: pd.DataFrame) -> dict[str, dict[str, Any]]:
     return out
 
 
+def closest_text(closest: dict[str, Any]) -> str:
+    """A variant's closest gate in one sentence: within NEAR of it, or over it (a run or seed failed it: no near
+    miss)."""
+    gate = closest["gate"].removesuffix("_res")
+    where = (f"on {closest['case']} the worst scaled residual over {closest['runs']} run(s) of this variant is "
+             f"{closest['worst']:.3g} of {closest['tolerance']:g}")  # fmt: skip
+    if closest["ratio"] > 1:
+        return f"Over the {gate} gate: {where} ({closest['ratio']:.2g}x the tolerance; a run failed it)."
+    return f"Within {NEAR:g}x of the {gate} gate: {where} ({closest['ratio']:.0%} of the tolerance)."
+
+
 def closer_than_parent(parents: pd.DataFrame, margins: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """The runs (from Store.run_parents) whose variant runs closer to a gate than its parent's variant does, on the
     cases both were checked on: per gate, the child's highest ratio at least CLOSER times the parent's. One entry per
