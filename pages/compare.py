@@ -65,6 +65,8 @@ if bundle_a is None or bundle_b is None:
     st.stop()
 run_a, run_b = bundle_a["run"], bundle_b["run"]
 md = common.md  # every stored value below goes into Markdown through it: shown as text, never as links or HTML
+if run_a["run_id"] == run_b["run_id"]:
+    st.info("A and B are the same run: every ratio is 1 and says nothing about noise. Pick another run for B.")
 
 
 def _header(col, side: str, run: dict) -> None:
@@ -109,9 +111,8 @@ if isinstance(_pair_id, str) and _pair_id == run_b.get("pair_id") and run_a.get(
     )  # fmt: skip
 _states = gpustate.compare_notes(bundle_a["cases"], bundle_b["cases"])
 if _states:  # clocks or throttling, not the code, may explain these cases
-    st.warning("The GPU ran the two sides in different states: " + "; ".join(
-        f"**{md(n['case'])}**: {md(n['note'])}" for n in _states[:12]
-    ))  # fmt: skip
+    st.warning("The GPU's state, not the code, may explain these cases (a clock difference or throttling): "
+               + "; ".join(f"**{md(n['case'])}**: {md(n['note'])}" for n in _states[:12]))  # fmt: skip
 problem_a, problem_b = run_a.get("problem") or DEFAULT_WORKLOAD, run_b.get("problem") or DEFAULT_WORKLOAD
 if problem_a != problem_b:
     st.warning(

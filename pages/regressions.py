@@ -118,7 +118,8 @@ _states = gpustate.change_point_notes(
 )
 _states = {k: v for k, v in _states.items() if any(cp.kind in kinds for cp in changes[k[0]] if cp.run_id == k[1])}
 if _states:  # a step between two clock states may be the machine's, not the code's
-    st.warning("At these change points the GPU ran the two sides in different states: " + "; ".join(
+    st.warning("At these change points the GPU's state, not the code, may explain the step (a clock difference or "
+               "throttling): " + "; ".join(
         f"**{common.md(case)}** (run {common.code(rid)}): {common.md(note)}" for (case, rid), note in _states.items()
     ))  # fmt: skip
 table = analysis.regression_table(changes, points, runs, kinds=kinds)

@@ -141,7 +141,20 @@ def test_compare_warns_where_the_sides_ran_in_different_gpu_states(stored):
     assert "B throttled (sw-power-cap, sw-thermal)" in notes[0]["note"]
     assert "SM clock 1,980 vs 1,410 MHz" in notes[0]["note"]
     text = cli("compare", "same00000001", "hot000000001", "--store", str(stored))
-    assert "warning: GPU state differs on 640x512" in text.stderr
+    assert "warning: GPU state on 640x512" in text.stderr
+
+
+def test_both_sides_throttled_alike_is_said_once_not_as_a_difference(stored):
+    """A run against itself read "A throttled (sw-power-cap); B throttled (sw-power-cap)" under "different
+    states"; the same reasons on both sides are one note, and the same run is said to be one."""
+    from tracker.analysis.gpustate import state_note
+
+    hot = {"throttle": "sw-power-cap", "sm_mhz_median": 1980.0}
+    assert state_note(hot, hot) == "both throttled (sw-power-cap)"
+    assert state_note(hot, {"throttle": "none", "sm_mhz_median": 1980.0}) == "A throttled (sw-power-cap)"
+    self = cli("compare", "hot000000001", "hot000000001", "--store", str(stored))
+    assert self.returncode == 0 and "A and B are the same run" in self.stderr
+    assert "both throttled (sw-power-cap, sw-thermal)" in self.stderr and "A throttled" not in self.stderr
 
 
 def test_regressions_name_a_change_point_whose_sides_ran_at_different_clocks(stored):
@@ -188,10 +201,10 @@ def test_the_compare_and_regressions_pages_warn(stored, monkeypatch, tmp_path):
     monkeypatch.setenv("KERNELBEAM_NO_GPU", "1")
     st.cache_data.clear()
     at = open_page("pages/compare.py", a="same00000001", b="hot000000001")
-    warned = [w.value for w in at.warning if "different states" in w.value]
+    warned = [w.value for w in at.warning if "the code, may explain" in w.value]
     assert warned and "sw\\-power\\-cap" in warned[0] and "640x512" in warned[0]
     at = open_page("pages/compare.py", a="same00000001", b="same00000002")
-    assert not [w.value for w in at.warning if "different states" in w.value]
+    assert not [w.value for w in at.warning if "the code, may explain" in w.value]
     at = open_page("pages/regressions.py", family="fam")
-    warned = [w.value for w in at.warning if "different states" in w.value]
+    warned = [w.value for w in at.warning if "the code, may explain" in w.value]
     assert warned and "hist00000004" in warned[0] and "1,500" in warned[0]

@@ -27,8 +27,13 @@ def slowdowns(row: Mapping[str, Any]) -> list[str]:
 
 
 def state_note(a: Mapping[str, Any], b: Mapping[str, Any]) -> str | None:
-    """Why the GPU state of two case rows makes their comparison doubtful, or None (also when unsampled)."""
-    parts = [f"{side} throttled ({', '.join(s)})" for side, row in (("A", a), ("B", b)) if (s := slowdowns(row))]
+    """Why the GPU state of two case rows makes their comparison doubtful, or None (also when unsampled): a clock
+    difference, or throttling (of both sides alike: said once, as such, not as a difference)."""
+    slow = {side: slowdowns(row) for side, row in (("A", a), ("B", b))}
+    if slow["A"] and slow["A"] == slow["B"]:
+        parts = [f"both throttled ({', '.join(slow['A'])})"]
+    else:
+        parts = [f"{side} throttled ({', '.join(s)})" for side, s in slow.items() if s]
     for column, name in CLOCKS:
         ma, mb = a.get(f"{column}_median"), b.get(f"{column}_median")
         if is_num(ma) and is_num(mb) and abs(ma - mb) > CLOCK_TOLERANCE * max(ma, mb):

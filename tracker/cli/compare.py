@@ -99,6 +99,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(json.dumps(compare_doc(args)))
         return 0
     ids, a, b, cmp = _compare(args)
+    if ids[0] == ids[1]:
+        print("note: A and B are the same run: every ratio is 1 and says nothing about noise", file=sys.stderr)
     print(
         f"A {ids[0]} {a['run']['variant']} ({a['run'].get('gpu')})  vs  B {ids[1]} {b['run']['variant']} "
         f"({b['run'].get('gpu')})"
@@ -131,7 +133,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if methods[0] != methods[1]:
         print(f"warning: A was timed by the {methods[0]} method, B by the {methods[1]} method", file=sys.stderr)
     for note in _state_notes(a, b):  # the machine, not the code, may explain these cases
-        print(f"warning: GPU state differs on {note['case']}: {note['note']}", file=sys.stderr)
+        print(f"warning: GPU state on {note['case']}: {note['note']}", file=sys.stderr)
     print("marks: - faster, + slower, ~ within noise, x not comparable", file=sys.stderr)
     return 0
 
@@ -184,7 +186,7 @@ def cmd_regressions(args: argparse.Namespace) -> int:
     )
     for c in found:
         if c["gpu_state"]:
-            print(f"warning: GPU state differs at {c['case']} (run {c['run_id']}): {c['gpu_state']}", file=sys.stderr)
+            print(f"warning: GPU state at {c['case']} (run {c['run_id']}): {c['gpu_state']}", file=sys.stderr)
     return 0
 
 
