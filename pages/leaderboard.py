@@ -52,8 +52,8 @@ table, rows_shown = paging.page_of(board["table"], per_page=ROWS, key="lb_page")
 ratio = board["ratio"].loc[table.index]
 st.caption(
     f"{len(board['table']):,} variants · {len(board['cases'])} cases · {suite} · {mode} · {gpu}. "
-    "A cell is the variant's best passed mean (µs) on that case (blank: none passed); green is the best in its "
-    "column, red 2x or more slower. Select a cell to open its run. " + rows_shown
+    "A cell is the best mean (µs) on that case of the variant's passed runs (blank: none passed); green is the best "
+    "in its column, red 2x or more slower. Select a cell to open its run. " + rows_shown
 )
 shown = heatmap.leaderboard_frame(table, board["cases"])
 event = common.table(

@@ -95,3 +95,30 @@ def test_since_lists_the_change_points_that_regressions_finds(demo_store, tmp_pa
         assert Store(store).finish_run(record) is None
     out = json.loads(cli("since", T0.isoformat(), "--store", str(store), "--json").stdout)
     assert len(out["runs"]) == 6 and out["regressions"] == []
+
+
+def test_a_cancelled_runs_faster_case_is_no_best(tmp_path):
+    """The shipped fused_wy_tagged row showed 640x512 and 2x4096 from a run stopped by SIGTERM beside the geomean of
+    its passed run, and Since listed those cases as new bests: a row's cells and a new best come from runs that
+    passed."""
+    from datetime import timedelta
+
+    from conftest import BASE_US, T0, kernel_source, make_record
+
+    from tracker.store import Store
+
+    store = tmp_path / "cancelled.duckdb"
+    source = kernel_source("v", 1)
+    done = make_record("pass0000000a", variant="v", source=source, path="k/v.py", family="f", started=T0,
+                       means=list(BASE_US))  # fmt: skip
+    half = [m / 2 for m in BASE_US]
+    stopped = make_record("stop0000000a", variant="v", source=source, path="k/v.py", family="f",
+                          started=T0 + timedelta(hours=1), means=half, status="cancelled")  # fmt: skip
+    for record in (done, stopped):
+        assert Store(store).finish_run(record) is None
+    (row,) = json.loads(cli("leaderboard", "--json", "--store", str(store)).stdout)["variants"]
+    assert row["best_run"] == "pass0000000a" and (row["runs"], row["passed"]) == (2, 1)
+    # the passed run's means (the cancelled run's are half of them)
+    assert all(v > 0.75 * b for v, b in zip(row["cases_us"].values(), BASE_US, strict=True)), row["cases_us"]
+    since = json.loads(cli("since", (T0 + timedelta(minutes=30)).isoformat(), "--store", str(store), "--json").stdout)
+    assert [r["run_id"] for r in since["runs"]] == ["stop0000000a"] and since["new_bests"] == []

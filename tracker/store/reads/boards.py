@@ -27,9 +27,10 @@ class BoardReads:
         gpu: str | None = None,
         family: str | None = None,
     ) -> dict[str, pd.DataFrame]:
-        """The leaderboard in one aggregate pass: per (variant, case) the best passed mean and its run, and per
-        variant its name, path, family, runs (every finished one), how many passed and the best passed geomean. GPU
-        None means every run without a GPU."""
+        """The leaderboard in one aggregate pass: per (variant, case) the best mean of its passed runs and that run
+        (not a case that passed in a run cancelled or failed elsewhere: a row's cells and geomean come from runs
+        that finished), and per variant its name, path, family, runs (every finished one), how many passed and the
+        best passed geomean. GPU None means every run without a GPU."""
         gpu_clause = "gpu = ?" if gpu is not None else "gpu IS NULL"
         params: list[Any] = [suite, mode] + ([gpu] if gpu is not None else [])
         with connect(self.path, read_only=True) as con:
@@ -59,7 +60,8 @@ class BoardReads:
                 "SELECT r.variant_sha256, c.case_idx, any_value(c.batch) AS batch, any_value(c.n) AS n, "
                 "any_value(c.cond) AS cond, any_value(c.case_name) AS case_name, any_value(c.label) AS label, "
                 "min(c.mean_us) AS best_us, arg_min(c.run_id, c.mean_us) AS run_id "
-                "FROM case_results c JOIN lb_runs r USING (run_id) WHERE c.passed AND c.mean_us IS NOT NULL "
+                "FROM case_results c JOIN lb_runs r USING (run_id) "
+                "WHERE r.status = 'passed' AND c.passed AND c.mean_us IS NOT NULL "
                 "GROUP BY r.variant_sha256, c.case_idx) g"
             ).df()
         # the recorded names (what each name stands for now) are read only where a name is shared

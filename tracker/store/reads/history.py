@@ -193,8 +193,9 @@ class HistoryReads:
 
     def since_activity(self, since: dt.datetime) -> dict[str, pd.DataFrame]:
         """What happened from `since` on: runs (newest first), their cases (with the best mean of the case before, in
-        the same suite, mode and GPU), the best geomean before per context, verdicts (newest first), and `histories`:
-        per (kernel file, problem, suite, GPU) of a new timed run, that file's case_history, as Regressions reads it."""
+        the same suite, mode and GPU; `passed` and the bests count only runs that passed, as the leaderboard does),
+        the best geomean before per context, verdicts (newest first), and `histories`: per (kernel file, problem,
+        suite, GPU) of a new timed run, that file's case_history, as Regressions reads it."""
         with connect(self.path, read_only=True) as con:
             con.execute(
                 "CREATE TEMP TABLE new_runs AS SELECT run_id, variant_sha256, variant, path, family, status, suite, "
@@ -209,7 +210,7 @@ class HistoryReads:
                 f"""
                 WITH nc AS (
                     SELECT c.run_id, n.suite, n.mode, n.gpu, n.path, n.started_at, c.case_idx,
-                        {case_label_sql("c")} AS label, c.passed, c.mean_us
+                        {case_label_sql("c")} AS label, c.passed AND n.status = 'passed' AS passed, c.mean_us
                     FROM case_results c JOIN new_runs n USING (run_id)
                 ),
                 before AS (
@@ -218,7 +219,8 @@ class HistoryReads:
                             any_value(c.cond) AS cond, any_value(c.case_name) AS case_name, any_value(c.label) AS label,
                             min(c.mean_us) AS best_before_us
                         FROM case_results c JOIN runs r USING (run_id)
-                        WHERE r.started_at < CAST(? AS TIMESTAMPTZ) AND c.passed AND c.mean_us IS NOT NULL
+                        WHERE r.started_at < CAST(? AS TIMESTAMPTZ) AND r.status = 'passed' AND c.passed
+                            AND c.mean_us IS NOT NULL
                         GROUP BY r.suite, r.mode, r.gpu, c.case_idx) g
                 )
                 SELECT nc.*, b.best_before_us FROM nc LEFT JOIN before b
