@@ -30,13 +30,7 @@ def _to_url(side: str, key: str) -> None:
 
 
 recent = common.read(Store.run_choices, gpu=common.gpu_filter(), limit=300)
-labels = {
-    r[
-        "run_id"
-    ]: f"{r['run_id']} · {r['variant']} ({r['path'] or '?'}) · {r['status']} · {r['suite']}/{r['mode']} · {r['gpu']} · "
-    f"{r['started_at']:%Y-%m-%d %H:%M}"
-    for r in recent.to_dict("records")
-}
+labels = {r["run_id"]: views.run_choice(r, when=True) for r in recent.to_dict("records")}
 # The URL is the source of truth: compare?a=X&b=Y, or Back to it, shows X and Y in the boxes and the pickers.
 typed_a, typed_b = st.query_params.get("a", ""), st.query_params.get("b", "")
 st.session_state["a"], st.session_state["b"] = typed_a, typed_b

@@ -50,7 +50,7 @@ def _choice_label(rid: str) -> str:
     r = _rows.get(rid)
     if r is None:
         return rid
-    return f"{rid} · {r['variant']} ({r['path'] or '?'}) · {r['status']} · {r['suite']}/{r['mode']} · {r['gpu']}"
+    return views.run_choice(r)
 
 
 st.session_state["run_pick"] = run_id
@@ -216,9 +216,10 @@ with tabs[3]:
 with tabs[4]:
     if isinstance(run.get("git_commit"), str):
         dirty = " (dirty)" if run.get("git_dirty") else ""
+        repo = run.get("git_repo")  # not recorded for runs made on a machine without the checkout's remote
         st.markdown(
-            f"Repository {common.code(run.get('git_repo'))} · "
-            f"branch {common.code(run.get('git_branch') or 'detached')} · "
+            (f"Repository {common.code(repo)} · " if isinstance(repo, str) and repo else "")
+            + f"branch {common.code(run.get('git_branch') or 'detached')} · "
             f"commit {common.code(run['git_commit'])}{dirty}"
         )
     else:

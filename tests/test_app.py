@@ -968,3 +968,14 @@ def test_verdict_form_has_no_preselected_verdict_and_parent_by_name(own_demo_sto
         "verdicts"].empty  # fmt: skip
     links = [el.proto.label for el in at.get("page_link")]
     assert "vs parent householder_v4" in links
+
+
+def test_a_run_without_a_gpu_reads_no_gpu_in_the_pickers_not_nan():
+    """The Run and Compare pickers listed a cancelled run as "... · qr_v2/benchmark · nan" (its GPU a NaN in the
+    frame) while its header read "?" and the CLI "-"."""
+    from pages.ui.tables import run_choice
+
+    row = {"run_id": "34d1cb545e08", "variant": "v", "path": float("nan"), "status": "cancelled", "suite": "qr_v2",
+           "mode": "benchmark", "gpu": float("nan"), "started_at": pd.Timestamp("2026-12-04 10:00")}  # fmt: skip
+    assert run_choice(row) == "34d1cb545e08 · v (?) · cancelled · qr_v2/benchmark · no GPU"
+    assert run_choice(row | {"gpu": "NVIDIA H200"}, when=True).endswith("· NVIDIA H200 · 2026-12-04 10:00")

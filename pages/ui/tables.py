@@ -63,6 +63,16 @@ HEADERS = {"run_id": "run", "baseline_run": "baseline run", "started_at": "start
            "gpu": "GPU", "factor": "× slower", "best_before_us": "best before (µs)"}  # fmt: skip
 
 
+def run_choice(row: Mapping[str, Any], *, when: bool = False) -> str:
+    """One run as a picker lists it: id, name (path), status, suite/mode, GPU ("no GPU" for a run without one,
+    not a float NaN from the frame) and, with `when`, its start."""
+    gpu, path = row.get("gpu"), row.get("path")
+    gpu = gpu if isinstance(gpu, str) and gpu else "no GPU"
+    path = path if isinstance(path, str) and path else "?"
+    text = f"{row['run_id']} · {row['variant']} ({path}) · {row['status']} · {row['suite']}/{row['mode']} · {gpu}"
+    return text + (f" · {row['started_at']:%Y-%m-%d %H:%M}" if when else "")
+
+
 def readable(df: pd.DataFrame) -> pd.DataFrame:
     """A frame of stored columns as a person reads it: headers in words with the unit (`geomean_us` is
     "geomean (µs)"), times rounded to 0.1 µs, ratios to 3 decimals. Values stay numbers, so columns still sort."""

@@ -21,6 +21,7 @@ from tracker.cli.common import (
 )
 from tracker.cli.queue import queue_lines
 from tracker.common.jsonfields import clean, parse_flags, parse_stalls, stalls_text
+from tracker.common.vocabulary import RUN_STATUSES
 from tracker.store import VERDICTS, Store
 from tracker.variants.scan import describe
 
@@ -239,7 +240,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--limit", type=positive_int, help="show at most this many runs (default: all)")
     p.add_argument("--search", help="only runs whose name, path, family, note, id or verdict reason contains this")
     p.add_argument("--family", help="only runs of this family")
-    p.add_argument("--status", help="only runs with this status (passed, failed, timeout, crashed, skipped, ...)")
+    p.add_argument("--status", choices=RUN_STATUSES, help="only runs with this status")
     p.add_argument("--variant", help="only runs of the variant with this name (any name recorded for its content)")
     p.add_argument("--since", help="only runs started since: 30m, 2h, 1d, 1w or an ISO timestamp")
     p.set_defaults(func=cmd_list)
