@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from tracker.analysis.summaries import parse_since, since_summary
-from tracker.cli.common import fmt_us, print_table
+from tracker.cli.common import print_columns, time_column
 from tracker.common.jsonfields import clean
 from tracker.store import Store
 
@@ -52,16 +52,17 @@ def cmd_since(args: argparse.Namespace) -> int:
     ):
         if summary[key]:
             print(f"\n{key}:")
-            rows = [[f"{r[c]:.3f}" if c.endswith("ratio") or c == "factor" else _cell(r[c]) for c in cols]
-                    for r in summary[key]]  # fmt: skip
-            print_table(rows, cols)
+            print_columns([_column(c, [r[c] for r in summary[key]]) for c in cols])
     return 0
 
 
-def _cell(value) -> str:
-    if isinstance(value, float):
-        return fmt_us(value)
-    return "-" if value is None else str(value)[:80]
+def _column(name: str, values: list) -> tuple[str, list[str]]:
+    """A table column: times in one unit that its header names (`geomean (ms)`), ratios to three places."""
+    if name.endswith("_us"):
+        return time_column(name.removesuffix("_us").replace("_", " "), values)
+    if name.endswith("ratio") or name == "factor":
+        return name, ["-" if v is None else f"{v:.3f}" for v in values]
+    return name, ["-" if v is None else str(v)[:80] for v in values]
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
