@@ -979,3 +979,18 @@ def test_a_run_without_a_gpu_reads_no_gpu_in_the_pickers_not_nan():
            "mode": "benchmark", "gpu": float("nan"), "started_at": pd.Timestamp("2026-12-04 10:00")}  # fmt: skip
     assert run_choice(row) == "34d1cb545e08 · v (?) · cancelled · qr_v2/benchmark · no GPU"
     assert run_choice(row | {"gpu": "NVIDIA H200"}, when=True).endswith("· NVIDIA H200 · 2026-12-04 10:00")
+
+
+def test_a_link_with_a_value_no_run_has_says_so_and_shows_the_default(demo_store, monkeypatch, tmp_path):
+    """`/?family=nosuch` showed every variant with no word, the bad value left in the URL; Regressions said so
+    and the CLI refused it. A value (here a Markdown link, as anyone can write one) is escaped."""
+    path, _ = demo_store
+    monkeypatch.setenv("KERNELBEAM_STORE", str(path))
+    monkeypatch.setenv("KERNELBEAM_OWN_STORE", str(tmp_path / "own.duckdb"))
+    monkeypatch.setenv("KERNELBEAM_NO_GPU", "1")
+    at = open_page("pages/experiments.py", family="[x](https://example.com)")
+    (said,) = [w.value for w in at.warning if "not one of this page's choices" in w.value]
+    assert "family" in said and "\\[x\\]" in said and "](https" not in said
+    assert "family" not in at.query_params
+    at = open_page("pages/experiments.py", family=at.selectbox(key="family").options[-1])
+    assert not [w.value for w in at.warning if "not one of this page's choices" in w.value]

@@ -20,6 +20,8 @@ from typing import Any
 
 import streamlit as st
 
+from pages.ui.text import md
+
 
 def _to_url(key: str, default: Any) -> None:
     value = st.session_state.get(key)
@@ -35,8 +37,16 @@ def _from_url(key: str, default: Any, options: Sequence[Any] | None) -> None:
         value = default
     elif options is None:
         value = raw
-    else:  # a value the page does not offer (a stale or hand-written link) falls back to the default
-        value = next((o for o in options if str(o) == raw), default)
+    else:  # a value the page does not offer (a stale or hand-written link) falls back to the default, and says so
+        value = next((o for o in options if str(o) == raw), None)
+        if value is None:
+            value = default
+            st.query_params.pop(key, None)  # the URL shows what the page shows
+            st.warning(
+                f"The link's {key} “{md(raw)}” is not one of this page's choices (no runs have it): showing "
+                f"{md(default)}.",
+                icon=":material/link_off:",
+            )  # the link is anyone's text: escaped
     st.session_state[key] = value
 
 
