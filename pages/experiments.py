@@ -65,17 +65,18 @@ if table.empty:
 # Every filter of the table, status included, applies to the chart; a few thousand points draw the same chart as
 # 100,000 (Store.progress_points keeps every new best and each family's extremes per time slice).
 points = common.read(Store.progress_points, status=filters_status, max_points=MAX_POINTS, **filters)
-contexts = table[["problem", "suite", "gpu"]].drop_duplicates()
+# the contexts the progress chart can draw: those with a passed geomean (a lone cancelled run is none)
+contexts = table.loc[table["best_geomean_us"].notna(), ["problem", "suite", "gpu"]].drop_duplicates()
 m = st.columns(4)
 m[0].metric("Variants", f"{table['variant_sha256'].nunique():,}")
 m[1].metric("Runs", f"{int(table['runs'].sum()):,}")
 m[2].metric("Passed", f"{int(table['passed'].sum()):,}")
-if len(contexts) == 1 and table["best_geomean_us"].notna().any():
+if len(contexts) == 1:
     best = table.loc[table["best_geomean_us"].idxmin()]
     m[3].metric("Best geomean", f"{views.fmt_us(best['best_geomean_us'])} µs", help=f"{best['variant']}")
 else:
     m[3].metric(
-        "Contexts (problem · suite · GPU)",
+        "Timed contexts (problem · suite · GPU)",
         len(contexts),
         help="Geomeans of different problems, suites or GPUs are not compared",
     )
