@@ -250,14 +250,21 @@ def compare_link(run_a: str, run_b: str, label: str) -> None:
 
 
 def table(data: Any, *, column_config: dict | None = None, **kwargs: Any) -> Any:
-    """st.dataframe as every page shows a table: no index, a blank (not "None") where a value is missing, and
-    timestamps to the second unless a column says otherwise."""
+    """st.dataframe as every page shows a table: no index, a blank (not "None") where a value is missing,
+    timestamps to the second and times (a "(µs)" header) to 0.1 µs with thousands separators, unless a column says
+    otherwise."""
     frame = getattr(data, "data", data)  # a Styler carries its frame
-    config = {
-        c: st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm:ss")
-        for c in getattr(frame, "columns", ())
-        if str(getattr(frame[c], "dtype", "")).startswith("datetime64")
-    }
+    config: dict[str, Any] = {}
+    times = []
+    for c in getattr(frame, "columns", ()):
+        dtype = str(getattr(frame[c], "dtype", ""))
+        if dtype.startswith("datetime64"):
+            config[c] = st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm:ss")
+        elif str(c).endswith("(µs)") and dtype.startswith("float") and frame is data:  # a Styler formats its own
+            times.append(c)
+            config[c] = st.column_config.NumberColumn(format="localized")
+    if times:
+        data = data.assign(**{c: data[c].round(1) for c in times})  # a copy: the caller's frame stays as it was
     return st.dataframe(data, hide_index=True, placeholder="", column_config=config | (column_config or {}), **kwargs)
 
 

@@ -130,8 +130,6 @@ common.table(
         }
     ),
     column_config={
-        "mean (µs)": st.column_config.NumberColumn(format="%.1f"),
-        "best (µs)": st.column_config.NumberColumn(format="%.1f"),
         "log share": st.column_config.NumberColumn(format="percent"),
         "gap share": st.column_config.ProgressColumn(format="percent", min_value=0.0, max_value=1.0),
         "x best": st.column_config.NumberColumn(format="%.3f"),

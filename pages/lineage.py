@@ -74,7 +74,6 @@ common.table(
     shown,
     column_config={
         "variant": st.column_config.TextColumn(width="large"),
-        "geomean (µs)": st.column_config.NumberColumn(format="%.1f"),
         "vs parent": st.column_config.LinkColumn("vs parent", display_text="compare"),
         "run": st.column_config.LinkColumn("run", display_text=r"run\?id=(.*)"),
     },

@@ -145,9 +145,6 @@ with tabs[0]:
         common.table(
             views.run_case_table(cases),
             column_config={
-                "mean (µs)": st.column_config.NumberColumn(format="%.2f"),
-                "best (µs)": st.column_config.NumberColumn(format="%.2f"),
-                "worst (µs)": st.column_config.NumberColumn(format="%.2f"),
                 "GFLOP/s": st.column_config.NumberColumn(format="%.2f"),
                 "GB/s": st.column_config.NumberColumn(format="%.2f"),
                 "factor res": st.column_config.NumberColumn(format="%.3g"),

@@ -100,7 +100,7 @@ def test_experiments_one_row_per_variant_with_best_and_latest(demo_store):
     }
     wy0 = df[df["variant"] == "wy_v0"].iloc[0]
     assert wy0["best run"] == f"run?id={ids['wy'][0]}" and wy0["latest run"] == f"run?id={ids['wy'][0]}"
-    assert wy0["best geomean (µs)"] == pytest.approx(Store(path).get_run(ids["wy"][0])["geomean_us"])
+    assert wy0["best geomean (µs)"] == pytest.approx(Store(path).get_run(ids["wy"][0])["geomean_us"], abs=0.05)
     timeout = df[df["variant"] == "householder_v7"].iloc[0]
     assert timeout["latest"] == "timeout" and math.isnan(timeout["best geomean (µs)"]) and timeout["passed"] == 0
     failed = df[df["variant"] == "wy_v2"].iloc[0]
