@@ -767,19 +767,6 @@ if _HAVE_TRITON:
         return r, tl.trans(e * s[:, None]), ok
 
     @triton.jit
-    def _cq_inverse_upper(r, rt, K: tl.constexpr):
-        """R^-1 of an upper triangular R (given R^T too), column by column: X R = I."""
-        ri, ci = tl.arange(0, K), tl.arange(0, K)
-        x = tl.zeros((K, K), dtype=tl.float32)
-        for c in range(K):
-            v = tl.sum(tl.where(ri[:, None] == c, rt, 0.0), axis=0)  # v[k] = R[k, c]
-            rcc = tl.sum(tl.where(ci == c, v, 0.0))
-            v = tl.where(ci < c, v, 0.0)
-            xcol = (tl.where(ri == c, 1.0, 0.0) - tl.sum(x * v[None, :], axis=1)) / rcc
-            x = tl.where(ci[None, :] == c, xcol[:, None], x)
-        return x
-
-    @triton.jit
     def _cq_first_kernel(part_ptr, nblk, w_ptr, r_ptr, ok_ptr, K: tl.constexpr):
         """One program per matrix: the Gram's Cholesky R1 and W1 = R1^-1."""
         b = tl.program_id(0).to(tl.int64)
@@ -824,10 +811,14 @@ if _HAVE_TRITON:
         ok = ok & (near < GRAM_TOL) & (tl.load(ok_ptr + b) != 0)
         r = tl.dot(r2, tl.load(r1_ptr + at), input_precision=PREC)
         qt = tl.dot(tl.load(q_ptr + b * m * K + ri[:, None] * K + ci[None, :]), w2, input_precision=PREC)
-        u = tl.zeros((K, K), dtype=tl.float32)
+        u = tl.zeros((K, K), dtype=tl.float32)  # U's rows as the LU makes them, before the signs above its diagonal
         y1 = tl.zeros((K, K), dtype=tl.float32)
+        t = tl.zeros((K, K), dtype=tl.float32)
+        ui = tl.zeros((K, K), dtype=tl.float32)
         s_row = tl.zeros((K,), dtype=tl.float32)  # the signs along columns
         s_col = tl.zeros((K,), dtype=tl.float32)  # ... and along rows
+        # One loop: column j of T (T Y1^T = U) and of U^-1 need only U's column j and Y1's row j, both whole once
+        # step j of the LU is done (three chains of K steps were one after the other; the arithmetic is the same).
         for j in range(K):
             row = tl.sum(tl.where(ri[:, None] == j, qt, 0.0), axis=0)
             col = tl.sum(tl.where(ci[None, :] == j, qt, 0.0), axis=1)
@@ -841,13 +832,14 @@ if _HAVE_TRITON:
             s_col = tl.where(ri == j, sj, s_col)
             # only Q's part of E - Q S changes below row j (E's row j is zero right of the diagonal)
             qt = qt - tl.where(ri[:, None] > j, lcol[:, None] * row[None, :], 0.0)
-        u = tl.where(ci[None, :] > ri[:, None], u * -s_row[None, :], u)
-        t = tl.zeros((K, K), dtype=tl.float32)
-        for c in range(K):  # T Y1^T = U, column by column
-            yrow = tl.sum(tl.where((ri[:, None] == c) & (ci[None, :] < c), y1, 0.0), axis=0)
-            ucol = tl.sum(tl.where(ci[None, :] == c, u, 0.0), axis=1)
-            t = tl.where(ci[None, :] == c, (ucol - tl.sum(t * yrow[None, :], axis=1))[:, None], t)
-        ui = _cq_inverse_upper(u, tl.trans(u), K)
+            # U's column j as it ends: above the diagonal its sign flipped by s_j, the pivot on it
+            ucol = tl.sum(tl.where(ci[None, :] == j, u, 0.0), axis=1)
+            ucol = tl.where(ri < j, -sj * ucol, tl.where(ri == j, pivot, 0.0))
+            yrow = tl.sum(tl.where((ri[:, None] == j) & (ci[None, :] < j), y1, 0.0), axis=0)
+            t = tl.where(ci[None, :] == j, (ucol - tl.sum(t * yrow[None, :], axis=1))[:, None], t)
+            v = tl.sum(tl.where((ri[:, None] == ci[None, :]) & (ri[:, None] < j), ucol[:, None], 0.0), axis=0)
+            xcol = (tl.where(ri == j, 1.0, 0.0) - tl.sum(ui * v[None, :], axis=1)) / pivot
+            ui = tl.where(ci[None, :] == j, xcol[:, None], ui)
         tl.store(z_ptr + at, -tl.dot(w2 * s_row[None, :], ui, input_precision=PREC))
         tl.store(ok_ptr + b, ok.to(tl.int32))
         keep = (ri[:, None] < K) & ok  # a panel that did not hold stays as it was, for the Householder leaf
