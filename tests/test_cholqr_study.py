@@ -53,6 +53,15 @@ def test_a_rank_deficient_panel_says_it_did_not_hold_and_the_blocked_qr_falls_ba
     assert torch.allclose(q @ torch.triu(h), a, atol=1e-4)
 
 
+def _interpreted(code: str) -> dict:
+    """The JSON that `code` prints last, run in a process of its own with Triton's interpreter on (Triton reads the
+    setting once per process)."""
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "TRITON_INTERPRET": "1"},
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
 def test_the_triton_leaf_matches_the_torch_leaf_in_the_interpreter():
     """The five Triton kernels, run by Triton's interpreter on the CPU: the same verdicts per matrix, and for the
     matrix whose panel held the same H, Y and T (the other one is not used: the blocked QR falls back for it)."""
@@ -64,10 +73,7 @@ def test_the_triton_leaf_matches_the_torch_leaf_in_the_interpreter():
         "print(json.dumps({'ok': [a[3].tolist(), b[3].tolist()], "
         "'diff': max(float((x[0] - y[0]).abs().max()) for x, y in zip(a[:3], b[:3]))}))"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "TRITON_INTERPRET": "1"},
-                         capture_output=True, text=True, timeout=600)  # fmt: skip
-    assert out.returncode == 0, out.stderr[-2000:]
-    doc = json.loads(out.stdout.splitlines()[-1])
+    doc = _interpreted(code)
     assert doc["ok"] == [[True, False], [True, False]]
     assert doc["diff"] < 1e-4
 
@@ -116,10 +122,7 @@ def test_every_leaf_the_gpu_probe_times_runs_and_factors_its_panel():
         "    out[name] = float((q @ torch.triu(p[:, : p.shape[2]]) - src).abs().max())\n"
         "print(json.dumps(out))"
     )
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "TRITON_INTERPRET": "1"},
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    errors = json.loads(proc.stdout.splitlines()[-1])
+    errors = _interpreted(code)
     assert len(errors) == 11 and any(name.startswith("tile QR") for name in errors)
     for name, err in errors.items():
         if not name.startswith("tile QR"):  # the narrower leaves without their updates are no QR of the panel
