@@ -120,10 +120,20 @@ def test_every_leaf_the_gpu_probe_times_runs_and_factors_its_panel():
         "    p.copy_(src); leaf()\n"
         "    q = torch.linalg.householder_product(p, tau)\n"
         "    out[name] = float((q @ torch.triu(p[:, : p.shape[2]]) - src).abs().max())\n"
-        "print(json.dumps(out))"
+        # the probe's loop, its CUDA-graph timer replaced by one that runs each step once and fails the second
+        "calls = []\n"
+        "def timer(step, reps):\n"
+        "    calls.append(1)\n"
+        "    if len(calls) == 2: raise RuntimeError('out of resources')\n"
+        "    step(); return 1.0\n"
+        "print(json.dumps({'errors': out, 'timed': s._time_shape(fam, 2, 64, 1, device='cpu', timer=timer)}))"
     )
-    errors = _interpreted(code)
+    doc = _interpreted(code)
+    errors, timed = doc["errors"], doc["timed"]
     assert len(errors) == 11 and any(name.startswith("tile QR") for name in errors)
     for name, err in errors.items():
         if not name.startswith("tile QR"):  # the narrower leaves without their updates are no QR of the panel
             assert err < 1e-4, f"{name}: |QR - P| = {err}"
+    # a contender that fails costs its own row only
+    assert list(timed) == list(errors) and list(timed.values()).count(1.0) == 10
+    assert list(timed.values())[1] == "RuntimeError: out of resources"
