@@ -872,7 +872,7 @@ if _HAVE_TRITON:
             tl.store(vt_ptr + b * vt_sb + cols[None, :] * vt_sk + rows[:, None], y, mask=live)
 
 
-def _cholqr_takes(a: torch.Tensor, mo: int) -> bool:
+def _cholqr_takes(mo: int) -> bool:
     """Whether an outer panel of mo rows takes the CholeskyQR2 leaf."""
     return _CHOLQR and mo >= _CHOLQR_MIN_ROWS
 
@@ -959,7 +959,7 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int, src: torch.Tensor | None = None) ->
         wo = min(nbo, n - k0)
         mo = m - k0
         plan = _coop_plan(a, mo)
-        chol = _cholqr_takes(a, mo)
+        chol = _cholqr_takes(mo)
         nb = _CHOLQR_NB if chol else _COOP_NB if plan is not None else _leaf_width(mo, b)
         # V^T only where a fused update will read it (the widest one: the trailing matrix, else the intra-panel one)
         want_vt = _LEAF_VT and gpu and plan is None and _fused_pays(b, max(n - k0 - wo, wo - nb))

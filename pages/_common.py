@@ -13,8 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import streamlit as st
 
+from pages.ui import tables as views
 from pages.ui.text import code, md  # noqa: F401 - the pages' escaping, defined once in ui
 from tracker.analysis import margins
 from tracker.analysis import series as analysis
@@ -253,18 +255,15 @@ def table(data: Any, *, column_config: dict | None = None, **kwargs: Any) -> Any
     """st.dataframe as every page shows a table: no index, a blank (not "None") where a value is missing,
     timestamps to the second and times (a "(µs)" header) to 0.1 µs with thousands separators, unless a column says
     otherwise."""
-    frame = getattr(data, "data", data)  # a Styler carries its frame
-    config: dict[str, Any] = {}
-    times = []
-    for c in getattr(frame, "columns", ()):
-        dtype = str(getattr(frame[c], "dtype", ""))
-        if dtype.startswith("datetime64"):
-            config[c] = st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm:ss")
-        elif str(c).endswith("(µs)") and dtype.startswith("float") and frame is data:  # a Styler formats its own
-            times.append(c)
-            config[c] = st.column_config.NumberColumn(format="localized")
-    if times:
-        data = data.assign(**{c: data[c].round(1) for c in times})  # a copy: the caller's frame stays as it was
+    frame = getattr(data, "data", data)  # a Styler carries its frame (and formats its own numbers)
+    config = {
+        c: st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm:ss")
+        for c in getattr(frame, "columns", ())
+        if str(getattr(frame[c], "dtype", "")).startswith("datetime64")
+    }
+    if isinstance(data, pd.DataFrame):
+        data, times = views.round_times(data)
+        config |= {c: st.column_config.NumberColumn(format="localized") for c in times}
     return st.dataframe(data, hide_index=True, placeholder="", column_config=config | (column_config or {}), **kwargs)
 
 

@@ -75,17 +75,18 @@ def reconstruct(q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tens
 
 
 FAMILY = "kernels/fused_wy.py"  # the family file whose knob _CHOLQR this leaf is: its kernels, its tolerance
-_FAMILY: list = []
+_FAMILIES: dict = {}
 
 
-def family():
-    """FAMILY, imported once as the contest imports it (its CholeskyQR2 kernels need Triton; the rest does not)."""
-    if not _FAMILY:
+def family(path: str = FAMILY):
+    """A family file, imported once as the contest imports it (its CholeskyQR2 kernels need Triton; the rest does
+    not)."""
+    if path not in _FAMILIES:
         from tracker.capture.worker import load_variant
 
-        load_variant(FAMILY)
-        _FAMILY.append(sys.modules["submission"])
-    return _FAMILY[0]
+        load_variant(path)
+        _FAMILIES[path] = sys.modules["submission"]
+    return _FAMILIES[path]
 
 
 def triton_leaf(p: torch.Tensor, bm: int = 128, prec: str = "ieee", warps: int = 4):
@@ -151,9 +152,7 @@ def time_leaves(path: str, reps: int = 50) -> list[dict]:
     Householder launch that every matrix whose panel held leaves at once), and the CholeskyQR2 leaf alone at three
     row blocks and two precisions, and with 1, 2 or 8 warps in its one-program kernels; then the route's time per
     kernel."""
-    global FAMILY
-    FAMILY = path
-    fam = family()
+    fam = family(path)
     if not hasattr(fam, "_cholqr_leaf"):
         raise SystemExit(f"{path} has no CholeskyQR2 leaf (_cholqr_leaf)")
     rows = []

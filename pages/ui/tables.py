@@ -73,14 +73,19 @@ def run_choice(row: Mapping[str, Any], *, when: bool = False) -> str:
     return text + (f" · {row['started_at']:%Y-%m-%d %H:%M}" if when else "")
 
 
+def round_times(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """Times (float columns with a "(µs)" header) to 0.1 µs, in a copy, and which columns they are."""
+    cols = [c for c in df.columns if str(c).endswith("(µs)") and pd.api.types.is_float_dtype(df[c])]
+    return (df.assign(**{c: df[c].round(1) for c in cols}) if cols else df), cols
+
+
 def readable(df: pd.DataFrame) -> pd.DataFrame:
     """A frame of stored columns as a person reads it: headers in words with the unit (`geomean_us` is
-    "geomean (µs)"), times rounded to 0.1 µs, ratios to 3 decimals. Values stay numbers, so columns still sort."""
+    "geomean (µs)"; round_times rounds those where the table is drawn), ratios to 3 decimals. Values stay
+    numbers, so columns still sort."""
     out = df.copy()
     for col in out.columns:
-        if col.endswith("_us") and pd.api.types.is_numeric_dtype(out[col]):
-            out[col] = out[col].round(1)
-        elif col == "factor" and pd.api.types.is_numeric_dtype(out[col]):
+        if col == "factor" and pd.api.types.is_numeric_dtype(out[col]):
             out[col] = out[col].round(3)
     names = {c: HEADERS.get(c) or (c.removesuffix("_us").replace("_", " ") + " (µs)" if c.endswith("_us")
                                    else c.replace("_", " ")) for c in out.columns}  # fmt: skip
