@@ -90,3 +90,39 @@ def test_the_wall_bound_allows_for_the_hand_off_and_says_nothing_rather_than_zer
     assert wall_per_call(reps, 1) is None  # 0.5 s apart, 1.1 s allowed: no bound, not a bound of 0
     reps = [{"rep": i, "received_s": 2.0 * i, "check_s": 0.1, "bytes": big} for i in range(4)]
     assert abs(wall_per_call(reps, 2) - 0.45e6) < 1  # (2.0 - 0.1 - 1.0) s per repetition, two inputs each
+
+
+def test_the_wall_bound_allows_for_the_harness_recheck_and_still_sees_work_beyond_it():
+    """On a GPU the timing process runs the harness's recheck after each repetition while the checker judges; the
+    checker times that recheck once per case (`harness_recheck_s` of repetition 0), and the gap allows for it."""
+    from tracker.capture.plausibility import RECHECK_MARGIN, flags, wall_per_call
+
+    def reps(apart_s):
+        out = [{"rep": i, "received_s": apart_s * i, "check_s": 0.01, "bytes": 0} for i in range(5)]
+        out[0]["harness_recheck_s"] = 0.1
+        return out
+
+    # 40 launch-bound calls of 25 us a repetition, 0.1 s of recheck after each: no flag now, one before
+    case = {"case_idx": 0, "passed": True, "mean_us": 25.0, "inputs": 40}
+    assert wall_per_call(reps(0.101), 40) is None
+    stripped = [{k: v for k, v in r.items() if k != "harness_recheck_s"} for r in reps(0.101)]
+    assert [f["code"] for f in flags([{**case, "wall_us": wall_per_call(stripped, 40)}], "benchmark", "cuda")] == [
+        "timing-gap"
+    ]
+    # work hidden outside the timed window beyond the allowance still shows, by what is left after it
+    hidden = wall_per_call(reps(1.0), 40)
+    assert abs(hidden - (1.0 - 0.1 * RECHECK_MARGIN) / 40 * 1e6) < 1
+    assert [f["code"] for f in flags([{**case, "wall_us": hidden}], "benchmark", "cuda")] == ["timing-gap"]
+
+
+def test_the_checker_times_the_harness_recheck_of_real_outputs_and_says_nothing_when_it_raises():
+    from tracker.capture.checker import _recheck_seconds
+    from tracker.workloads import get_workload
+    from tracker.workloads.qr_v2.inputs import Case, generate
+
+    workload = get_workload("qr_v2")
+    xs = [generate(Case(2, 24, 1, seed)) for seed in (5, 6)]
+    outs = [torch.geqrf(x.clone()) for x in xs]
+    seconds = _recheck_seconds(workload, xs, outs, torch.device("cpu"))
+    assert seconds is not None and 0 < seconds < 30
+    assert _recheck_seconds(workload, xs, outs[:1], torch.device("cpu")) is None  # zip(strict=True) raises

@@ -20,6 +20,9 @@ GAP_MIN_US = 20_000.0  # ... on a repetition of at least this long (launch-bound
 # Slower than any copy of outputs to the checker (pinned on a GPU: ~50 GB/s each way; a CPU's memcpy: several GB/s),
 # so what is left of a gap is not hand-off.
 HANDOFF_BYTES_PER_S = 2e9
+# The harness's recheck that the timing process runs after each repetition (on a GPU) takes this many times what the
+# checker measured it to take, at most: both processes share the device meanwhile.
+RECHECK_MARGIN = 2.0
 FRESH_FACTOR = 10.0  # a call on fresh copies of the inputs this many times slower than the loop's median ...
 FRESH_MIN_US = 10.0  # ... and by at least this much
 
@@ -65,15 +68,19 @@ def flags(cases: list[dict[str, Any]], mode: str, device: str) -> list[dict[str,
 
 
 def wall_per_call(verdicts: list[dict[str, Any]], inputs: int) -> float | None:
-    """Median time between one repetition's outputs reaching the checker and the next's, less the checking and
-    a generous allowance for handing the outputs over: more than the repetition took, measured outside the
-    kernel's process. Microseconds per call; None with fewer than two timed repetitions."""
+    """Median time between one repetition's outputs reaching the checker and the next's, less the checking (or
+    the harness's recheck in the timing process, which runs meanwhile, as the checker timed it: `harness_recheck_s` of
+    a case's first repetition) and a generous allowance for handing the outputs over: more than the repetition
+    took, measured outside the kernel's process. Microseconds per call; None with fewer than two timed
+    repetitions."""
     timed = sorted((v for v in verdicts if v.get("rep", -1) >= 0), key=lambda v: v["rep"])
+    recheck = max((float(v.get("harness_recheck_s") or 0.0) for v in timed), default=0.0) * RECHECK_MARGIN
     gaps = []
     for a, b in zip(timed, timed[1:], strict=False):
         try:
             handoff = float(b.get("bytes") or 0) / HANDOFF_BYTES_PER_S
-            gaps.append(max(0.0, float(b["received_s"]) - float(a["received_s"]) - float(a["check_s"]) - handoff))
+            busy = max(float(a["check_s"]), recheck)
+            gaps.append(max(0.0, float(b["received_s"]) - float(a["received_s"]) - busy - handoff))
         except (KeyError, TypeError, ValueError):
             continue
     if not gaps:

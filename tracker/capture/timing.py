@@ -34,6 +34,13 @@ MAX_LOOP_S = 120.0
 TARGET_REL_ERR = 0.001
 
 
+def harness_rechecks_here(device_type: str) -> bool:
+    """Whether the timing process runs the harness's own recheck after each repetition (run_loop's shadow_check):
+    on a GPU, as the contest's harness does; on a CPU the same recheck would only fight the checker for the cores
+    (two torch processes on two cores: a 2 ms check took up to 70 ms)."""
+    return device_type == "cuda"
+
+
 def reps_expected(rules: ModeRules, mean_us: float, budget_s: float | None = None) -> int:
     """How many repetitions the stop rule allows at this mean (an upper bound: a stable case stops earlier)."""
     budget = rules.case_budget_s if budget_s is None else budget_s

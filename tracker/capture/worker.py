@@ -152,7 +152,7 @@ def rep_reporter(emit: Callable[..., None], case_idx: int, rules) -> Callable[[i
 
 
 def run_benchmark_case(kernel, case, pos, device, clock, rules, workload, remote, on_rep=None) -> dict[str, Any]:
-    from tracker.capture.timing import clone_data, first_pass, run_loop
+    from tracker.capture.timing import clone_data, first_pass, harness_rechecks_here, run_loop
 
     remote.prepare(pos)
     inputs = workload.benchmark_inputs(case, device)
@@ -161,10 +161,8 @@ def run_benchmark_case(kernel, case, pos, device, clock, rules, workload, remote
         outs, mutation = first_pass(kernel, inputs, copies, workload.flags_mutation)
         if mutation:
             return {"passed": False, "message": mutation}
-        # The harness rechecks in its own process, on the GPU; on a CPU the same recheck would only fight the
-        # checker for the cores (two torch processes on two cores: a 2 ms check took up to 70 ms).
         rechecked = [0.0]  # seconds in the harness's recheck, for the run's time split
-        shadow = (lambda c, o: _shadow(workload, c, o, rechecked)) if device.type == "cuda" else None
+        shadow = (lambda c, o: _shadow(workload, c, o, rechecked)) if harness_rechecks_here(device.type) else None
         verdict = remote.submit(pos, FIRST_PASS, outs)
         if shadow is not None:
             shadow(copies, outs)  # the harness checks the untimed pass in its own process too
