@@ -391,6 +391,35 @@ def test_the_dashboard_token_and_the_store_path_are_not_in_the_kernels_reach(wor
     assert "KB-ENV" in log and "kb-secret-token-123" not in log and str(world["store"]) not in log
 
 
+@pytest.mark.parametrize("swap", ["link to the runner's environment", "fifo", "link to /dev/zero"])
+def test_a_log_the_kernel_swaps_in_its_run_folder_is_never_read_through(world, swap):
+    """The runner reads the worker's log outside the sandbox after the run: a worker.log the kernel makes in its
+    folder (a link to the runner's /proc/self/environ, a FIFO that would block the read, /dev/zero that never
+    ends) is not the log, and the run ends as usual."""
+    make = {
+        "link to the runner's environment": 'os.symlink("/proc/self/environ", "worker.log")',
+        "fifo": 'os.mkfifo("worker.log")',
+        "link to /dev/zero": 'os.symlink("/dev/zero", "worker.log")',
+    }[swap]
+    kernel = _kernel(
+        world,
+        f"""
+        if os.path.lexists("worker.log"):
+            os.unlink("worker.log")
+        {make}
+        print("KB-SWAPPED", flush=True)
+
+        def custom_kernel(data):
+            return torch.geqrf(data)
+        """,
+    )
+    env = dict(os.environ, KERNELBEAM_TOKEN="kb-secret-token-123")
+    doc = _run(world, kernel, env=env, timeout=120)
+    assert doc["status"] == "passed", doc.get("error")
+    log = _log(world, doc["run_id"])
+    assert "KB-SWAPPED" in log and "kb-secret-token-123" not in log and len(log) < 10_000
+
+
 def test_an_event_flood_without_newlines_is_cut_off_and_counted(world):
     kernel = _kernel(
         world,

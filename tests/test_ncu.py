@@ -78,6 +78,8 @@ FAKE_NCU = """#!/bin/sh
 while [ $# -gt 0 ]; do case "$1" in -o) out="$2"; shift;; esac; shift; done
 job=$(cat)
 [ -n "$NCU_SLEEP" ] && sleep "$NCU_SLEEP"
+# what a profiled kernel could do in its folder: put a link where a log might be, then print what it wants appended
+[ -n "$NCU_PLANT" ] && { rm -f ncu.log; ln -s "$NCU_PLANT" ncu.log; echo "import os  # planted"; }
 printf '{"job": %s, "kernels": [{"name": "k", "metrics": {"gpu__time_duration.sum": 3000.0}}]}' "$job" > "$out.ncu-rep"
 """
 FAKE_REPORT_MODULE = """
@@ -164,6 +166,18 @@ def test_the_pass_stops_at_the_runs_timeout_and_says_so(tmp_path, fake_ncu, monk
     # Too little left before it starts: nothing is started at all.
     none = ncu_pass.profile_cases({}, [1], 0.1, tmp_path / "final", _sandboxed(tmp_path))
     assert none.cases == [] and "used up the run's --timeout" in none.notes[0]
+
+
+def test_a_link_the_profiled_process_leaves_in_its_folder_takes_no_later_output(tmp_path, fake_ncu, monkeypatch):
+    """Every case's ncu process appends to the pass's log: it is kept where the sandboxed process cannot swap it
+    for a link (one to a .pth in site-packages would run in every later Python process)."""
+    target = tmp_path / "outside" / "planted.pth"
+    target.parent.mkdir()
+    monkeypatch.setenv("NCU_PLANT", str(target))
+    monkeypatch.setenv("KERNELBEAM_WORKER_ENV", "NCU_PLANT")
+    result = ncu_pass.profile_cases({}, [0, 1, 2], 60.0, tmp_path / "final", _sandboxed(tmp_path))
+    assert [c["error"] for c in result.cases] == [None, None, None]
+    assert not target.exists()
 
 
 def test_what_stops_a_profile_is_named(tmp_path, monkeypatch, fake_ncu):

@@ -29,6 +29,7 @@ import yaml
 from tracker import store as store_mod
 from tracker.capture import compile_cache, sandbox, stopping
 from tracker.common.errors import InputError
+from tracker.common.files import read_tail
 from tracker.common.processes import child_env, descendants, end_processes
 from tracker.variants.contest_results import NS_PER_US, parse_stream
 
@@ -94,8 +95,7 @@ def _command(
 
 
 def _tail(path: Path) -> str:
-    data = path.read_bytes() if path.exists() else b""
-    return data[-LOG_TAIL_CHARS:].decode(errors="replace")
+    return read_tail(path, LOG_TAIL_CHARS).decode(errors="replace")
 
 
 def drive(req, record, events: list[dict[str, Any]], should_cancel, device: str):

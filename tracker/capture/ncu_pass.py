@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker.capture.ncu import SECTIONS
+from tracker.common.files import read_tail
 from tracker.common.processes import child_env
 
 NCU_ENV = "KERNELBEAM_NCU"  # an ncu executable to use instead of the one on PATH
@@ -119,11 +120,7 @@ def _run(cmd: list[str], env: dict[str, str] | None, cwd: Path, job: str, timeou
 
 
 def _tail(path: Path, chars: int = 600) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return ""
-    return " ".join(text[-chars:].split())
+    return " ".join(read_tail(path, 4 * chars).decode(errors="replace")[-chars:].split())
 
 
 def read_rows(module_dir: str, report: Path) -> list[dict[str, Any]]:
@@ -162,7 +159,10 @@ def profile_cases(
     deadline = time.monotonic() + budget_s
     workdir = Path(tempfile.mkdtemp(prefix="kernelbeam-ncu-"))
     (workdir / "tmp").mkdir()
-    log = workdir / "ncu.log"
+    # ncu's log is appended to by each case's process: outside the folder the kernel writes, so it cannot be
+    # swapped for a link that sends the next case's output into a file of the runner's choosing
+    logdir = Path(tempfile.mkdtemp(prefix="kernelbeam-ncu-log-"))
+    log = logdir / "ncu.log"
     try:
         for n, idx in enumerate(cases):
             left = deadline - time.monotonic()
@@ -201,6 +201,7 @@ def profile_cases(
             result.kernels.extend({"case_idx": idx, **r} for r in rows)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(logdir, ignore_errors=True)
     failed = [c for c in result.cases if c["error"]]
     if failed:
         which = ", ".join(str(c["case_idx"]) for c in failed)

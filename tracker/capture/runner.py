@@ -42,6 +42,7 @@ from tracker.capture.record import (  # noqa: F401 - RunRequest and the defaults
     complete_record,
     exit_text,
 )
+from tracker.common.files import read_tail
 from tracker.common.gitinfo import EMPTY as NO_GIT
 from tracker.common.gitinfo import capture_git, source_hash
 from tracker.common.processes import child_env, descendants, end_processes
@@ -83,11 +84,7 @@ def _new_run_id() -> str:
 
 
 def _tail(path: Path) -> str:
-    if not path.exists():
-        return ""
-    with open(path, "rb") as f:
-        f.seek(max(0, path.stat().st_size - LOG_TAIL_CHARS))
-        return f.read().decode(errors="replace")
+    return read_tail(path, LOG_TAIL_CHARS).decode(errors="replace")
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -374,7 +371,7 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
     private = Path(tempfile.mkdtemp(prefix="kernelbeam-check-"))  # the checker's log and evidence
     for sub in ("tmp", "traces"):
         (workdir / sub).mkdir()
-    log_path = workdir / "worker.log"
+    log_path = private / "worker.log"  # not in the run folder, where the kernel could swap it for a link
     key = secrets.token_bytes(32)
     token = f"KERNELBEAM_RUN_TOKEN={secrets.token_hex(8)}"
     store_mod.side_key()  # exists before the sandbox masks it

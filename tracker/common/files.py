@@ -1,10 +1,12 @@
-"""The one atomic file write, shared by the store's side files, the runner's progress and dashboard jobs."""
+"""The one atomic file write (the store's side files, the runner's progress, dashboard jobs) and the one safe read of
+a log's tail (logs of processes that ran a kernel)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -29,3 +31,19 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
 
 def write_json_atomic(path: str | os.PathLike, data: dict[str, Any]) -> None:
     write_text_atomic(path, json.dumps(data, default=str))
+
+
+def read_tail(path: str | os.PathLike, limit: int) -> bytes:
+    """The last `limit` bytes of a regular file; b"" where there is none. A path a kernel could have swapped is
+    not followed (a link to the runner's /proc/self/environ), not waited on (a FIFO) and not read past `limit`
+    (/dev/zero)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return b""
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return b""
+        f.seek(max(0, info.st_size - limit))
+        return f.read(limit)
