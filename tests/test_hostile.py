@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import signal
 import subprocess
 import sys
@@ -245,6 +246,65 @@ def test_forged_events_with_the_key_found_in_memory_do_not_make_a_pass(world):
     assert doc["status"] == "failed"
     assert all(not c["passed"] for c in doc["cases"])
     assert all(c["factor_res"] != 0.0 for c in doc["cases"] if c.get("factor_res") is not None)
+
+
+def test_a_malformed_profile_the_kernel_sends_costs_the_profile_not_the_record(world):
+    """A signed `profile` event whose kernel rows are not rows (a number, a text where a count goes) would have
+    made the record's bookkeeping raise, losing the run: the profile is dropped and said to be."""
+    kernel = _kernel(
+        world,
+        """
+        import gc
+
+        def custom_kernel(data):
+            events = next(o for o in gc.get_objects() if type(o).__name__ == "Events")
+            events.emit("profile", case_idx=0, kernels=[1], launches=1)
+            return torch.geqrf(data)
+        """,
+    )
+    doc = _run(world, kernel)
+    assert doc["status"] == "passed", doc.get("error")
+    run = Store(world["store"]).get_run(doc["run_id"])
+    assert "did not fit the store and were not kept" in (run["warnings"] or "")
+
+
+def test_text_the_kernel_puts_in_its_events_never_reaches_the_terminal(world):
+    """The progress bar names cases from the run's own suite and shows a pass only where the checker passed: a
+    kernel's escapes (a window title, a cleared screen) and a forged passing line never reach stderr."""
+    kernel = _kernel(
+        world,
+        """
+        import gc
+
+        def custom_kernel(data):
+            events = next(o for o in gc.get_objects() if type(o).__name__ == "Events")
+            events.emit("case_start", case_idx=0, position=0, total=1,
+                        spec="\\x1b]0;pwned\\x07\\x1b[2J all cases passed, geomean 0.001 us")
+            events.emit("rep", case_idx=0, done="\\x1b[2J", expected=[], case_eta_s="x")
+            n = data.shape[-1]
+            return torch.zeros_like(data), torch.zeros(data.shape[0], n, dtype=data.dtype)  # wrong: FAIL
+        """,
+    )
+    cmd = [sys.executable, "-m", "tracker", "run", str(kernel), "--store", str(world["store"]), "--suite", "smoke",
+           "--mode", "test", "--cases", "0"]  # fmt: skip
+    # on a terminal, where the bar redraws the current case as it runs
+    master, slave = pty.openpty()
+    proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=slave, timeout=200)
+    os.close(slave)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(master, 1 << 16)
+        except OSError:  # the terminal's other end is closed: all read
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(master)
+    text = shown.decode(errors="replace").replace("\r\x1b[K", "\n")  # the bar's own redraw
+    assert "\x1b" not in text and "pwned" not in text and "geomean 0.001" not in text, text
+    assert "FAIL" in text and " pass" not in text, text
+    assert Store(world["store"]).list_runs().iloc[0]["status"] == "failed", proc.stdout
 
 
 def test_a_timer_patched_through_an_alias_is_caught_by_the_supervisors_clock(world):

@@ -8,6 +8,7 @@ import time
 from typing import Any, TextIO
 
 from tracker.common.files import write_json_atomic
+from tracker.common.text import printable
 
 BAR_WIDTH = 24
 
@@ -145,7 +146,7 @@ class TerminalBar:
             what = f"{event['spec']} {'pass' if event.get('passed') else 'FAIL'}"
         else:
             what = self.state.current or ""
-        line = progress_line(self.state, what)
+        line = printable(progress_line(self.state, what))  # its own escapes only: "\r\033[K" below
         if self.tty:
             self.stream.write("\r\033[K" + line)
         else:
@@ -155,7 +156,7 @@ class TerminalBar:
     def _phase_line(self, event: dict[str, Any]) -> None:
         s = self.state
         text = {"waiting": s.waiting_for, "import_start": "compiling (import and first call)", "compiled": "compiled"}
-        line = f"{text[event['event']]} ({s.elapsed_s:.1f} s)"
+        line = printable(f"{text[event['event']]} ({s.elapsed_s:.1f} s)")
         self.stream.write(("\r\033[K" + line) if self.tty else line + "\n")
         self.stream.flush()
 

@@ -15,6 +15,7 @@ from tracker import store as store_mod
 from tracker.common.errors import InputError
 from tracker.common.jsonfields import parse_flags
 from tracker.common.vocabulary import CASE_STATS, DEFAULT_WORKLOAD
+from tracker.store.validate import row_problem
 from tracker.workloads import cases_for, get_suite, get_workload
 from tracker.workloads.base import BENCHMARK_SEED_STEP, MAX_INPUTS_PER_REP, MODES, combine_seed
 
@@ -145,6 +146,21 @@ def case_row(event: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+def _profile_rows(event: dict[str, Any], run_id: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """A profile event's rows (profile_cases, profile_kernels) without the run id, or (None, []) where any of them
+    does not fit its table: the worker wrote them, and a malformed one must not cost the run its record."""
+    case = {k: event.get(k) for k in ("case_idx", "launches", "host_us", "device_us", "trace_path")}
+    kernels = event.get("kernels")
+    if not isinstance(kernels, list) or not all(isinstance(k, dict) for k in kernels):
+        return None, []
+    columns = store_mod.TABLE_COLUMNS["profile_kernels"]
+    kernels = [{**{c: k.get(c) for c in columns if c != "run_id"}, "case_idx": case["case_idx"]} for k in kernels]
+    tables = [("profile_cases", case)] + [("profile_kernels", k) for k in kernels]
+    if any(row_problem(table, {**row, "run_id": run_id}) for table, row in tables):
+        return None, []
+    return case, kernels
+
+
 def complete_record(record, req, events, status, error, returncode, log_tail) -> None:
     """Fill the record from the worker's events and how it ended."""
     by_kind: dict[str, list[dict[str, Any]]] = {}
@@ -156,11 +172,17 @@ def complete_record(record, req, events, status, error, returncode, log_tail) ->
     for event in by_kind.get("case_done", []):
         record.cases.append({**case_row(event), "kind": kind})
         record.samples.extend((event["case_idx"], rep, t) for rep, t in enumerate(event.get("samples") or []))
+    dropped = 0
     for event in by_kind.get("profile", []):
-        record.profile_cases.append(
-            {k: event.get(k) for k in ("case_idx", "launches", "host_us", "device_us", "trace_path")}
-        )
-        record.profile_kernels.extend({"case_idx": event["case_idx"], **k} for k in event.get("kernels", []))
+        case, kernels = _profile_rows(event, record.run.run_id)
+        if case is None:
+            dropped += 1
+            continue
+        record.profile_cases.append(case)
+        record.profile_kernels.extend(kernels)
+    if dropped:
+        note = f"{dropped} profile(s) the worker sent did not fit the store and were not kept"
+        record.run.warnings = "; ".join(filter(None, [record.run.warnings, note]))
 
     timed_all = bool(by_kind.get("timing_done"))
     if timed_all and not by_kind.get("done"):

@@ -363,10 +363,49 @@ def _worker_command(
     return sandbox.wrap(argv, workdir, inner, hidden, [*writable, *cache.writable], sandboxed=req.sandbox)
 
 
+def _number(value: Any) -> bool:
+    return type(value) in (int, float) and 0 <= value < float("inf")
+
+
+def _progress_event(
+    event: dict[str, Any], specs: list[str], total: int, verdicts: list[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """What the progress bar and file show of a worker event: the case's name and the count from the run's own
+    suite (never text the kernel wrote: it reached the terminal as escapes and fake lines), numbers only where
+    they are numbers, and a case passed only where the checker, which has answered by then, passed it too."""
+    kind, idx = event.get("event"), event.get("case_idx")
+    shown: dict[str, Any] = {"event": kind, "elapsed_s": event["elapsed_s"]}
+    if kind in ("import_start", "compiled"):
+        return shown
+    if kind == "env":
+        gpu = event.get("gpu")
+        return {**shown, "gpu": gpu[:120] if isinstance(gpu, str) else None}
+    if type(idx) is not int or not 0 <= idx < len(specs):
+        return None
+    shown.update(case_idx=idx, spec=specs[idx], total=total)
+    if kind == "case_start":
+        return shown
+    if kind == "case_done":
+        judged = [v for v in verdicts if v.get("event") == "verdict" and v.get("case_idx") == idx]
+        return {**shown, "passed": event.get("passed") is True and bool(judged) and all(v["passed"] for v in judged)}
+    if kind == "rep" and all(_number(event.get(k)) for k in ("done", "expected")):
+        eta = event.get("case_eta_s")
+        return {
+            **shown,
+            "done": event["done"],
+            "expected": event["expected"],
+            "case_eta_s": eta if _number(eta) else None,
+        }
+    return None
+
+
 def _drive_worker(req, record, events, emit, should_cancel, device, variant_path=None, checkpoint=None):
     """Start the checker and the worker, feed the worker its job, follow both under the compile budget and then
     the timeout, end every process they started, and apply the checker's verdicts to the worker's cases.
     Returns (status, error, returncode, log_tail, compile_s, forged lines)."""
+    suite, workload = req.suite_cases(), req.workload()
+    specs = [(c if req.seed is None else workload.hidden_seed(c, req.seed)).spec for c in suite]
+    total = len(req.cases or suite)
     workdir = Path(tempfile.mkdtemp(prefix="kernelbeam-"))  # the worker's own folder: all it may write
     private = Path(tempfile.mkdtemp(prefix="kernelbeam-check-"))  # the checker's log and evidence
     for sub in ("tmp", "traces"):
@@ -449,7 +488,9 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
                         compile_s = event["elapsed_s"]
                         timed_deadline = time.monotonic() + req.timeout
                     events.append(event)
-                    emit(event)
+                    shown = _progress_event(event, specs, total, verdicts)
+                    if shown is not None:
+                        emit(shown)
                     if event["event"] in ("case_start", "case_done") and checkpoint is not None:
                         verdicts.extend(verdict_lines.read())  # the checker reports before it answers the worker
                         checkpoint(events, verdicts)

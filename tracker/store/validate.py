@@ -292,6 +292,12 @@ def _check_row(
     return totals.add(row.get("run_id"), row) if table not in ("variants", "variant_names") else None
 
 
+def row_problem(table: str, row: dict[str, Any]) -> str | None:
+    """Why one row of a run's table (run_id set) does not fit the store, or None: the import's checks, for rows a
+    run's worker sent (its profile) before they go into the record."""
+    return _check_row(table, row, _RunTotals(), None, check_types=True)
+
+
 def _who(row: dict[str, Any]) -> str:
     return f" (run {row['run_id']})" if isinstance(row.get("run_id"), str) and len(row["run_id"]) <= 40 else ""
 
