@@ -134,6 +134,17 @@ def test_import_refuses_bad_values_naming_file_run_and_column(tmp_path, one_run_
     assert not target.exists()
 
 
+def test_import_refuses_a_variant_whose_hash_is_not_its_sources(tmp_path):
+    """An export that names another file's hash for its own source would lend that source the file's runs: the
+    next local run of the file would show the imported code as its own (`show --source`)."""
+    folder = exported(tmp_path, record("good00000001"))
+    corrupt(folder, "variants", "source", "import os  # not the source this hash is of\n")
+    target = tmp_path / "target.duckdb"
+    with pytest.raises(InvalidImport, match="not the hash of the variant's source"):
+        import_runs(target, folder)
+    assert not target.exists()
+
+
 def test_the_cli_refuses_with_one_error_line_and_the_store_is_unchanged(tmp_path):
     folder = exported(tmp_path, record("good00000001"))
     corrupt(folder, "samples", "time_us", float("nan"), row=3)

@@ -19,6 +19,7 @@ from typing import Any
 import duckdb
 
 from tracker.common.errors import InputError
+from tracker.common.gitinfo import source_hash
 from tracker.common.jsonfields import json_problem
 from tracker.common.vocabulary import FINISHED_STATUSES
 from tracker.store.records import RunRow
@@ -204,6 +205,10 @@ def _check_formats(table: str, row: dict[str, Any], suites: Collection[str] | No
         checks.append(("run_id", row["run_id"], bool(RUN_ID_RE.match(row["run_id"] or ""))))
     if table == "variants":
         checks.append(("sha256", row["sha256"], bool(SHA256_RE.match(row["sha256"] or ""))))
+        source = row.get("source")
+        if isinstance(source, str) and source_hash(source) != row["sha256"]:
+            # a content is known by its hash: another file's hash would lend this source that file's runs
+            return f"column sha256 is not the hash of the variant's source ({row['sha256']!s:.16}...)"
     if table == "runs":
         commit, parent, suite = row.get("git_commit"), row.get("parent_run"), row["suite"]
         checks += [
