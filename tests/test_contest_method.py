@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -250,6 +251,33 @@ def test_the_method_needs_a_problem_folder_with_a_files_list(tmp_path, bad):
     else:
         doc = json.loads(proc.stdout)
         assert doc["status"] == "failed" and "no `files:` list" in doc["error"]
+
+
+@pytest.mark.parametrize("route", ["a link in the folder", "an absolute path"])
+def test_a_task_yml_never_copies_the_key_the_sandbox_hides_into_the_run_folder(tmp_path, route):
+    """A crafted problem folder names the side-file key as a file of its run (through a link in the folder, or
+    by its absolute path): the run folder would hold a readable copy of what the sandbox masks."""
+    key = tmp_path / "state" / "side-file.key"
+    key.parent.mkdir()
+    key.write_text("ab" * 32 + "\n")
+    folder = problem(tmp_path)
+    if route == "a link in the folder":
+        (folder / "extra.txt").symlink_to(key)
+        source = "extra.txt"
+    else:
+        source = str(key)
+    yml = TASK_YML.replace("tests:", f'  - {{"name": "extra.txt", "source": "{source}"}}\ntests:', 1)
+    (folder / "task.yml").write_text(yml)
+    kernel = tmp_path / "double.py"
+    kernel.write_text(GOOD)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tracker", "run", str(kernel), "--problem", str(folder), "--method", "contest",
+         "--store", str(tmp_path / "s.duckdb"), "--json", "--suite", "toy_double"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "KERNELBEAM_KEY_FILE": str(key)},
+    )  # fmt: skip
+    doc = json.loads(proc.stdout)
+    assert doc["status"] == "failed" and "which is not a file of the problem" in doc["error"], doc
+    assert "ab" * 32 not in json.dumps(stored(tmp_path / "s.duckdb", doc["run_id"]), default=str)
 
 
 TORCH_REFERENCE = """import torch

@@ -412,6 +412,28 @@ def test_a_hack_in_a_helper_module_is_recorded_and_scanned(world):
     assert any("kb_helper.py" in f["message"] for f in doc["flags"]), doc["flags"]
 
 
+def test_the_helper_list_the_worker_sends_never_reads_the_key_or_other_files(world):
+    """The runner reads the modules the worker names from beside the kernel: a forged list naming the side-file
+    key (here kept below the kernel's folder) or a data file gets neither into the record."""
+    key = world["tmp"] / "kernels" / "state" / "side-file.key"
+    (world["tmp"] / "kernels").mkdir(exist_ok=True)
+    (world["tmp"] / "kernels" / "notes.txt").write_text("KB-NOT-A-MODULE\n")
+    kernel = _kernel(
+        world,
+        f"""
+        import gc
+
+        def custom_kernel(data):
+            events = next(o for o in gc.get_objects() if type(o).__name__ == "Events")
+            events.emit("timing_done", helpers=[{str(key)!r}, {str(key.parent.parent / "notes.txt")!r}])
+            return torch.geqrf(data)
+        """,
+    )
+    doc = _run(world, kernel, env=dict(os.environ, KERNELBEAM_KEY_FILE=str(key)))
+    stored = json.dumps(Store(world["store"]).get_run(doc["run_id"]), default=str)
+    assert key.read_text().strip() not in stored and "KB-NOT-A-MODULE" not in stored
+
+
 def test_keyboard_interrupt_or_system_exit_from_a_kernel_is_its_failure(world):
     kernel = _kernel(
         world,

@@ -679,7 +679,11 @@ def _record_helpers(record, events: list[dict[str, Any]], variant: Path) -> None
     total = 0
     for name in named if isinstance(named, list) else []:
         path = Path(str(name)).resolve()
-        if path == variant.resolve() or not (path.parent == folder or folder in path.parents) or not path.is_file():
+        beside = path.parent == folder or folder in path.parents
+        # the worker names them: only Python files beside the kernel, never the key the sandbox hides from it
+        if path == variant.resolve() or not beside or path.suffix != ".py" or store_mod.is_side_key(path):
+            continue
+        if not path.is_file():
             continue
         text = path.read_text(errors="replace")
         total += len(text)

@@ -62,6 +62,16 @@ def side_key_path() -> Path:
     return Path(state) / "kernelbeam" / "side-file.key"
 
 
+def is_side_key(path: str | os.PathLike) -> bool:
+    """Whether `path` names the side-file key by any route (a link, `..`, a hard link): a file the tracker never
+    reads or copies on the word of a kernel or a problem folder."""
+    key = side_key_path()
+    try:
+        return Path(path).resolve() == key.resolve() or os.path.samefile(path, key)
+    except OSError:
+        return False
+
+
 def side_key() -> bytes:
     """This user's side-file key, made on first use (readable by this user only)."""
     path = side_key_path()
