@@ -3,7 +3,10 @@
 The folder holds task.yml (`tests:` and `benchmarks:` as lists of argument dicts, optional `name:`),
 reference.py (generate_input(**args), check_implementation(data, output), ref_kernel(data)) and task.py (the
 types a kernel imports with `from task import ...`). Case lists come from task.yml alone, so the runner never
-imports the reference; the worker does, with the folder first on sys.path so `task` and `utils` are the folder's.
+imports the reference; the worker (in the sandbox, beside the kernel) and the checker process (outside it: it
+judges with the folder's own generator and check_implementation) do, with the folder first on sys.path so `task`
+and `utils` are the folder's. A problem folder is therefore code you choose to run, as a contest's harness is:
+the sandbox contains the kernel, not the folder.
 """
 
 from __future__ import annotations
@@ -157,7 +160,8 @@ class ProblemFolder:
 
     @property
     def reference(self) -> Any:
-        """The folder's reference.py, imported once with the folder first on sys.path (worker only)."""
+        """The folder's reference.py, imported once with the folder first on sys.path (by the worker and the checker,
+        never by the runner)."""
         if self._reference is None:
             if str(self.folder) not in sys.path:
                 sys.path.insert(0, str(self.folder))
