@@ -349,6 +349,28 @@ def test_an_output_cache_keyed_by_the_tensor_object_is_flagged(world):
     assert "identity-cache" in _flags(doc), doc["flags"]
 
 
+def test_an_output_cache_keyed_by_the_inputs_values_is_flagged(world):
+    """A cache keyed by a few of the input's values (no object identity for the scan to see) hits on copies of the
+    inputs too: the fresh call draws other values of the same shapes."""
+    kernel = _kernel(
+        world,
+        """
+        CACHE = {}
+
+        def custom_kernel(data):
+            key = (tuple(data.shape), tuple(data.reshape(-1)[:6].tolist()))
+            if key not in CACHE:
+                for _ in range(30):  # the work the cache saves, a few ms on the CPU
+                    out = torch.geqrf(data)
+                CACHE[key] = out
+            return CACHE[key]
+        """,
+    )
+    doc = _run(world, kernel, "--suite", "smoke", "--cases", "1")
+    assert doc["status"] == "passed", doc["error"]
+    assert "identity-cache" in _flags(doc), doc["flags"]
+
+
 def test_tensor_subclasses_are_refused_before_they_reach_the_checker(world):
     """Case 0 returns a subclass that computes only when the checker touches it, case 1 one that reports float32
     while holding float64: only plain torch.Tensor outputs are accepted."""

@@ -1,5 +1,5 @@
 """Timing cross-checks: flags for a case whose reported time is less than its work can take, or than the same
-call takes on fresh copies of its inputs.
+call takes on fresh inputs of the same shapes.
 
 The kernel's process measures its own time (CUDA events or the CPU clock), so a kernel that patches the timer,
 forges its events or does the work outside the timed window can report what it likes. Two checks do not
@@ -23,7 +23,7 @@ HANDOFF_BYTES_PER_S = 2e9
 # The harness's recheck that the timing process runs after each repetition (on a GPU) takes this many times what the
 # checker measured it to take, at most: both processes share the device meanwhile.
 RECHECK_MARGIN = 2.0
-FRESH_FACTOR = 10.0  # a call on fresh copies of the inputs this many times slower than the loop's median ...
+FRESH_FACTOR = 10.0  # a call on fresh inputs (other values) this many times slower than the loop's median ...
 FRESH_MIN_US = 10.0  # ... and by at least this much
 
 
@@ -53,9 +53,9 @@ def flags(cases: list[dict[str, Any]], mode: str, device: str) -> list[dict[str,
         if fresh and median is not None and fresh > FRESH_FACTOR * median and fresh - median > FRESH_MIN_US:
             out.append({
                 "code": "identity-cache", "line": 0, "severity": "hack",
-                "message": f"case {case['case_idx']}: a call on fresh copies of the inputs took {fresh:.3g} us per "
-                           f"call against {median:.3g} us in the loop over the same input objects: the kernel "
-                           "seems to reuse results it keyed by the input object",
+                "message": f"case {case['case_idx']}: a call on fresh inputs of the same shapes took {fresh:.3g} us "
+                           f"per call against {median:.3g} us in the loop over the same input objects: the kernel "
+                           "seems to reuse results it keyed by the input (its object or its values)",
             })  # fmt: skip
         wall = case.get("wall_us")
         if wall and wall > GAP_FACTOR * mean and wall * (case.get("inputs") or 1) > GAP_MIN_US:

@@ -151,6 +151,9 @@ def rep_reporter(emit: Callable[..., None], case_idx: int, rules) -> Callable[[i
     return on_rep
 
 
+FRESH_SEED = 0x5EED  # the seed the fresh call's inputs are drawn with (combined with the case's)
+
+
 def run_benchmark_case(kernel, case, pos, device, clock, rules, workload, remote, on_rep=None) -> dict[str, Any]:
     from tracker.capture.timing import clone_data, first_pass, harness_rechecks_here, run_loop
 
@@ -188,8 +191,9 @@ def run_benchmark_case(kernel, case, pos, device, clock, rules, workload, remote
         "recheck_s": rechecked[0],
     }  # fmt: skip
     if timed.passed:
-        try:  # one more call on fresh copies (new objects, same values): a cache keyed by the input object misses
-            fresh = [clone_data(x) for x in copies]
+        try:  # one more call on fresh inputs (new objects, other values of the same shapes): a cache keyed by the
+            # input object misses, and so does one keyed by the values (a hash of a few of them)
+            fresh = workload.benchmark_inputs(workload.hidden_seed(case, FRESH_SEED), device)
             seconds, _ = clock.time_loop(lambda: [kernel(x) for x in fresh])
             result["fresh_us"] = seconds / len(fresh) * 1e6
         except BaseException as exc:
