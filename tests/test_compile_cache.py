@@ -48,3 +48,17 @@ def test_pruning_drops_the_least_recently_used_keeps_recent_ones_and_follows_no_
     assert removed == [base / SHA_A]  # the oldest goes; then the rest fit
     assert compile_cache.prune(base, max_bytes=0) == [base / SHA_B]  # SHA_C was used within RECENT_S
     assert (base / SHA_C).is_dir() and (outside / "precious").stat().st_size == 5000
+
+
+def test_a_folder_filled_past_the_cap_is_removed_after_the_run_and_said_to_be(tmp_path, monkeypatch):
+    """Pruning keeps a folder used in the last hours whatever its size; what a kernel writes into its own folder
+    beyond the per-source cap goes when its run ends, so it cannot fill the disk run after run."""
+    monkeypatch.setenv(compile_cache.ROOT_ENV, str(tmp_path / "cc"))
+    small, big = compile_cache.bind(SHA_A), compile_cache.bind(SHA_B)
+    (small.writable[0] / "triton" / "kernel.bin").write_bytes(b"x" * 1000)
+    with open(big.writable[0] / "triton" / "ballast", "wb") as f:
+        f.truncate(5000)  # sparse, but its size is what a kernel would claim
+    assert compile_cache.trim(small, max_bytes=4096) is None and small.writable[0].is_dir()
+    note = compile_cache.trim(big, max_bytes=4096)
+    assert note is not None and "removed" in note and not big.writable[0].exists()
+    assert compile_cache.trim(compile_cache.bind(SHA_C, enabled=False)) is None  # no folder: nothing to trim

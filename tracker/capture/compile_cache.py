@@ -23,6 +23,7 @@ from pathlib import Path
 ROOT_ENV = "KERNELBEAM_COMPILE_CACHE"
 MAX_BYTES = 8 << 30
 RECENT_S = 6 * 3600.0
+SOURCE_MAX_BYTES = 4 << 30  # one source's folder after its run: more is a kernel filling the disk, not its builds
 _SUBDIRS = {
     "TRITON_CACHE_DIR": "triton",
     "TORCH_EXTENSIONS_DIR": "torch_extensions",
@@ -87,6 +88,18 @@ def _size(folder: Path) -> int:
             except OSError:
                 pass
     return total
+
+
+def trim(binding: Binding, max_bytes: int = SOURCE_MAX_BYTES) -> str | None:
+    """After a run: this source's folder is removed if it holds more than max_bytes (prune keeps a folder used in
+    the last RECENT_S whatever its size, and the kernel could write there as it liked). The warning, or None."""
+    for folder in binding.writable:
+        size = _size(folder)
+        if size > max_bytes:
+            shutil.rmtree(folder, ignore_errors=True)
+            return (f"the compile cache of this source held {size / 2**30:.1f} GiB after the run, more than "
+                    f"{max_bytes / 2**30:g} GiB: removed")  # fmt: skip
+    return None
 
 
 def prune(base: Path, keep: Path | None = None, max_bytes: int = MAX_BYTES) -> list[Path]:

@@ -116,7 +116,7 @@ def drive(req, record, events: list[dict[str, Any]], should_cancel, device: str)
     workload = req.workload()
     log_path = private / "harness.log"
     token = f"KERNELBEAM_RUN_TOKEN={secrets.token_hex(8)}"
-    proc = None
+    proc = cache = None
     status = error = compile_s = None
     text = b""
     try:
@@ -189,6 +189,8 @@ def drive(req, record, events: list[dict[str, Any]], should_cancel, device: str)
         return "failed", str(exc), None, "", None, 0
     finally:
         log_tail = _tail(log_path)
+        if cache is not None:
+            record.run.warn(compile_cache.trim(cache))
         shutil.rmtree(workdir, ignore_errors=True)
         shutil.rmtree(private, ignore_errors=True)
     report = parse_stream(text.decode(errors="replace"))

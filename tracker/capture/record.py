@@ -182,13 +182,13 @@ def complete_record(record, req, events, status, error, returncode, log_tail) ->
         record.profile_kernels.extend(kernels)
     if dropped:
         note = f"{dropped} profile(s) the worker sent did not fit the store and were not kept"
-        record.run.warnings = "; ".join(filter(None, [record.run.warnings, note]))
+        record.run.warn(note)
 
     timed_all = bool(by_kind.get("timing_done"))
     if timed_all and not by_kind.get("done"):
         # Every case was checked and timed; only the optional profile did not finish. That keeps the verdict.
         reason = error or exit_text(returncode)
-        record.run.warnings = "; ".join(filter(None, [record.run.warnings, f"profile unfinished: {reason}"]))
+        record.run.warn(f"profile unfinished: {reason}")
         status = error = None
     done = {e["case_idx"] for e in by_kind.get("case_done", [])}
     unfinished = [e for e in by_kind.get("case_start", []) if e["case_idx"] not in done]

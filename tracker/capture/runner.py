@@ -299,7 +299,7 @@ def _ncu_profile(req, record, events, status, device: str, variant_path: str | N
     for line in result.notes:
         print(f"ncu: {line}", file=sys.stderr)
     if result.notes:
-        record.run.warnings = "; ".join(filter(None, [record.run.warnings, *result.notes]))
+        record.run.warn(*result.notes)
 
 
 def _gpu_available() -> bool:
@@ -445,7 +445,7 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
     if device == "cuda":  # from here on: the checker's clock bounds each case's timed loop inside these readings
         gpu.start()
         if gpu.unavailable:
-            record.run.warnings = "; ".join(filter(None, [record.run.warnings, f"no GPU state: {gpu.unavailable}"]))
+            record.run.warn(f"no GPU state: {gpu.unavailable}")
     checker, verdict_lines = _start_checker(req, device, private, workdir, checker_end.fileno())
     checker_end.close()
     old_term = None
@@ -544,6 +544,7 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
         _keep_traces(events, workdir, Store(req.store).traces_dir(record.run.run_id))
         _record_helpers(record, events, Path(variant_path or req.path))
         record.evidence = collect_evidence(private, events)  # read before the folder goes
+        record.run.warn(compile_cache.trim(cache))
     finally:
         gpu.stop()
         if write_fd is not None:

@@ -75,6 +75,10 @@ class RunRow:
         for name, value in values.items():
             setattr(self, name, value)
 
+    def warn(self, *notes: str | None) -> None:
+        """Add notes to `warnings` (one text, "; " between notes); empty notes add nothing."""
+        self.warnings = "; ".join(filter(None, [self.warnings, *notes])) or None
+
     def as_dict(self) -> dict[str, Any]:
         """{column: value} in the table's column order."""
         return {name: getattr(self, name) for name in RUN_FIELDS}
