@@ -122,3 +122,38 @@ def test_a_cancelled_runs_faster_case_is_no_best(tmp_path):
     assert all(v > 0.75 * b for v, b in zip(row["cases_us"].values(), BASE_US, strict=True)), row["cases_us"]
     since = json.loads(cli("since", (T0 + timedelta(minutes=30)).isoformat(), "--store", str(store), "--json").stdout)
     assert [r["run_id"] for r in since["runs"]] == ["stop0000000a"] and since["new_bests"] == []
+
+
+def test_lineage_and_variants_show_the_geomeans_of_one_context_as_the_lineage_page(demo_store):
+    """A CPU smoke run beside H200 runs: `lineage` and `variants` take their geomeans in one suite and GPU, the
+    one the Lineage page opens on (asked of the page itself), say which in a header line and in --json, and take
+    another with --gpu/--suite; a CPU geomean never sits beside H200 ones, and the tree is the same in each."""
+    from conftest import H200, open_page
+
+    path, ids = demo_store
+    for family in (None, "householder"):
+        at = open_page("pages/lineage.py", **({"family": family} if family else {}))
+        page = (at.selectbox(key="suite").value, at.selectbox(key="gpu").value)
+        doc = json.loads(cli("lineage", *(["--family", family] if family else []), "--json", "--store",
+                             str(path)).stdout)  # fmt: skip
+        assert (doc["suite"], doc["gpu"]) == page, family
+    assert page == ("qr_v2", H200)  # the householder family has no CPU runs
+    doc = json.loads(cli("lineage", "--json", "--store", str(path)).stdout)
+    assert (doc["suite"], doc["gpu"]) == ("smoke", "CPU")  # the CPU run passed last
+    timed = {v["variant"]: v["best_run"] for v in doc["variants"] if v["best_geomean_us"] is not None}
+    assert timed == {"geqrf_reference": ids["cpu"]}
+    on_h200 = json.loads(cli("lineage", "--gpu", H200, "--json", "--store", str(path)).stdout)
+    assert (on_h200["suite"], on_h200["gpu"]) == ("qr_v2", H200)
+    timed = {v["variant"]: v["best_run"] for v in on_h200["variants"] if v["best_geomean_us"] is not None}
+    assert ids["cpu"] not in timed.values() and timed["householder_v0"] == ids["householder"][0]
+    assert [(v["variant"], v["depth"]) for v in doc["variants"]] == [
+        (v["variant"], v["depth"]) for v in on_h200["variants"]]  # fmt: skip
+    assert cli("lineage", "--store", str(path)).stdout.splitlines()[0].endswith("on smoke · CPU")
+
+    rows = json.loads(cli("variants", "--json", "--store", str(path)).stdout)
+    assert {(r["suite"], r["gpu"]) for r in rows} == {("smoke", "CPU")}
+    assert {r["variant"] for r in rows if r["best_geomean_us"] is not None} == {"geqrf_reference"}
+    rows = json.loads(cli("variants", "--gpu", H200, "--json", "--store", str(path)).stdout)
+    best = {r["variant"]: r["best_geomean_us"] for r in rows}
+    assert best["geqrf_reference"] is None and best["wy_v0"] is not None
+    assert cli("variants", "--gpu", H200, "--store", str(path)).stdout.startswith("best geomean on qr_v2 · NVIDIA H200")

@@ -162,6 +162,17 @@ def readable_store(store: str) -> None:
     Store(store).check()
 
 
+def known_family(store: str, family: str | None, *, names: bool = False) -> None:
+    """A family the store does not know is bad input that names the known ones, never an empty table (`names`: a
+    family recorded on a variant's other name counts, as in `variants`)."""
+    if family is None:
+        return
+    readable_store(store)
+    families = Store(store).variant_families(names=names)
+    if family not in families:
+        raise UsageError(f"no family {family!r} in {store}; families: {', '.join(families) or 'none'}")
+
+
 def resolve(store: str, run: str) -> str:
     """A run id from a full id or a unique prefix, else from a variant name (any name recorded for it: its newest
     run, as `--parent NAME` takes it); a prefix matching several runs lists them."""
