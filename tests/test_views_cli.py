@@ -157,3 +157,54 @@ def test_lineage_and_variants_show_the_geomeans_of_one_context_as_the_lineage_pa
     best = {r["variant"]: r["best_geomean_us"] for r in rows}
     assert best["geqrf_reference"] is None and best["wy_v0"] is not None
     assert cli("variants", "--gpu", H200, "--store", str(path)).stdout.startswith("best geomean on qr_v2 · NVIDIA H200")
+
+
+def _family_with_a_sibling(path) -> dict[str, list[str]]:
+    """v0 -> v1 (case 0 20% faster), then two children of v1: `sib`, its case 3 1.5x slower (a dead end), and
+    `kept`, run last, as fast as v1. Three runs each."""
+    from datetime import timedelta
+
+    from conftest import BASE_US, T0, kernel_source, make_record
+
+    from tracker.store import Store
+
+    steps = {"v0": (None, {}), "v1": ("v0", {0: 0.8}), "sib": ("v1", {0: 0.8, 3: 1.5}), "kept": ("v1", {0: 0.8})}
+    ids: dict[str, list[str]] = {}
+    for k, (name, (parent, factors)) in enumerate(steps.items()):
+        for rep in range(3):
+            run_id = f"{name}{rep}".ljust(12, "x")
+            means = [b * factors.get(i, 1.0) for i, b in enumerate(BASE_US)]
+            record = make_record(run_id, variant=name, source=kernel_source(name, k), path=f"k/{name}.py",
+                                 family="fam", started=T0 + timedelta(hours=3 * k + rep), means=means, seed=3 * k + rep,
+                                 parent=ids[parent][0] if parent else None)  # fmt: skip
+            assert Store(path).finish_run(record) is None
+            ids.setdefault(name, []).append(run_id)
+    return ids
+
+
+def test_regressions_follow_one_line_of_descent_as_the_regressions_page(tmp_path, monkeypatch):
+    """A sibling's runs are no baseline: along v0 -> v1 -> kept (the variant run last, the page's default) there is
+    v1's improvement and no regression, where the whole family's runs in time order showed sib's step up and kept's
+    step down; --to sib follows that line instead. The page, asked itself, counts the same."""
+    from conftest import open_url
+
+    path = tmp_path / "fam.duckdb"
+    ids = _family_with_a_sibling(path)
+
+    def found(*args: str) -> list[tuple[str, str, str]]:
+        proc = cli("regressions", "--family", "fam", *args, "--json", "--store", str(path))
+        assert proc.returncode == 0, proc.stderr
+        return [(c["kind"], c["case"], c["run_id"]) for c in json.loads(proc.stdout)]
+
+    assert found() == []
+    assert found("--all") == [("improvement", "20x32 c1 dense", ids["v1"][0])]
+    assert found("--to", "sib") == [("regression", "640x512 c2 dense", ids["sib"][0])]
+    text = cli("regressions", "--family", "fam", "--all", "--store", str(path)).stdout
+    assert text.splitlines()[0] == "qr_v2 · NVIDIA H200: along v0 → v1 → kept"
+    bad = cli("regressions", "--family", "fam", "--to", "nope", "--store", str(path))
+    assert bad.returncode == 2 and bad.stderr.startswith("error: ") and "nope" in bad.stderr
+
+    monkeypatch.setenv("KERNELBEAM_STORE", str(path))
+    at = open_url("pages/regressions.py", family="fam")
+    counts = {m.label: m.value for m in at.metric}
+    assert (counts["Regressions"], counts["Improvements"]) == ("0", "1"), counts
