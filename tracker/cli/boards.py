@@ -6,7 +6,15 @@ import argparse
 import json
 from typing import Any
 
-from tracker.cli.common import UsageError, fmt_us, known_family, print_columns, readable_store, time_column
+from tracker.cli.common import (
+    UsageError,
+    fmt_us,
+    known_family,
+    print_columns,
+    readable_store,
+    time_column,
+    time_columns,
+)
 from tracker.common.jsonfields import clean
 from tracker.store import Store
 
@@ -97,12 +105,13 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     print(f"{doc['suite']} · {doc['mode']} · {doc['gpu']}" + (f" · family {doc['family']}" if doc["family"] else ""))
     if args.gaps:
         cs = doc["cases"]
+        mean, best = time_columns([("mean", [c["mean_us"] for c in cs]), ("best", [c["best_us"] for c in cs])])
         print_columns(
             [
                 ("case", [c["case"] for c in cs]),
-                time_column("mean", [c["mean_us"] for c in cs]),
+                mean,
                 ("log share", [_pct(c["log_share"]) for c in cs]),
-                time_column("best", [c["best_us"] for c in cs]),
+                best,
                 ("best variant", [c["best_variant"] for c in cs]),
                 ("x best", [_fmt(c["ratio_to_best"], ".3f") for c in cs]),
                 ("gap share", [_pct(c["gap_share"]) for c in cs]),

@@ -82,15 +82,28 @@ def time_unit(values: list[Any]) -> str:
 
 
 def _fmt_scaled(x: float) -> str:
-    decimals = 1 if abs(x) >= 100 else 2 if abs(x) >= 10 else 3
+    if 0 < abs(x) < 1:  # a spread in its table's unit (err 0.0402 ms): three significant digits, never 0.000
+        decimals = min(6, 2 - math.floor(math.log10(abs(x))))
+    else:
+        decimals = 1 if abs(x) >= 100 else 2 if abs(x) >= 10 else 3
     return f"{x:,.{decimals}f}"
 
 
 def time_column(header: str, values: list[Any]) -> tuple[str, list[str]]:
     """A table column of times given in microseconds: header with the unit, e.g. `mean (ms)`, and the cells."""
-    unit = time_unit(values)
+    return time_columns([(header, values)])[0]
+
+
+def time_columns(columns: list[tuple[str, list[Any]]], *, spreads: tuple[str, ...] = ()) -> list[tuple[str, list[str]]]:
+    """Time columns meant to be read side by side (mean, median, best; A and B; before and after) in one unit, so
+    that adjacent cells compare at a glance: the unit of the times together. The columns named in `spreads` (err,
+    std) take that unit without choosing it: a spread far below its times would put them all in ns."""
+    unit = time_unit([v for header, values in columns if header not in spreads for v in values])
     scale = dict(TIME_UNITS)[unit]
-    return f"{header} ({unit})", ["-" if _missing(v) else _fmt_scaled(v / scale) for v in values]
+    return [
+        (f"{header} ({unit})", ["-" if _missing(v) else _fmt_scaled(v / scale) for v in values])
+        for header, values in columns
+    ]
 
 
 def ratio_text(ratio: float | None) -> str:
@@ -204,10 +217,11 @@ def parse_cases(text: str | None) -> list[int] | None:
 
 
 def print_cases(cases: list[dict[str, Any]]) -> None:
-    """Per-case table: times scaled per column; err is the standard error of the mean (std / sqrt(runs))."""
+    """Per-case table: the times in one unit; err is the standard error of the mean (std / sqrt(runs))."""
 
-    def times(key: str, header: str) -> tuple[str, list[str]]:
-        return time_column(header, [clean(c.get(key)) for c in cases])
+    def times(*keys: str) -> list[tuple[str, list[str]]]:
+        return time_columns([(k.removesuffix("_us"), [clean(c.get(k)) for c in cases]) for k in keys],
+                            spreads=("err", "std"))  # fmt: skip
 
     timed = any(not _missing(clean(c.get("mean_us"))) for c in cases)  # a test run has no timing columns
     print_columns(
@@ -216,8 +230,7 @@ def print_cases(cases: list[dict[str, Any]]) -> None:
             ("case", [c["spec"] for c in cases]),
             ("ok", ["pass" if c["passed"] else "FAIL" for c in cases]),
             *(
-                [times("mean_us", "mean"), times("err_us", "err"), times("median_us", "median"),
-                 times("std_us", "std"), times("best_us", "best"),
+                [*times("mean_us", "err_us", "median_us", "std_us", "best_us"),
                  ("runs", [clean(c.get("runs")) or "-" for c in cases])]
                 if timed else []
             ),

@@ -16,7 +16,7 @@ from tracker.cli.common import (
     print_columns,
     readable_store,
     resolve,
-    time_column,
+    time_columns,
 )
 from tracker.store import Store
 
@@ -110,8 +110,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         [
             ("", [c.mark for c in cs]),
             ("case", [c.case for c in cs]),
-            time_column("A mean", [c.mean_a for c in cs]),
-            time_column("B mean", [c.mean_b for c in cs]),
+            *time_columns([("A mean", [c.mean_a for c in cs]), ("B mean", [c.mean_b for c in cs])]),
             ("B/A", [_fmt(c.ratio, ".3f") for c in cs]),
             ("95% CI", [interval_text(c.ci_low, c.ci_high) for c in cs]),
             ("why", [c.reason for c in cs]),
@@ -217,8 +216,7 @@ def cmd_regressions(args: argparse.Namespace) -> int:
             ("case", [c["case"] for c in found]),
             ("suite", [c["suite"] for c in found]),
             ("gpu", [c["gpu"] for c in found]),
-            time_column("before", [c["before"] for c in found]),
-            time_column("after", [c["after"] for c in found]),
+            *time_columns([("before", [c["before"] for c in found]), ("after", [c["after"] for c in found])]),
             ("factor", [_fmt(c["factor"], ".3f") for c in found]),
             ("first run after", [c["run_id"] for c in found]),
         ]

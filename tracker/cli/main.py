@@ -42,7 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog=prog_name(),
         description="KernelBeam: track GPU kernel variants.",
-        epilog="Tables show each time column in one unit (ns/us/ms/s); --json always gives microseconds. "
+        epilog="Tables show times in one unit per column, columns read side by side (mean, err, median, std, best; "
+        "A and B) in one unit together (ns/us/ms/s); --json always gives microseconds. "
         "err is the standard error of the mean, std/sqrt(runs). Exit codes: 0 success (run: passed), "
         "1 the run did not pass or an internal error, 2 bad input. KERNELBEAM_DEBUG=1 shows tracebacks.",
     )

@@ -18,6 +18,7 @@ from tracker.cli.common import (
     readable_store,
     resolve,
     time_column,
+    time_columns,
 )
 from tracker.cli.queue import queue_lines
 from tracker.common.jsonfields import clean, parse_flags, parse_stalls, stalls_text
@@ -199,8 +200,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             [
                 ("kernel", [short_name(k["kernel"]) for k in ks]),
                 ("calls", [k["calls"] for k in ks]),
-                time_column("device", [k["device_us"] for k in ks]),
-                time_column("self", [k["self_us"] for k in ks]),
+                *time_columns([("device", [k["device_us"] for k in ks]), ("self", [k["self_us"] for k in ks])]),
                 ("cases", [k["cases"] for k in ks]),
             ]
         )
