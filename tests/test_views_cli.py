@@ -53,6 +53,22 @@ def test_store_before_the_command_version_and_list_filters(demo_store):
     assert version.returncode == 0 and version.stdout.split()[-1][0].isdigit()
 
 
+def test_an_empty_list_tells_filters_that_match_nothing_from_an_empty_store(demo_store, tmp_path):
+    from tracker.store import Store
+
+    path, _ = demo_store
+    total = Store(path).count_runs()
+    for filters in (["--variant", "nope"], ["--family", "wy", "--status", "timeout"]):
+        proc = cli("list", *filters, "--store", str(path))
+        assert proc.returncode == 0 and proc.stdout.splitlines()[-1] == (
+            f"no runs match these filters ({total} runs in {path})"
+        )
+    empty = tmp_path / "empty.duckdb"
+    with Store(empty).connect():
+        pass
+    assert cli("list", "--store", str(empty)).stdout.splitlines()[-1] == f"no runs in {empty}"
+
+
 def test_the_shipped_problem_folder_runs_as_the_readme_says(tmp_path):
     """problems/vectoradd (ours, GPU Mode's layout): its submission passes all four tests on the CPU."""
     store = tmp_path / "va.duckdb"

@@ -82,6 +82,7 @@ def leaderboard_doc(args: argparse.Namespace) -> dict[str, Any]:
 
     if args.variant and not args.gaps:
         raise UsageError("--variant goes with --gaps")
+    known_family(args.store, args.family)
     ctx = _context(args)
     data = Store(args.store).leaderboard_cells(suite=ctx["suite"], mode=args.mode, gpu=ctx["gpu"],
                                      family=args.family)  # fmt: skip

@@ -13,6 +13,7 @@ from tracker.cli.common import (
     UsageError,
     fraction,
     interval_text,
+    known_family,
     print_columns,
     readable_store,
     resolve,
@@ -167,6 +168,7 @@ def cmd_regressions(args: argparse.Namespace) -> int:
     if args.to and not args.family:
         raise UsageError("--to goes with --family (a lineage path within the family)")
     readable_store(args.store)
+    known_family(args.store, args.family)  # unknown: said as lineage, variants and leaderboard say it
     scope = {"family": args.family, "path": args.path}
     _check_scope(args.store, args.family, args.path)
     contexts = Store(args.store).history_contexts(**scope)
@@ -228,7 +230,7 @@ def cmd_regressions(args: argparse.Namespace) -> int:
 
 
 def _check_scope(store: str, family: str | None, path: str | None) -> None:
-    """An unknown family or kernel path is bad input, not 'no change points'."""
+    """A family without runs or an unknown kernel path is bad input, not 'no change points'."""
     what, value = ("family", family) if family is not None else ("path", path)
     known = Store(store).history_scopes()[what][what].tolist()
     if value not in known:

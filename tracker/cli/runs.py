@@ -69,7 +69,10 @@ def cmd_list(args: argparse.Namespace) -> int:
     for line in queue_lines(queue()):  # who holds a device, who waits: `queue --json` for agents
         print(line)
     if not records:
-        print(f"no runs in {args.store}")
+        total = Store(args.store).count_runs()
+        filtered = any(getattr(args, k) for k in ("search", "family", "status", "variant", "since"))
+        print(f"no runs match these filters ({total} runs in {args.store})" if filtered and total else
+              f"no runs in {args.store}")  # fmt: skip
         return 0
     print_columns(
         [
