@@ -224,3 +224,43 @@ def test_regressions_follow_one_line_of_descent_as_the_regressions_page(tmp_path
     at = open_url("pages/regressions.py", family="fam")
     counts = {m.label: m.value for m in at.metric}
     assert (counts["Regressions"], counts["Improvements"]) == ("0", "1"), counts
+
+
+def test_since_and_show_read_as_text_not_as_python(demo_store):
+    """`since` titles its sections and names its columns in words (no new_bests:, baseline_run), and a run's
+    geomean is never listed under a case's mean; `show` says yes/no for a flag and starts every value in one
+    column, compile_cache and shared_device included."""
+    from datetime import timedelta
+
+    from conftest import T0, kernel_source, make_record
+
+    from tracker.store import Store
+
+    path, _ = demo_store
+    text = cli("since", (T0 + timedelta(hours=4, minutes=30)).isoformat(), "--store", str(path)).stdout
+    lines = text.splitlines()
+    titles = [lines[i + 1] for i, line in enumerate(lines[:-1]) if not line]
+    assert [t.split(" (")[0].rstrip(":") for t in titles] == ["Runs", "New best means", "New best geomeans",
+                                                             "Regressions", "Failures", "Verdicts"], titles  # fmt: skip
+    for raw in ("new_bests", "baseline_run", "run_id", "_us", "overall"):
+        assert raw not in text, raw
+    means = lines[lines.index(titles[1]) + 1]
+    geomeans = lines[lines.index(titles[2]) + 1]
+    assert (
+        means.split()[:4] == ["case", "suite", "gpu", "run"]
+        and "geomean (" in geomeans
+        and "mean (" not in (geomeans.replace("geomean (", ""))
+    )
+    regressions = lines[lines.index(titles[3]) + 1]
+    assert "baseline run" in regressions and "before (" in regressions and "after (" in regressions
+
+    record = make_record("cold0000000a", variant="cold", source=kernel_source("cold", 1), path="k/cold.py",
+                         family=None, started=T0, means=None, mode="test", commit="abc1234")  # fmt: skip
+    record.run.compile_cache, record.run.shared_device = "cold", False
+    assert Store(path).finish_run(record) is None
+    shown = cli("show", "cold0000000a", "--store", str(path)).stdout.splitlines()
+    head = shown[: next(i for i, line in enumerate(shown) if line.startswith("#"))]
+    assert [line.split() for line in head if " no" in line] == [["git_dirty", "no"], ["shared_device", "no"]]
+    assert not any(w in line.split() for line in head for w in ("True", "False"))
+    starts = {len(line) - len(line.split(maxsplit=1)[1]) for line in head}
+    assert len(starts) == 1, head  # every value in one column
