@@ -264,3 +264,25 @@ def test_since_and_show_read_as_text_not_as_python(demo_store):
     assert not any(w in line.split() for line in head for w in ("True", "False"))
     starts = {len(line) - len(line.split(maxsplit=1)[1]) for line in head}
     assert len(starts) == 1, head  # every value in one column
+
+
+def test_the_cli_takes_kernelbeam_store_as_its_default_store_as_the_dashboard_does(demo_store, tmp_path):
+    """$KERNELBEAM_STORE (the demo_store fixture sets it) is the store of a command without --store; --store, before
+    or after the command, still wins."""
+    import os
+
+    from tracker.store import Store
+
+    path, ids = demo_store
+    other = tmp_path / "other.duckdb"
+    with Store(other).connect():
+        pass
+
+    def listed(*args: str) -> list[str]:
+        proc = subprocess.run([sys.executable, "-m", "tracker", *args, "--json"], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120, env=dict(os.environ, KERNELBEAM_STORE=str(path)))  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return [r["run_id"] for r in json.loads(proc.stdout)]
+
+    assert ids["cpu"] in listed("list") and len(listed("list")) == Store(path).count_runs()
+    assert listed("list", "--store", str(other)) == [] and listed("--store", str(other), "list") == []

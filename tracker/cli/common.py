@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 
 from tracker.common.errors import InputError
 from tracker.common.jsonfields import clean
+from tracker.common.vocabulary import STORE_ENV
 from tracker.store import DEFAULT_STORE, Store
 
 
@@ -246,9 +247,18 @@ def path_arg(text: str) -> str:
     return text
 
 
+def default_store() -> str:
+    """The store a command uses without --store: $KERNELBEAM_STORE as for the dashboard, else experiments.duckdb
+    here. Read when the parser is built, so each main() call sees the environment of its time."""
+    return os.environ.get(STORE_ENV) or DEFAULT_STORE
+
+
 def common_options() -> argparse.ArgumentParser:
     """Options every command takes: --store and --json."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--store", type=path_arg, default=DEFAULT_STORE, help="DuckDB store (default: %(default)s)")
+    common.add_argument(
+        "--store", type=path_arg, default=default_store(),
+        help=f"DuckDB store (default: ${STORE_ENV}, else {DEFAULT_STORE}; here: %(default)s)",
+    )  # fmt: skip
     common.add_argument("--json", action="store_true", help="print one JSON document on stdout (times in microseconds)")
     return common
