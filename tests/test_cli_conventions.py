@@ -104,6 +104,23 @@ def test_show_and_compare_print_related_times_in_one_unit(tmp_path, capsys):
     assert units(header) == ["us", "us"], header
 
 
+def test_import_results_names_the_geomeans_unit_once(tmp_path, capsys):
+    """`import-results` said `geomean 56.97 us us` and `2.024 ms us`: fmt_us carries the unit."""
+    from tracker.workloads.qr_v2.suites import QR_V2
+
+    lines = ["check: pass", f"benchmark-count: {len(QR_V2.benchmarks)}"]
+    for i, c in enumerate(QR_V2.benchmarks):
+        lines += [f"benchmark.{i}.spec: batch: {c.batch}; n: {c.n}; cond: {c.cond:g}; seed: {c.seed}; case: {c.case}",
+                  f"benchmark.{i}.runs: 10", f"benchmark.{i}.mean: {2e6 * (i + 1)}"]  # fmt: skip
+    log = tmp_path / "b200.log"
+    log.write_text("\n".join(lines) + "\n")
+    reference = str(ROOT / "kernels" / "geqrf_reference.py")
+    args = ["import-results", str(log), "--variant", reference, "--gpu", "NVIDIA B200", "--store", str(tmp_path / "s")]
+    assert main(args) == 0
+    out = capsys.readouterr().out.strip()
+    assert re.search(r"geomean [0-9.,]+ ms$", out), out  # 2 ms to 24 ms per case
+
+
 def test_tables_use_scaled_units_and_json_stays_in_microseconds(demo_store, capsys):
     path, ids = demo_store
     run_id = ids["householder"][0]
