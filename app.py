@@ -21,6 +21,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from pages import _common as common  # noqa: E402
+from tracker.common.vocabulary import STORE_ENV  # noqa: E402
 from tracker.store import (  # noqa: E402
     NotAStoreError,
     Store,
@@ -49,7 +50,7 @@ if ARGS.kernels_dir:  # the folder the Benchmark page may run kernels from (trac
 
 
 def default_store() -> str:
-    return ARGS.store or ARGS.positional or os.environ.get("KERNELBEAM_STORE") or str(common.own_store())
+    return ARGS.store or ARGS.positional or os.environ.get(STORE_ENV) or str(common.own_store())
 
 
 @st.cache_data(show_spinner=False)

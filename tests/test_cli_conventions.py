@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -19,7 +20,7 @@ import pytest
 
 from tracker.capture.progress import TerminalBar
 from tracker.capture.runner import RunRequest, run_variant
-from tracker.cli.common import time_column, time_unit
+from tracker.cli.common import time_column, time_columns, time_unit
 from tracker.cli.main import build_parser, main
 from tracker.store import MIGRATIONS, SCHEMA_VERSION, Store, migrate
 
@@ -67,6 +68,57 @@ def test_one_unit_per_column_chosen_from_its_values(values, unit):
 def test_a_time_column_scales_its_cells_and_names_the_unit():
     header, cells = time_column("mean", [9_847.0, 996_902.0, None])
     assert header == "mean (ms)" and cells == ["9.847", "996.9", "-"]
+
+
+def test_related_time_columns_share_one_unit_chosen_by_the_times_not_the_spreads():
+    columns = time_columns([("mean", [9_847.0, 996_902.0]), ("err", [0.4, 2.0]), ("best", [9_800.0, None])],
+                           spreads=("err",))  # fmt: skip
+    assert columns == [("mean (ms)", ["9.847", "996.9"]), ("err (ms)", ["0.000400", "0.00200"]),
+                       ("best (ms)", ["9.800", "-"])]  # fmt: skip
+
+
+def test_show_and_compare_print_related_times_in_one_unit(tmp_path, capsys):
+    """show's mean, err, median, std and best, and compare's A and B means, each in one unit: A's cases in
+    microseconds and B's in milliseconds read 'A mean (us)' beside 'A mean (ms)' before."""
+    from conftest import BASE_US, T0, kernel_source, make_record
+
+    path = tmp_path / "units.duckdb"
+    for run_id, factor in (("fast00000000", 1.0), ("slow00000000", 1000.0)):
+        record = make_record(run_id, variant=run_id[:4], source=kernel_source(run_id[:4], 1), path="k/x.py",
+                             family=None, started=T0, means=[b * factor for b in BASE_US])  # fmt: skip
+        assert Store(path).finish_run(record) is None
+
+    def units(header: str) -> list[str]:
+        return re.findall(r"\((ns|us|ms|s)\)", header)
+
+    for run_id, unit in (("fast00000000", "us"), ("slow00000000", "ms")):
+        assert main(["show", run_id, "--store", str(path)]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        header = next(line for line in lines if line.startswith("#"))
+        assert units(header) == [unit] * 5, header
+        first = lines[lines.index(header) + 1].split()
+        err = first[first.index("pass") + 2]
+        assert err != "0.000" and float(err) < 1, first  # 20x32's err (0.2%) in the unit of the times
+    assert main(["compare", "fast00000000", "slow00000000", "--store", str(path)]) == 0
+    header = next(line for line in capsys.readouterr().out.splitlines() if "A mean" in line)
+    assert units(header) == ["us", "us"], header
+
+
+def test_import_results_names_the_geomeans_unit_once(tmp_path, capsys):
+    """`import-results` said `geomean 56.97 us us` and `2.024 ms us`: fmt_us carries the unit."""
+    from tracker.workloads.qr_v2.suites import QR_V2
+
+    lines = ["check: pass", f"benchmark-count: {len(QR_V2.benchmarks)}"]
+    for i, c in enumerate(QR_V2.benchmarks):
+        lines += [f"benchmark.{i}.spec: batch: {c.batch}; n: {c.n}; cond: {c.cond:g}; seed: {c.seed}; case: {c.case}",
+                  f"benchmark.{i}.runs: 10", f"benchmark.{i}.mean: {2e6 * (i + 1)}"]  # fmt: skip
+    log = tmp_path / "b200.log"
+    log.write_text("\n".join(lines) + "\n")
+    reference = str(ROOT / "kernels" / "geqrf_reference.py")
+    args = ["import-results", str(log), "--variant", reference, "--gpu", "NVIDIA B200", "--store", str(tmp_path / "s")]
+    assert main(args) == 0
+    out = capsys.readouterr().out.strip()
+    assert re.search(r"geomean [0-9.,]+ ms$", out), out  # 2 ms to 24 ms per case
 
 
 def test_tables_use_scaled_units_and_json_stays_in_microseconds(demo_store, capsys):

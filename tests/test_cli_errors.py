@@ -194,10 +194,16 @@ def test_export_onto_an_existing_file_is_refused(capsys, demo_store, tmp_path):
     assert target.read_text() == "keep me\n"
 
 
-def test_an_unknown_family_or_path_says_so_and_lists_the_known_ones(capsys, demo_store):
+def test_an_unknown_family_or_path_says_so_and_lists_the_known_ones(capsys, demo_store, tmp_path):
     path, _ = demo_store
-    line = assert_bad_input(call(capsys, "regressions", "--family", "nope", "--store", str(path)), "no runs in family")
-    assert "householder" in line and "wy" in line
+    for command in ("regressions", "lineage", "variants", "leaderboard"):  # never an empty table with exit 0
+        line = assert_bad_input(call(capsys, command, "--family", "nope", "--store", str(path)), "no family 'nope'")
+        assert "householder" in line and "wy" in line, command
+    kernel = tmp_path / "fresh.py"
+    kernel.write_text("def custom_kernel(data):\n    return data\n")
+    assert main(["add", str(kernel), "--family", "fresh", "--store", str(path)]) == 0
+    capsys.readouterr()
+    assert_bad_input(call(capsys, "regressions", "--family", "fresh", "--store", str(path)), "no runs in family")
     line = assert_bad_input(call(capsys, "regressions", "--path", "kernels/nope.py", "--store", str(path)), "path")
     assert "kernels/householder_torch.py" in line
     assert_bad_input(

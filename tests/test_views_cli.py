@@ -53,6 +53,22 @@ def test_store_before_the_command_version_and_list_filters(demo_store):
     assert version.returncode == 0 and version.stdout.split()[-1][0].isdigit()
 
 
+def test_an_empty_list_tells_filters_that_match_nothing_from_an_empty_store(demo_store, tmp_path):
+    from tracker.store import Store
+
+    path, _ = demo_store
+    total = Store(path).count_runs()
+    for filters in (["--variant", "nope"], ["--family", "wy", "--status", "timeout"]):
+        proc = cli("list", *filters, "--store", str(path))
+        assert proc.returncode == 0 and proc.stdout.splitlines()[-1] == (
+            f"no runs match these filters ({total} runs in {path})"
+        )
+    empty = tmp_path / "empty.duckdb"
+    with Store(empty).connect():
+        pass
+    assert cli("list", "--store", str(empty)).stdout.splitlines()[-1] == f"no runs in {empty}"
+
+
 def test_the_shipped_problem_folder_runs_as_the_readme_says(tmp_path):
     """problems/vectoradd (ours, GPU Mode's layout): its submission passes all four tests on the CPU."""
     store = tmp_path / "va.duckdb"
@@ -122,3 +138,151 @@ def test_a_cancelled_runs_faster_case_is_no_best(tmp_path):
     assert all(v > 0.75 * b for v, b in zip(row["cases_us"].values(), BASE_US, strict=True)), row["cases_us"]
     since = json.loads(cli("since", (T0 + timedelta(minutes=30)).isoformat(), "--store", str(store), "--json").stdout)
     assert [r["run_id"] for r in since["runs"]] == ["stop0000000a"] and since["new_bests"] == []
+
+
+def test_lineage_and_variants_show_the_geomeans_of_one_context_as_the_lineage_page(demo_store):
+    """A CPU smoke run beside H200 runs: `lineage` and `variants` take their geomeans in one suite and GPU, the
+    one the Lineage page opens on (asked of the page itself), say which in a header line and in --json, and take
+    another with --gpu/--suite; a CPU geomean never sits beside H200 ones, and the tree is the same in each."""
+    from conftest import H200, open_page
+
+    path, ids = demo_store
+    for family in (None, "householder"):
+        at = open_page("pages/lineage.py", **({"family": family} if family else {}))
+        page = (at.selectbox(key="suite").value, at.selectbox(key="gpu").value)
+        doc = json.loads(cli("lineage", *(["--family", family] if family else []), "--json", "--store",
+                             str(path)).stdout)  # fmt: skip
+        assert (doc["suite"], doc["gpu"]) == page, family
+    assert page == ("qr_v2", H200)  # the householder family has no CPU runs
+    doc = json.loads(cli("lineage", "--json", "--store", str(path)).stdout)
+    assert (doc["suite"], doc["gpu"]) == ("smoke", "CPU")  # the CPU run passed last
+    timed = {v["variant"]: v["best_run"] for v in doc["variants"] if v["best_geomean_us"] is not None}
+    assert timed == {"geqrf_reference": ids["cpu"]}
+    on_h200 = json.loads(cli("lineage", "--gpu", H200, "--json", "--store", str(path)).stdout)
+    assert (on_h200["suite"], on_h200["gpu"]) == ("qr_v2", H200)
+    timed = {v["variant"]: v["best_run"] for v in on_h200["variants"] if v["best_geomean_us"] is not None}
+    assert ids["cpu"] not in timed.values() and timed["householder_v0"] == ids["householder"][0]
+    assert [(v["variant"], v["depth"]) for v in doc["variants"]] == [
+        (v["variant"], v["depth"]) for v in on_h200["variants"]]  # fmt: skip
+    assert cli("lineage", "--store", str(path)).stdout.splitlines()[0].endswith("on smoke · CPU")
+
+    rows = json.loads(cli("variants", "--json", "--store", str(path)).stdout)
+    assert {(r["suite"], r["gpu"]) for r in rows} == {("smoke", "CPU")}
+    assert {r["variant"] for r in rows if r["best_geomean_us"] is not None} == {"geqrf_reference"}
+    rows = json.loads(cli("variants", "--gpu", H200, "--json", "--store", str(path)).stdout)
+    best = {r["variant"]: r["best_geomean_us"] for r in rows}
+    assert best["geqrf_reference"] is None and best["wy_v0"] is not None
+    assert cli("variants", "--gpu", H200, "--store", str(path)).stdout.startswith("best geomean on qr_v2 · NVIDIA H200")
+
+
+def _family_with_a_sibling(path) -> dict[str, list[str]]:
+    """v0 -> v1 (case 0 20% faster), then two children of v1: `sib`, its case 3 1.5x slower (a dead end), and
+    `kept`, run last, as fast as v1. Three runs each."""
+    from datetime import timedelta
+
+    from conftest import BASE_US, T0, kernel_source, make_record
+
+    from tracker.store import Store
+
+    steps = {"v0": (None, {}), "v1": ("v0", {0: 0.8}), "sib": ("v1", {0: 0.8, 3: 1.5}), "kept": ("v1", {0: 0.8})}
+    ids: dict[str, list[str]] = {}
+    for k, (name, (parent, factors)) in enumerate(steps.items()):
+        for rep in range(3):
+            run_id = f"{name}{rep}".ljust(12, "x")
+            means = [b * factors.get(i, 1.0) for i, b in enumerate(BASE_US)]
+            record = make_record(run_id, variant=name, source=kernel_source(name, k), path=f"k/{name}.py",
+                                 family="fam", started=T0 + timedelta(hours=3 * k + rep), means=means, seed=3 * k + rep,
+                                 parent=ids[parent][0] if parent else None)  # fmt: skip
+            assert Store(path).finish_run(record) is None
+            ids.setdefault(name, []).append(run_id)
+    return ids
+
+
+def test_regressions_follow_one_line_of_descent_as_the_regressions_page(tmp_path, monkeypatch):
+    """A sibling's runs are no baseline: along v0 -> v1 -> kept (the variant run last, the page's default) there is
+    v1's improvement and no regression, where the whole family's runs in time order showed sib's step up and kept's
+    step down; --to sib follows that line instead. The page, asked itself, counts the same."""
+    from conftest import open_url
+
+    path = tmp_path / "fam.duckdb"
+    ids = _family_with_a_sibling(path)
+
+    def found(*args: str) -> list[tuple[str, str, str]]:
+        proc = cli("regressions", "--family", "fam", *args, "--json", "--store", str(path))
+        assert proc.returncode == 0, proc.stderr
+        return [(c["kind"], c["case"], c["run_id"]) for c in json.loads(proc.stdout)]
+
+    assert found() == []
+    assert found("--all") == [("improvement", "20x32 c1 dense", ids["v1"][0])]
+    assert found("--to", "sib") == [("regression", "640x512 c2 dense", ids["sib"][0])]
+    text = cli("regressions", "--family", "fam", "--all", "--store", str(path)).stdout
+    assert text.splitlines()[0] == "qr_v2 · NVIDIA H200: along v0 → v1 → kept"
+    bad = cli("regressions", "--family", "fam", "--to", "nope", "--store", str(path))
+    assert bad.returncode == 2 and bad.stderr.startswith("error: ") and "nope" in bad.stderr
+
+    monkeypatch.setenv("KERNELBEAM_STORE", str(path))
+    at = open_url("pages/regressions.py", family="fam")
+    counts = {m.label: m.value for m in at.metric}
+    assert (counts["Regressions"], counts["Improvements"]) == ("0", "1"), counts
+
+
+def test_since_and_show_read_as_text_not_as_python(demo_store):
+    """`since` titles its sections and names its columns in words (no new_bests:, baseline_run), and a run's
+    geomean is never listed under a case's mean; `show` says yes/no for a flag and starts every value in one
+    column, compile_cache and shared_device included."""
+    from datetime import timedelta
+
+    from conftest import T0, kernel_source, make_record
+
+    from tracker.store import Store
+
+    path, _ = demo_store
+    text = cli("since", (T0 + timedelta(hours=4, minutes=30)).isoformat(), "--store", str(path)).stdout
+    lines = text.splitlines()
+    titles = [lines[i + 1] for i, line in enumerate(lines[:-1]) if not line]
+    assert [t.split(" (")[0].rstrip(":") for t in titles] == ["Runs", "New best means", "New best geomeans",
+                                                             "Regressions", "Failures", "Verdicts"], titles  # fmt: skip
+    for raw in ("new_bests", "baseline_run", "run_id", "_us", "overall"):
+        assert raw not in text, raw
+    means = lines[lines.index(titles[1]) + 1]
+    geomeans = lines[lines.index(titles[2]) + 1]
+    assert (
+        means.split()[:4] == ["case", "suite", "gpu", "run"]
+        and "geomean (" in geomeans
+        and "mean (" not in (geomeans.replace("geomean (", ""))
+    )
+    regressions = lines[lines.index(titles[3]) + 1]
+    assert "baseline run" in regressions and "before (" in regressions and "after (" in regressions
+
+    record = make_record("cold0000000a", variant="cold", source=kernel_source("cold", 1), path="k/cold.py",
+                         family=None, started=T0, means=None, mode="test", commit="abc1234")  # fmt: skip
+    record.run.compile_cache, record.run.shared_device = "cold", False
+    assert Store(path).finish_run(record) is None
+    shown = cli("show", "cold0000000a", "--store", str(path)).stdout.splitlines()
+    head = shown[: next(i for i, line in enumerate(shown) if line.startswith("#"))]
+    assert [line.split() for line in head if " no" in line] == [["git_dirty", "no"], ["shared_device", "no"]]
+    assert not any(w in line.split() for line in head for w in ("True", "False"))
+    starts = {len(line) - len(line.split(maxsplit=1)[1]) for line in head}
+    assert len(starts) == 1, head  # every value in one column
+
+
+def test_the_cli_takes_kernelbeam_store_as_its_default_store_as_the_dashboard_does(demo_store, tmp_path):
+    """$KERNELBEAM_STORE (the demo_store fixture sets it) is the store of a command without --store; --store, before
+    or after the command, still wins."""
+    import os
+
+    from tracker.store import Store
+
+    path, ids = demo_store
+    other = tmp_path / "other.duckdb"
+    with Store(other).connect():
+        pass
+
+    def listed(*args: str) -> list[str]:
+        proc = subprocess.run([sys.executable, "-m", "tracker", *args, "--json"], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120, env=dict(os.environ, KERNELBEAM_STORE=str(path)))  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return [r["run_id"] for r in json.loads(proc.stdout)]
+
+    assert ids["cpu"] in listed("list") and len(listed("list")) == Store(path).count_runs()
+    assert listed("list", "--store", str(other)) == [] and listed("--store", str(other), "list") == []

@@ -17,6 +17,7 @@ from tracker.analysis.series import detect_all, history_points, run_before
 from tracker.common.errors import InputError
 
 FAILURES = ("failed", "crashed", "timeout", "cancelled")
+OVERALL = "overall"  # the case of a new best that is a run's geomean, not one case's mean
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
@@ -90,7 +91,7 @@ def since_summary(activity: dict[str, pd.DataFrame]) -> dict[str, list[dict[str,
             ]  # fmt: skip
             before = match["best_before_us"].min() if not match.empty else None
             if before is None or pd.isna(before) or row["geomean_us"] < before:
-                bests.append(_best(row, "overall", row["geomean_us"], before))
+                bests.append(_best(row, OVERALL, row["geomean_us"], before))
     out["new_bests"] = [{k: _clean(v) for k, v in b.items()} for b in bests]
     regressions = []
     new = set(runs["run_id"])

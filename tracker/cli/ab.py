@@ -103,7 +103,7 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
 
 
 def print_fidelity(doc: dict[str, Any]) -> None:
-    from tracker.cli.common import interval_text, print_columns, ratio_text, time_column
+    from tracker.cli.common import interval_text, print_columns, ratio_text, time_columns
 
     cs = doc["cases"]
     print(
@@ -113,9 +113,13 @@ def print_fidelity(doc: dict[str, Any]) -> None:
     print_columns(
         [
             ("case", [c["case"] for c in cs]),
-            time_column("contest min", [c["contest_min_us"] for c in cs]),
-            time_column("contest max", [c["contest_max_us"] for c in cs]),
-            time_column("tracker median", [c["tracker_median_us"] for c in cs]),
+            *time_columns(
+                [
+                    ("contest min", [c["contest_min_us"] for c in cs]),
+                    ("contest max", [c["contest_max_us"] for c in cs]),
+                    ("tracker median", [c["tracker_median_us"] for c in cs]),
+                ]
+            ),
             ("inside", [{True: "yes", False: "no", None: "-"}[c["inside"]] for c in cs]),
             ("tracker/contest", [ratio_text(c["ratio"]) for c in cs]),
             ("95% CI", [interval_text(c["ci_low"], c["ci_high"]) for c in cs]),

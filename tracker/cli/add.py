@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
-from tracker.cli.common import print_columns, print_table, time_column
+from tracker.cli.boards import add_context_options, context_text, lineage_context
+from tracker.cli.common import known_family, print_columns, print_table, time_column
 from tracker.common.errors import InputError
 from tracker.common.jsonfields import clean
 from tracker.store import Store
@@ -72,14 +72,16 @@ VARIANT_KEYS = ["variant", "path", "sha256", "commit", "parent", "parent_variant
 
 
 def variants_doc(args: argparse.Namespace) -> list[dict]:
-    """What `variants --json` prints: VARIANT_KEYS, and `aliases`, the other names recorded for the content
-    (`{name, path, family}`, oldest first)."""
-    df = Store(args.store).variant_list(family=args.family) if Path(args.store).exists() else None
-    if df is None:
-        return []
+    """What `variants --json` prints: VARIANT_KEYS, `suite` and `gpu` (the one context best_geomean_us is taken
+    in, as `lineage` picks it), and `aliases`, the other names recorded for the content (`{name, path, family}`,
+    oldest first)."""
+    known_family(args.store, args.family, names=True)
+    ctx = lineage_context(args)
+    df = Store(args.store).variant_list(family=args.family, **ctx)
     return [
         {
             **{k: clean(r[k]) for k in VARIANT_KEYS},
+            **ctx,
             "aliases": [{k: clean(v) for k, v in a.items()} for a in r["aliases"]],
         }
         for r in df.to_dict("records")
@@ -91,6 +93,8 @@ def cmd_variants(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(records))
         return 0
+    if records:
+        print(f"best geomean on {context_text(records[0])}; runs in every context")
     print_columns(
         [
             ("variant", [r["variant"] for r in records]),
@@ -123,4 +127,5 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.set_defaults(func=cmd_add)
     v = sub.add_parser("variants", parents=[common], help="list registered variants with their runs")
     v.add_argument("--family", help="only variants of this family")
+    add_context_options(v)
     v.set_defaults(func=cmd_variants)

@@ -6,9 +6,27 @@ import argparse
 import json
 from typing import Any
 
-from tracker.cli.common import UsageError, fmt_us, print_columns, readable_store, time_column
+from tracker.cli.common import (
+    UsageError,
+    fmt_us,
+    known_family,
+    print_columns,
+    readable_store,
+    time_column,
+    time_columns,
+)
 from tracker.common.jsonfields import clean
 from tracker.store import Store
+
+
+def _given_context(args: argparse.Namespace) -> None:
+    """--suite and --gpu must name values the store has: a typo is an input error, not an empty view."""
+    readable_store(args.store)
+    facets = Store(args.store).facets()
+    for what in ("suite", "gpu"):
+        given = getattr(args, what)
+        if given is not None and given not in facets[what]:
+            raise UsageError(f"no runs with {what} {given!r}; {what} values: {', '.join(facets[what]) or 'none'}")
 
 
 def _context(args: argparse.Namespace) -> dict[str, Any]:
@@ -16,18 +34,36 @@ def _context(args: argparse.Namespace) -> dict[str, Any]:
     this mode passed most recently (tracker.analysis.context)."""
     from tracker.analysis import context
 
-    readable_store(args.store)
-    facets = Store(args.store).facets()
-    for what in ("suite", "gpu"):
-        given = getattr(args, what)
-        if given is not None and given not in facets[what]:
-            raise UsageError(f"no runs with {what} {given!r}; {what} values: {', '.join(facets[what]) or 'none'}")
+    _given_context(args)
     picked = context.default_context(Store(args.store).run_contexts(), modes=(args.mode,), gpu=args.gpu,
                                      suite=args.suite)  # fmt: skip
     if picked["suite"] is None or picked["gpu"] is None:
         where = "".join(f" {k} {v}" for k, v in (("on", args.gpu), ("of suite", args.suite)) if v)
         raise UsageError(f"no {args.mode} runs{where} in {args.store}")
     return {"suite": picked["suite"], "gpu": picked["gpu"]}
+
+
+def lineage_context(args: argparse.Namespace) -> dict[str, str | None]:
+    """The one suite and GPU whose geomeans `lineage` and `variants` show (those of different contexts are not
+    comparable): --suite and --gpu as given, else what the Lineage page opens on (its family's runs, any mode, the
+    most recently passed first). None where the store has no runs to pick from."""
+    from tracker.analysis import context
+
+    _given_context(args)
+    picked = context.default_context(Store(args.store).run_contexts(), modes=None, loose=("family",),
+                                     family=args.family, gpu=args.gpu, suite=args.suite)  # fmt: skip
+    return {"suite": args.suite or picked["suite"], "gpu": args.gpu or picked["gpu"]}
+
+
+def context_text(ctx: dict[str, str | None]) -> str:
+    """A context as the Lineage page's caption names it: `qr_v2 · NVIDIA H200`."""
+    return " · ".join(str(ctx[k]) for k in ("suite", "gpu")) if ctx["suite"] and ctx["gpu"] else "no runs yet"
+
+
+def add_context_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--suite", help="geomeans and runs in this suite (default: as the Lineage page, the one whose runs "
+                   "passed most recently)")  # fmt: skip
+    p.add_argument("--gpu", help="geomeans and runs on this GPU model, or CPU (default: as the Lineage page)")
 
 
 def _board_name(store: str, variants, name: str | None) -> str | None:
@@ -46,6 +82,7 @@ def leaderboard_doc(args: argparse.Namespace) -> dict[str, Any]:
 
     if args.variant and not args.gaps:
         raise UsageError("--variant goes with --gaps")
+    known_family(args.store, args.family)
     ctx = _context(args)
     data = Store(args.store).leaderboard_cells(suite=ctx["suite"], mode=args.mode, gpu=ctx["gpu"],
                                      family=args.family)  # fmt: skip
@@ -69,12 +106,13 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     print(f"{doc['suite']} · {doc['mode']} · {doc['gpu']}" + (f" · family {doc['family']}" if doc["family"] else ""))
     if args.gaps:
         cs = doc["cases"]
+        mean, best = time_columns([("mean", [c["mean_us"] for c in cs]), ("best", [c["best_us"] for c in cs])])
         print_columns(
             [
                 ("case", [c["case"] for c in cs]),
-                time_column("mean", [c["mean_us"] for c in cs]),
+                mean,
                 ("log share", [_pct(c["log_share"]) for c in cs]),
-                time_column("best", [c["best_us"] for c in cs]),
+                best,
                 ("best variant", [c["best_variant"] for c in cs]),
                 ("x best", [_fmt(c["ratio_to_best"], ".3f") for c in cs]),
                 ("gap share", [_pct(c["gap_share"]) for c in cs]),
@@ -114,15 +152,13 @@ def lineage_doc(args: argparse.Namespace) -> dict[str, Any]:
     """What `lineage --json` prints: the parent -> child tree in depth-first order (as on the Lineage page)."""
     from tracker.analysis import summaries
 
-    readable_store(args.store)
-    families = Store(args.store).variant_families()
-    if args.family is not None and args.family not in families:
-        raise UsageError(f"no family {args.family!r} in {args.store}; families: {', '.join(families) or 'none'}")
-    nodes = Store(args.store).lineage_nodes(family=args.family, suite=args.suite, gpu=args.gpu)
+    known_family(args.store, args.family)
+    ctx = lineage_context(args)
+    nodes = Store(args.store).lineage_nodes(family=args.family, **ctx)
     tree = summaries.lineage_tree(nodes)
     rows = [{k: clean(r.get(k)) for k in LINEAGE_KEYS} for r in tree.to_dict("records")]
     dead = Store(args.store).dead_ends(families=None if args.family is None else [args.family])
-    return {"family": args.family, "suite": args.suite, "gpu": args.gpu, "variants": rows,
+    return {"family": args.family, **ctx, "variants": rows,
             "dead_ends": [{k: clean(v) for k, v in d.items()} for d in dead]}  # fmt: skip
 
 
@@ -132,6 +168,8 @@ def cmd_lineage(args: argparse.Namespace) -> int:
         print(json.dumps(doc))
         return 0
     vs = doc["variants"]
+    roots = sum(v["depth"] == 0 for v in vs)
+    print(f"{len(vs)} variants, {roots} roots · geomeans and runs on {context_text(doc)}")
     print_columns(
         [
             ("variant", ["  " * v["depth"] + str(v["variant"]) for v in vs]),
@@ -167,6 +205,5 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
     p = sub.add_parser("lineage", parents=[common], help="the parent -> child tree of a family")
     p.add_argument("--family", help="only this family (default: every variant)")
-    p.add_argument("--suite", help="geomeans and runs in this suite only")
-    p.add_argument("--gpu", help="geomeans and runs on this GPU only")
+    add_context_options(p)
     p.set_defaults(func=cmd_lineage)

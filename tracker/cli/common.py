@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 
 from tracker.common.errors import InputError
 from tracker.common.jsonfields import clean
+from tracker.common.vocabulary import STORE_ENV
 from tracker.store import DEFAULT_STORE, Store
 
 
@@ -82,15 +83,28 @@ def time_unit(values: list[Any]) -> str:
 
 
 def _fmt_scaled(x: float) -> str:
-    decimals = 1 if abs(x) >= 100 else 2 if abs(x) >= 10 else 3
+    if 0 < abs(x) < 1:  # a spread in its table's unit (err 0.0402 ms): three significant digits, never 0.000
+        decimals = min(6, 2 - math.floor(math.log10(abs(x))))
+    else:
+        decimals = 1 if abs(x) >= 100 else 2 if abs(x) >= 10 else 3
     return f"{x:,.{decimals}f}"
 
 
 def time_column(header: str, values: list[Any]) -> tuple[str, list[str]]:
     """A table column of times given in microseconds: header with the unit, e.g. `mean (ms)`, and the cells."""
-    unit = time_unit(values)
+    return time_columns([(header, values)])[0]
+
+
+def time_columns(columns: list[tuple[str, list[Any]]], *, spreads: tuple[str, ...] = ()) -> list[tuple[str, list[str]]]:
+    """Time columns meant to be read side by side (mean, median, best; A and B; before and after) in one unit, so
+    that adjacent cells compare at a glance: the unit of the times together. The columns named in `spreads` (err,
+    std) take that unit without choosing it: a spread far below its times would put them all in ns."""
+    unit = time_unit([v for header, values in columns if header not in spreads for v in values])
     scale = dict(TIME_UNITS)[unit]
-    return f"{header} ({unit})", ["-" if _missing(v) else _fmt_scaled(v / scale) for v in values]
+    return [
+        (f"{header} ({unit})", ["-" if _missing(v) else _fmt_scaled(v / scale) for v in values])
+        for header, values in columns
+    ]
 
 
 def ratio_text(ratio: float | None) -> str:
@@ -162,6 +176,17 @@ def readable_store(store: str) -> None:
     Store(store).check()
 
 
+def known_family(store: str, family: str | None, *, names: bool = False) -> None:
+    """A family the store does not know is bad input that names the known ones, never an empty table (`names`: a
+    family recorded on a variant's other name counts, as in `variants`)."""
+    if family is None:
+        return
+    readable_store(store)
+    families = Store(store).variant_families(names=names)
+    if family not in families:
+        raise UsageError(f"no family {family!r} in {store}; families: {', '.join(families) or 'none'}")
+
+
 def resolve(store: str, run: str) -> str:
     """A run id from a full id or a unique prefix, else from a variant name (any name recorded for it: its newest
     run, as `--parent NAME` takes it); a prefix matching several runs lists them."""
@@ -193,10 +218,11 @@ def parse_cases(text: str | None) -> list[int] | None:
 
 
 def print_cases(cases: list[dict[str, Any]]) -> None:
-    """Per-case table: times scaled per column; err is the standard error of the mean (std / sqrt(runs))."""
+    """Per-case table: the times in one unit; err is the standard error of the mean (std / sqrt(runs))."""
 
-    def times(key: str, header: str) -> tuple[str, list[str]]:
-        return time_column(header, [clean(c.get(key)) for c in cases])
+    def times(*keys: str) -> list[tuple[str, list[str]]]:
+        return time_columns([(k.removesuffix("_us"), [clean(c.get(k)) for c in cases]) for k in keys],
+                            spreads=("err", "std"))  # fmt: skip
 
     timed = any(not _missing(clean(c.get("mean_us"))) for c in cases)  # a test run has no timing columns
     print_columns(
@@ -205,8 +231,7 @@ def print_cases(cases: list[dict[str, Any]]) -> None:
             ("case", [c["spec"] for c in cases]),
             ("ok", ["pass" if c["passed"] else "FAIL" for c in cases]),
             *(
-                [times("mean_us", "mean"), times("err_us", "err"), times("median_us", "median"),
-                 times("std_us", "std"), times("best_us", "best"),
+                [*times("mean_us", "err_us", "median_us", "std_us", "best_us"),
                  ("runs", [clean(c.get("runs")) or "-" for c in cases])]
                 if timed else []
             ),
@@ -222,9 +247,18 @@ def path_arg(text: str) -> str:
     return text
 
 
+def default_store() -> str:
+    """The store a command uses without --store: $KERNELBEAM_STORE as for the dashboard, else experiments.duckdb
+    here. Read when the parser is built, so each main() call sees the environment of its time."""
+    return os.environ.get(STORE_ENV) or DEFAULT_STORE
+
+
 def common_options() -> argparse.ArgumentParser:
     """Options every command takes: --store and --json."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--store", type=path_arg, default=DEFAULT_STORE, help="DuckDB store (default: %(default)s)")
+    common.add_argument(
+        "--store", type=path_arg, default=default_store(),
+        help=f"DuckDB store (default: ${STORE_ENV}, else {DEFAULT_STORE}; here: %(default)s)",
+    )  # fmt: skip
     common.add_argument("--json", action="store_true", help="print one JSON document on stdout (times in microseconds)")
     return common

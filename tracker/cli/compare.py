@@ -13,10 +13,11 @@ from tracker.cli.common import (
     UsageError,
     fraction,
     interval_text,
+    known_family,
     print_columns,
     readable_store,
     resolve,
-    time_column,
+    time_columns,
 )
 from tracker.store import Store
 
@@ -110,8 +111,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         [
             ("", [c.mark for c in cs]),
             ("case", [c.case for c in cs]),
-            time_column("A mean", [c.mean_a for c in cs]),
-            time_column("B mean", [c.mean_b for c in cs]),
+            *time_columns([("A mean", [c.mean_a for c in cs]), ("B mean", [c.mean_b for c in cs])]),
             ("B/A", [_fmt(c.ratio, ".3f") for c in cs]),
             ("95% CI", [interval_text(c.ci_low, c.ci_high) for c in cs]),
             ("why", [c.reason for c in cs]),
@@ -138,12 +138,37 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _lineage_path(
+    store: str, family: str, suite: str, gpu: str | None, to: str | None
+) -> list[tuple[str, str | None]] | None:
+    """The one line of descent a family's history follows in a context, as on the Regressions page: (sha256, name;
+    None for an ancestor of another family) from the root to `to` (a variant name or sha256 prefix), else to the
+    variant run most recently (summaries.path_leaves); so a sibling's run is never the baseline of a change. None
+    when no variant has a passed timed run there (the page then takes the whole family), [] when `to` is not among
+    those that have."""
+    from tracker.analysis import summaries
+
+    nodes = Store(store).lineage_nodes(family=family, suite=suite, gpu=gpu)
+    leaves = summaries.path_leaves(nodes)
+    if not leaves:
+        return None
+    names = dict(zip(nodes["sha256"], nodes["variant"], strict=True))
+    if to is not None:
+        leaves = [s for s in leaves if names.get(s) == to or s.startswith(to)]
+        if not leaves:
+            return []
+    return [(sha, names.get(sha)) for sha in summaries.lineage_path(nodes, leaves[0])]
+
+
 def cmd_regressions(args: argparse.Namespace) -> int:
     from tracker.analysis.series import detect_all, history_points
 
     if bool(args.family) == bool(args.path):
         raise UsageError("give exactly one of --family F or --path P")
+    if args.to and not args.family:
+        raise UsageError("--to goes with --family (a lineage path within the family)")
     readable_store(args.store)
+    known_family(args.store, args.family)  # unknown: said as lineage, variants and leaderboard say it
     scope = {"family": args.family, "path": args.path}
     _check_scope(args.store, args.family, args.path)
     contexts = Store(args.store).history_contexts(**scope)
@@ -155,8 +180,18 @@ def cmd_regressions(args: argparse.Namespace) -> int:
     from tracker.analysis.gpustate import change_point_notes, states_by_run_case
 
     found: list[dict[str, Any]] = []
+    paths: list[tuple[str, str | None, list[str]]] = []
     for problem, suite, gpu in zip(contexts["problem"], contexts["suite"], contexts["gpu"], strict=True):
-        hist = Store(args.store).case_history(**scope, suite=suite, gpu=gpu, last=None, problem=problem)
+        gpu = gpu if isinstance(gpu, str) else None
+        lineage = _lineage_path(args.store, args.family, suite, gpu, args.to) if args.family else None
+        if lineage == []:
+            continue  # --to has no timed run in this context
+        along = [name for _, name in lineage or [] if name]  # as the page's caption: the family's own
+        if lineage:
+            paths.append((suite, gpu, along))
+        variants = None if lineage is None else tuple(sha for sha, _ in lineage)
+        hist = Store(args.store).case_history(**scope, suite=suite, gpu=gpu, last=None, problem=problem,
+                                              variants=variants)  # fmt: skip
         points = history_points(hist)
         changes = detect_all(points)
         states = states_by_run_case(Store(args.store).gpu_states(tuple(hist["runs"]["run_id"])))
@@ -165,10 +200,15 @@ def cmd_regressions(args: argparse.Namespace) -> int:
             for cp in cps:
                 if args.all or cp.kind == "regression":
                     note = notes.get((cp.case, cp.run_id))
-                    found.append({"problem": problem, "suite": suite, "gpu": gpu, **asdict(cp), "gpu_state": note})
+                    found.append({"problem": problem, "suite": suite, "gpu": gpu, **asdict(cp), "gpu_state": note,
+                                  "along": along or None})  # fmt: skip
+    if args.to and not paths:
+        raise UsageError(f"{args.to!r} names no variant of family {args.family} with a passed timed run")
     if args.json:
         print(json.dumps(found, default=str))
         return 0
+    for suite, gpu, along in paths:  # which line of descent, as the page's caption says it
+        print(f"{suite} · {gpu}: along {' → '.join(along)}")
     if not found:
         print("no change points found")
         return 0
@@ -178,8 +218,7 @@ def cmd_regressions(args: argparse.Namespace) -> int:
             ("case", [c["case"] for c in found]),
             ("suite", [c["suite"] for c in found]),
             ("gpu", [c["gpu"] for c in found]),
-            time_column("before", [c["before"] for c in found]),
-            time_column("after", [c["after"] for c in found]),
+            *time_columns([("before", [c["before"] for c in found]), ("after", [c["after"] for c in found])]),
             ("factor", [_fmt(c["factor"], ".3f") for c in found]),
             ("first run after", [c["run_id"] for c in found]),
         ]
@@ -191,7 +230,7 @@ def cmd_regressions(args: argparse.Namespace) -> int:
 
 
 def _check_scope(store: str, family: str | None, path: str | None) -> None:
-    """An unknown family or kernel path is bad input, not 'no change points'."""
+    """A family without runs or an unknown kernel path is bad input, not 'no change points'."""
     what, value = ("family", family) if family is not None else ("path", path)
     known = Store(store).history_scopes()[what][what].tolist()
     if value not in known:
@@ -216,4 +255,10 @@ def register(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("--path", help="kernel file path as recorded")
     p.add_argument("--suite", help="only this suite (default: every suite with timed runs)")
     p.add_argument("--all", action="store_true", help="also list improvements")
+    p.add_argument(
+        "--to",
+        metavar="VARIANT",
+        help="with --family: follow the line of descent (parent links, as on Lineage) from its root to this variant "
+        "(default: to the variant run most recently, as the Regressions page does)",
+    )
     p.set_defaults(func=cmd_regressions)

@@ -29,7 +29,7 @@ def cmd_import_results(args: argparse.Namespace) -> int:
         print(json.dumps({k: getattr(run, k) for k in keys} | {"cases": len(record.cases)}, default=str))
     else:
         print(f"run {run.run_id}: {run.status} · {run.variant} on {run.gpu} ({run.mode}), "
-              f"{len(record.cases)} cases, geomean {fmt_us(run.geomean_us)} us")  # fmt: skip
+              f"{len(record.cases)} cases, geomean {fmt_us(run.geomean_us)}")  # fmt: skip
     return 0
 
 

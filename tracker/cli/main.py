@@ -17,13 +17,13 @@ from tracker.cli.common import (
     DEBUG_ENV,
     Parser,
     common_options,
+    default_store,
     error_message,
     internal_error_message,
     path_arg,
     prog_name,
 )
 from tracker.common.text import PrintableStream
-from tracker.store import DEFAULT_STORE
 
 COMMAND_GROUPS = (run, runs, transfer, compare, ab, recheck, queue, add, since, import_results, boards, mcp_server)
 
@@ -42,7 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog=prog_name(),
         description="KernelBeam: track GPU kernel variants.",
-        epilog="Tables show each time column in one unit (ns/us/ms/s); --json always gives microseconds. "
+        epilog="Tables show times in one unit per column, columns read side by side (mean, err, median, std, best; "
+        "A and B) in one unit together (ns/us/ms/s); --json always gives microseconds. "
         "err is the standard error of the mean, std/sqrt(runs). Exit codes: 0 success (run: passed), "
         "1 the run did not pass or an internal error, 2 bad input. KERNELBEAM_DEBUG=1 shows tracebacks.",
     )
@@ -60,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.store_before is not None and getattr(args, "store", None) == path_arg(DEFAULT_STORE):
+    if args.store_before is not None and getattr(args, "store", None) == path_arg(default_store()):
         args.store = args.store_before  # given before the command and not after it
     # Stored strings may be imported: no terminal control sequence of theirs reaches a terminal. JSON output is
     # left exact (json.dumps escapes every control character anyway).

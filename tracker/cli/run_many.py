@@ -7,7 +7,7 @@ import json
 import sys
 
 from tracker.capture.record import run_summary
-from tracker.cli.common import fmt_us, print_table
+from tracker.cli.common import fmt_us, print_columns, time_column
 
 
 def run_many(args: argparse.Namespace, requests: list) -> int:
@@ -23,15 +23,21 @@ def run_many(args: argparse.Namespace, requests: list) -> int:
         summaries.append(summary)
         print(
             f"[{i}/{len(requests)}] {req.name}: {summary['status']} run {summary['run_id']} "
-            f"geomean {fmt_us(summary['geomean_us'])} us" + (f" ({summary['error']})" if summary["error"] else ""),
+            f"geomean {fmt_us(summary['geomean_us'])}" + (f" ({summary['error']})" if summary["error"] else ""),
             file=sys.stderr,
         )
     if args.json:
         print(json.dumps(summaries, default=str))
     else:
-        rows = [[s["variant"], s.get("run_id") or "-", s["status"], fmt_us(s.get("geomean_us")),
-                 (s.get("error") or "")[:70]] for s in summaries]  # fmt: skip
-        if rows:
-            print_table(rows, ["variant", "run", "status", "geomean_us", "error"])
+        if summaries:
+            print_columns(
+                [
+                    ("variant", [s["variant"] for s in summaries]),
+                    ("run", [s.get("run_id") or "-" for s in summaries]),
+                    ("status", [s["status"] for s in summaries]),
+                    time_column("geomean", [s.get("geomean_us") for s in summaries]),
+                    ("error", [(s.get("error") or "")[:70] for s in summaries]),
+                ]
+            )
     ok = all(s["status"] in ("passed", "skipped") for s in summaries)
     return 0 if ok else 1

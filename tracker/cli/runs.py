@@ -18,6 +18,7 @@ from tracker.cli.common import (
     readable_store,
     resolve,
     time_column,
+    time_columns,
 )
 from tracker.cli.queue import queue_lines
 from tracker.common.jsonfields import clean, parse_flags, parse_stalls, stalls_text
@@ -68,7 +69,10 @@ def cmd_list(args: argparse.Namespace) -> int:
     for line in queue_lines(queue()):  # who holds a device, who waits: `queue --json` for agents
         print(line)
     if not records:
-        print(f"no runs in {args.store}")
+        total = Store(args.store).count_runs()
+        filtered = any(getattr(args, k) for k in ("search", "family", "status", "variant", "since"))
+        print(f"no runs match these filters ({total} runs in {args.store})" if filtered and total else
+              f"no runs in {args.store}")  # fmt: skip
         return 0
     print_columns(
         [
@@ -157,39 +161,12 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(json.dumps(doc))
         return 0
     run, cases, evidence = doc, doc["cases"], doc["evidence"]
-    for key in (
-        "run_id",
-        "variant",
-        "path",
-        "status",
-        "problem",
-        "suite",
-        "mode",
-        "seed",
-        "gpu",
-        "device",
-        "sandbox",
-        "torch",
-        "triton",
-        "started_at",
-        "git_commit",
-        "git_branch",
-        "git_dirty",
-        "family",
-        "parent_run",
-        "note",
-        "error",
-        "warnings",
-        "compile_s",
-        "compile_cache",
-        "shared_device",
-        "side_file",
-    ):
-        if run.get(key) is not None:
-            value = run[key]  # floats to 4 significant digits (compile_s): JSON keeps them exact
-            print(f"{key:11} {format(value, '.4g') if isinstance(value, float) else value}")
+    shown = {key: _show_value(run[key]) for key in SHOW_KEYS if run.get(key) is not None}
     if run["flags"]:
-        print(f"{'flags':11} {describe(run['flags'])}")
+        shown["flags"] = describe(run["flags"])
+    width = max(map(len, shown))  # the longest key (shared_device) sets the column: every value starts in it
+    for key, value in shown.items():
+        print(f"{key:{width}}  {value}")
     print_cases(cases)
     print(f"geomean {fmt_us(run.get('geomean_us'))}")
     if doc["profile_kernels"]:  # the profile's top kernels over all cases (the Run page has them per case)
@@ -199,8 +176,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             [
                 ("kernel", [short_name(k["kernel"]) for k in ks]),
                 ("calls", [k["calls"] for k in ks]),
-                time_column("device", [k["device_us"] for k in ks]),
-                time_column("self", [k["self_us"] for k in ks]),
+                *time_columns([("device", [k["device_us"] for k in ks]), ("self", [k["self_us"] for k in ks])]),
                 ("cases", [k["cases"] for k in ks]),
             ]
         )
@@ -213,6 +189,19 @@ def cmd_show(args: argparse.Namespace) -> int:
             f"factor_res {fmt_res(e['factor_res'])}, orth_res {fmt_res(e['orth_res'])}, {e['arrays_bytes'] or 0} bytes"
         )
     return 0
+
+
+SHOW_KEYS = ("run_id", "variant", "path", "status", "problem", "suite", "mode", "seed", "gpu", "device", "sandbox",
+             "torch", "triton", "started_at", "git_commit", "git_branch", "git_dirty", "family", "parent_run", "note",
+             "error", "warnings", "compile_s", "compile_cache", "shared_device", "side_file")  # fmt: skip
+
+
+def _show_value(value) -> str:
+    """A run field as `show` prints it: yes/no for a flag (git_dirty, shared_device), floats to 4 significant digits
+    (compile_s; --json keeps them exact)."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return format(value, ".4g") if isinstance(value, float) else str(value)
 
 
 def fmt_res(value) -> str:

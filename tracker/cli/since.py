@@ -6,8 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
-from tracker.analysis.summaries import parse_since, since_summary
-from tracker.cli.common import print_columns, time_column
+from tracker.analysis.summaries import OVERALL, parse_since, since_summary
+from tracker.cli.common import print_columns, time_columns
 from tracker.common.jsonfields import clean
 from tracker.store import Store
 
@@ -34,6 +34,39 @@ def _closer_to_gate(store: str, activity: dict) -> list[dict]:
     return closer_than_parent(parents, gate_margins(Store(store).gate_residuals(shas)))
 
 
+def _all(row: dict) -> bool:
+    return True
+
+
+# The sections of the table output: the summary's key, a title, which of its rows, the columns (key, header). A run's
+# geomean (case OVERALL) is never read as a case's mean: the new bests are two sections.
+SECTIONS = (
+    ("runs", "Runs", _all, [("run_id", "run"), ("variant", "variant"), ("status", "status"), ("suite", "suite"),
+                            ("gpu", "gpu"), ("geomean_us", "geomean")]),
+    ("new_bests", "New best means (a case faster than every earlier passed run in its suite and GPU)",
+     lambda r: r["case"] != OVERALL,
+     [("case", "case"), ("suite", "suite"), ("gpu", "gpu"), ("run_id", "run"), ("mean_us", "mean"),
+      ("previous_best_us", "previous best")]),
+    ("new_bests", "New best geomeans (a run's geomean below every earlier one in its suite and GPU)",
+     lambda r: r["case"] == OVERALL,
+     [("suite", "suite"), ("gpu", "gpu"), ("run_id", "run"), ("mean_us", "geomean"),
+      ("previous_best_us", "previous best")]),
+    ("regressions", "Regressions (change points at the new runs, as `regressions --path` finds them)", _all,
+     [("case", "case"), ("path", "kernel file"), ("run_id", "run"), ("baseline_run", "baseline run"),
+      ("baseline_us", "before"), ("mean_us", "after"), ("factor", "factor")]),
+    ("failures", "Failures", _all, [("run_id", "run"), ("variant", "variant"), ("status", "status"),
+                                    ("error", "error")]),
+    ("verdicts", "Verdicts", _all, [("run_id", "run"), ("variant", "variant"), ("verdict", "verdict"),
+                                    ("reason", "reason")]),
+    ("dead_ends", "Dead ends (rejected variants of these runs' families)", _all,
+     [("variant", "variant"), ("family", "family"), ("run_id", "run"), ("reason", "reason"),
+      ("assumption", "assumption")]),
+    ("closer_to_gate", "Closer to a gate than the parent (worst scaled residual / the gate's tolerance)", _all,
+     [("run_id", "run"), ("variant", "variant"), ("parent_variant", "parent"), ("gate", "gate"), ("case", "case"),
+      ("ratio", "residual/gate"), ("parent_ratio", "parent's")]),
+)  # fmt: skip
+
+
 def cmd_since(args: argparse.Namespace) -> int:
     when = parse_since(args.when)
     summary = since_doc(args)
@@ -41,28 +74,22 @@ def cmd_since(args: argparse.Namespace) -> int:
         print(json.dumps(summary))
         return 0
     print(f"since {when.isoformat(timespec='seconds')}: {len(summary['runs'])} runs")
-    for key, cols in (
-        ("runs", ["run_id", "variant", "status", "suite", "gpu", "geomean_us"]),
-        ("new_bests", ["case", "run_id", "mean_us", "previous_best_us"]),
-        ("regressions", ["case", "run_id", "baseline_run", "factor"]),
-        ("failures", ["run_id", "variant", "status", "error"]),
-        ("verdicts", ["run_id", "variant", "verdict", "reason"]),
-        ("dead_ends", ["variant", "family", "run_id", "reason", "assumption"]),
-        ("closer_to_gate", ["run_id", "variant", "parent_variant", "gate", "case", "ratio", "parent_ratio"]),
-    ):
-        if summary[key]:
-            print(f"\n{key}:")
-            print_columns([_column(c, [r[c] for r in summary[key]]) for c in cols])
+    for key, title, keep, cols in SECTIONS:
+        rows = [r for r in summary[key] if keep(r)]
+        if not rows:
+            continue
+        print(f"\n{title}:")
+        times = [(header, [r[k] for r in rows]) for k, header in cols if k.endswith("_us")]
+        scaled = dict(zip([h for h, _ in times], time_columns(times), strict=True))  # one unit for the section
+        print_columns([scaled[h] if h in scaled else _column(k, [r[k] for r in rows], h) for k, h in cols])
     return 0
 
 
-def _column(name: str, values: list) -> tuple[str, list[str]]:
-    """A table column: times in one unit that its header names (`geomean (ms)`), ratios to three places."""
-    if name.endswith("_us"):
-        return time_column(name.removesuffix("_us").replace("_", " "), values)
+def _column(name: str, values: list, header: str) -> tuple[str, list[str]]:
+    """A table column that is not a time: ratios to three places, text cut to 80 characters."""
     if name.endswith("ratio") or name == "factor":
-        return name, ["-" if v is None else f"{v:.3f}" for v in values]
-    return name, ["-" if v is None else str(v)[:80] for v in values]
+        return header, ["-" if v is None else f"{v:.3f}" for v in values]
+    return header, ["-" if v is None else str(v)[:80] for v in values]
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 DEFAULT_WORKLOAD = "qr_v2"  # the built-in problem: runs.problem of records that name none
 DEFAULT_STORE = "experiments.duckdb"
+STORE_ENV = "KERNELBEAM_STORE"  # the store the CLI and the dashboard use unless told another
 # `skipped`: the variant cannot run on this machine (it needs CUDA or a compiler); never a regression.
 RUN_STATUSES = ("running", "passed", "failed", "timeout", "crashed", "cancelled", "skipped")
 FINISHED_STATUSES = tuple(s for s in RUN_STATUSES if s != "running")  # what an export holds: `running` rows stay

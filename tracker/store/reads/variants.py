@@ -143,11 +143,19 @@ class VariantReads:
         its content), or None."""
         return next((n["sha256"] for n in self.variant_names() if n["name"] == name), None)
 
-    def variant_list(self, *, family: str | None = None) -> pd.DataFrame:
+    def variant_list(
+        self, *, family: str | None = None, suite: str | None = None, gpu: str | None = None
+    ) -> pd.DataFrame:
         """Registered and run variants: variant, path, sha256, commit, committed_at, message, parent (a source hash)
-        and parent_variant (its name), family, runs, best_geomean_us (best passed geomean of any context), aliases
-        (the other names recorded for its content: name, path, family), oldest first. `family`: the variant's own,
-        or that of any name recorded for it."""
+        and parent_variant (its name), family, runs (in every context), best_geomean_us (best passed geomean in the
+        suite and GPU given: those of different contexts are not comparable), aliases (the other names recorded for
+        its content: name, path, family), oldest first. `family`: the variant's own, or that of any name recorded
+        for it."""
+        context, context_params = "", []
+        for column, value in (("suite", suite), ("gpu", gpu)):
+            if value is not None:
+                context += f" AND {column} = ?"
+                context_params.append(value)
         where = (
             " WHERE coalesce(v.family, r.family) = ? OR v.sha256 IN (SELECT sha256 FROM names WHERE family = ?)"
             if family
@@ -158,7 +166,8 @@ class VariantReads:
             sql = f"""
                 WITH names AS (SELECT * FROM {names}),
                 r AS (
-                    SELECT variant_sha256, count(*) AS runs, min(geomean_us) FILTER (WHERE status = 'passed') AS best,
+                    SELECT variant_sha256, count(*) AS runs,
+                        min(geomean_us) FILTER (WHERE status = 'passed'{context}) AS best,
                         arg_max(family, started_at) FILTER (WHERE family IS NOT NULL) AS family,
                         arg_min(parent_run, started_at) FILTER (WHERE parent_run IS NOT NULL) AS parent_run
                     FROM runs GROUP BY variant_sha256
@@ -176,7 +185,7 @@ class VariantReads:
                 LEFT JOIN variants pv ON pv.sha256 = p.parent{where}
                 ORDER BY coalesce(v.committed_at, v.first_seen), v.name
             """
-            df = con.execute(sql, [family, family] if family else []).df()
+            df = con.execute(sql, context_params + ([family, family] if family else [])).df()
         # a list of structs comes as an array of dicts, none as NULL: plain lists of dicts, [] for none
         df["aliases"] = [[dict(x) for x in a] if hasattr(a, "__iter__") else [] for a in df["aliases"]]
         return df
@@ -204,7 +213,8 @@ class VariantReads:
         self, *, family: str | None = None, suite: str | None = None, gpu: str | None = None
     ) -> pd.DataFrame:
         """Every variant (of a family) with its parent variant: from registration, else from its first run's
-        parent run. With its best passed run and geomean (in the suite and GPU if given), latest run and verdict."""
+        parent run (of any suite and GPU). With its runs, best passed run and geomean, latest run (in the suite and
+        GPU if given) and verdict."""
         clauses, params = ["status <> 'running'"], []
         if suite:
             clauses.append("suite = ?")
@@ -224,31 +234,39 @@ class VariantReads:
                         min(geomean_us) FILTER (WHERE status = 'passed') AS best_geomean_us,
                     arg_min(run_id, geomean_us) FILTER (WHERE status = 'passed' AND geomean_us IS NOT NULL) AS best_run,
                         arg_max(run_id, started_at) AS latest_run, arg_max(status, started_at) AS latest_status,
-                        max(started_at) FILTER (WHERE status = 'passed' AND geomean_us IS NOT NULL) AS last_timed_at,
+                        max(started_at) FILTER (WHERE status = 'passed' AND geomean_us IS NOT NULL) AS last_timed_at
+                    FROM runs WHERE {where} GROUP BY variant_sha256
+                ),
+                -- parent and family from every run: the tree is the same in every suite and GPU
+                a AS (
+                    SELECT variant_sha256,
                         arg_min(parent_run, started_at) FILTER (WHERE parent_run IS NOT NULL) AS parent_run,
                         arg_max(family, started_at) FILTER (WHERE family IS NOT NULL) AS family
-                    FROM runs WHERE {where} GROUP BY variant_sha256
+                    FROM runs WHERE status <> 'running' GROUP BY variant_sha256
                 ),
                 vd AS (SELECT variant_sha256, arg_max(verdict, created_at) AS verdict FROM verdicts GROUP BY 1)
                 SELECT v.sha256, v.name AS variant, v.path, {vcommit},
-                    coalesce({vparent}, pr.variant_sha256) AS parent, coalesce({vfam}, r.family) AS family,
+                    coalesce({vparent}, pr.variant_sha256) AS parent, coalesce({vfam}, a.family) AS family,
                     coalesce(r.runs, 0) AS runs, r.best_geomean_us, r.best_run, r.latest_run, r.latest_status,
                     r.last_timed_at,
                     vd.verdict, coalesce({"v.committed_at, " if registered else ""}v.first_seen) AS seen_at
                 FROM variants v LEFT JOIN r ON r.variant_sha256 = v.sha256
-                LEFT JOIN runs pr ON pr.run_id = r.parent_run
+                LEFT JOIN a ON a.variant_sha256 = v.sha256
+                LEFT JOIN runs pr ON pr.run_id = a.parent_run
                 LEFT JOIN vd ON vd.variant_sha256 = v.sha256
             """
             df = con.execute(f"SELECT * FROM ({sql}){' WHERE family = ?' if family else ''} ORDER BY seen_at, variant",
                              params + ([family] if family else [])).df()  # fmt: skip
         return df
 
-    def variant_families(self) -> list[str]:
-        """Families of registered variants and of runs."""
+    def variant_families(self, *, names: bool = False) -> list[str]:
+        """Families of registered variants and of runs; with `names`, also those recorded on their other names
+        (`add --family` of a copy: what variant_list's family takes)."""
         with connect(self.path, read_only=True) as con:
             vfam = "SELECT family FROM variants UNION " if _has_column(con, "variants", "family") else ""
-            rows = con.execute(f"SELECT DISTINCT family FROM ({vfam}SELECT family FROM runs) WHERE family IS NOT NULL "
-                               "ORDER BY family").fetchall()  # fmt: skip
+            nfam = f"SELECT family FROM {names_sql(con)} UNION " if names else ""
+            rows = con.execute(f"SELECT DISTINCT family FROM ({vfam}{nfam}SELECT family FROM runs) "
+                               "WHERE family IS NOT NULL ORDER BY family").fetchall()  # fmt: skip
         return [r[0] for r in rows]
 
     def parent_source(self, run_id: str) -> dict[str, Any] | None:
