@@ -384,3 +384,21 @@ def test_a_fidelity_session_stopped_by_sigterm_still_reports_its_rounds(tmp_path
     changed = [*more[:4], str(other), *more[5:], "--resume", doc["pair_id"]]
     proc = subprocess.run(changed, cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 2 and "ran another source" in proc.stderr, proc.stderr
+
+
+def test_a_contest_method_run_is_never_ranked_on_the_leaderboard(tmp_path):
+    """The harness shares its process with the kernel, which can write the report itself: a contest-method run
+    (however fast) is no cell, geomean or best run of the board; the tracker's runs are."""
+    from conftest import T0, make_record
+
+    store = tmp_path / "s.duckdb"
+    ours = make_record("ours00000001", variant="k", source="# k\n", path="k.py", family="f", started=T0,
+                       means=[100.0] * 12)  # fmt: skip
+    forged = make_record("cont00000001", variant="k", source="# k\n", path="k.py", family="f", started=T0,
+                         means=[0.001] * 12)  # fmt: skip
+    forged.run.method = "contest"
+    for record in (ours, forged):
+        assert Store(store).finish_run(record) is None
+    board = Store(store).leaderboard_cells(suite="qr_v2", gpu=forged.run.gpu)
+    assert board["variants"]["best_run"].tolist() == ["ours00000001"]
+    assert set(board["cells"]["run_id"]) == {"ours00000001"} and board["cells"]["best_us"].min() > 50

@@ -30,18 +30,20 @@ class BoardReads:
         """The leaderboard in one aggregate pass: per (variant, case) the best mean of its passed runs and that run
         (not a case that passed in a run cancelled or failed elsewhere: a row's cells and geomean come from runs
         that finished), and per variant its name, path, family, runs (every finished one), how many passed and the
-        best passed geomean. GPU None means every run without a GPU."""
+        best passed geomean. GPU None means every run without a GPU. Runs of the tracker's own method only: a
+        contest-method run is the harness's report, which the kernel shares a process with and can write itself."""
         gpu_clause = "gpu = ?" if gpu is not None else "gpu IS NULL"
         params: list[Any] = [suite, mode] + ([gpu] if gpu is not None else [])
         with connect(self.path, read_only=True) as con:
             vfam = "v.family" if _has_column(con, "variants", "family") else "NULL"
             fam = f" AND coalesce(r.family, {vfam}) = ?" if family else ""
+            ours = " AND coalesce(r.method, 'tracker') = 'tracker'" if _has_column(con, "runs", "method") else ""
             con.execute(
                 "CREATE TEMP TABLE lb_runs AS SELECT r.run_id, r.variant_sha256, r.status, r.geomean_us, r.started_at, "
                 f"r.variant, r.path, coalesce(r.family, {vfam}) AS family FROM runs r "
                 "LEFT JOIN variants v ON v.sha256 = r.variant_sha256 WHERE r.status NOT IN ('skipped', 'running') "
                 f"AND r.suite = ? AND r.mode = ? AND r.{gpu_clause}"
-                f"{fam}",
+                f"{fam}{ours}",
                 params + ([family] if family else []),
             )
             variants = con.execute(
