@@ -21,6 +21,7 @@ from pages.ui.text import code, md  # noqa: F401 - the pages' escaping, defined 
 from tracker.analysis import margins
 from tracker.analysis import series as analysis
 from tracker.store import DEFAULT_STORE, NotAStoreError, Store, StoreError, StoreLockedError
+from tracker.store.reads.boards import distinct_names
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "app.py"
@@ -208,6 +209,18 @@ def gate_margins(sha256s: list[str]) -> dict[str, Any]:
     except (StoreError, FileNotFoundError):
         read(Store.count_runs)
         raise
+
+
+def variant_labels(nodes: pd.DataFrame) -> dict[str, str]:
+    """sha256 -> name of each Store.lineage_nodes row, as the Leaderboard names them: where several sources share a
+    name, the one the name stands for now keeps it and each other reads `name@sha8` (boards.distinct_names), so
+    no picker or table lists one name twice."""
+    frame = pd.DataFrame({
+        "variant": nodes["variant"].astype(str), "variant_sha256": nodes["sha256"],
+        "latest_at": nodes["last_timed_at"].fillna(nodes["seen_at"]),  # the one run last keeps an unclaimed name
+    })  # fmt: skip
+    named = {n["name"]: n["sha256"] for n in read(Store.variant_names)} if frame["variant"].duplicated().any() else {}
+    return dict(zip(frame["variant_sha256"], distinct_names(frame, named)["variant"], strict=True))
 
 
 def require_runs() -> int:

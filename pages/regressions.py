@@ -88,13 +88,15 @@ if kind == "Family":  # one line of descent: a variant's runs and its ancestors'
     nodes = common.read(Store.lineage_nodes, family=scope_value, suite=ctx["suite"], gpu=gpu_value)
     leaves = summaries.path_leaves(nodes)
     if leaves:
-        names = dict(zip(nodes["sha256"], nodes["variant"], strict=True))
-        leaf = st.selectbox("Lineage path to", leaves, format_func=lambda s: str(names.get(s, s[:12])),
+        # Unique labels: Streamlit keeps a selectbox's choice as its label, so two options named alike would
+        # resolve to the other one on the next rerun.
+        names = common.variant_labels(nodes)
+        leaf = st.selectbox("Lineage path to", leaves, format_func=lambda s: names.get(s, s[:12]),
                             key="reg_leaf", help="The history follows this variant and its ancestors (parent "
                             "links, as on the Lineage page); default: the variant run most recently")  # fmt: skip
         path = summaries.lineage_path(nodes, leaf)
         lineage = {"variants": tuple(path)}
-        st.caption("Along " + " → ".join(common.md(str(names.get(s, s[:12]))) for s in path if s in names))
+        st.caption("Along " + " → ".join(common.md(names[s]) for s in path if s in names))
 hist, points, changes = common.history(
     **scope, suite=ctx["suite"], gpu=gpu_value, last=WINDOWS[window], problem=ctx["problem"], **lineage
 )  # fmt: skip

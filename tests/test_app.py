@@ -994,3 +994,31 @@ def test_a_link_with_a_value_no_run_has_says_so_and_shows_the_default(demo_store
     assert "family" not in at.query_params
     at = open_page("pages/experiments.py", family=at.selectbox(key="family").options[-1])
     assert not [w.value for w in at.warning if "not one of this page's choices" in w.value]
+
+
+def _named_alike_lineage(path: Path) -> None:
+    """base -> kb (one source) -> mid -> kb (the file edited in place: another source, the same name)."""
+    runs = (("b0", "base", None, 1.0), ("k0", "kb", "b0", 1.0), ("m0", "mid", "k0", 1.0), ("k1", "kb", "m0", 1.5))
+    for k, (run_id, name, parent, factor) in enumerate(runs):
+        rec = make_record(run_id, variant=name, source=f"# {name} {k}\n", path=f"kernels/{name}.py", family="fam",
+                          started=T0 + timedelta(hours=k), means=[b * factor for b in BASE_US], parent=parent,
+                          seed=k)  # fmt: skip
+        assert Store(path).finish_run(rec) is None
+
+
+def test_regressions_lineage_choice_stays_put_when_names_repeat(tmp_path, monkeypatch):
+    """Two sources named `kb` on one family: the picker listed both as "kb", and any other widget's change
+    switched the history to the other one (Streamlit keeps a selectbox's choice by its label)."""
+    path = tmp_path / "alike.duckdb"
+    _named_alike_lineage(path)
+    monkeypatch.setenv("KERNELBEAM_STORE", str(path))
+    at = open_url("pages/regressions.py", family="fam")
+    leaf = at.selectbox(key="reg_leaf")
+    labels = [leaf.format_func(o) for o in leaf.options]
+    assert len(set(labels)) == len(labels) and labels[0] == "kb" and any(n.startswith("kb@") for n in labels)
+    chosen, along = leaf.value, texts(at.caption)
+    assert "Along base → kb\\@" in along and "mid → kb" in along
+    at.selectbox(key="reg_window").select("all runs").run()
+    assert at.selectbox(key="reg_leaf").value == chosen and texts(at.caption) == along
+    at.toggle(key="reg_impr").set_value(True).run()
+    assert at.selectbox(key="reg_leaf").value == chosen and set(table(at, "reg_table")["run"]) == {"k1"}
