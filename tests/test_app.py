@@ -1022,3 +1022,19 @@ def test_regressions_lineage_choice_stays_put_when_names_repeat(tmp_path, monkey
     assert at.selectbox(key="reg_leaf").value == chosen and texts(at.caption) == along
     at.toggle(key="reg_impr").set_value(True).run()
     assert at.selectbox(key="reg_leaf").value == chosen and set(table(at, "reg_table")["run"]) == {"k1"}
+
+
+def test_lineage_tells_sources_named_alike_apart(tmp_path, monkeypatch):
+    """Six rows read "kb/fused_wy" on the seeded store's Lineage; the verdict column cut "inconclusive"."""
+    path = tmp_path / "alike.duckdb"
+    _named_alike_lineage(path)
+    Store(path).add_verdict("k0", "inconclusive", "")
+    monkeypatch.setenv("KERNELBEAM_STORE", str(path))
+    at = open_url("pages/lineage.py", family="fam")
+    tree = at.dataframe[0].value
+    names = [v.strip().removeprefix("└─ ") for v in tree["variant"]]
+    old_kb = next(n for n in names if n.startswith("kb@"))
+    assert sorted(names) == sorted(["base", old_kb, "mid", "kb"])
+    assert tree.set_index(pd.Series(names))["parent"].to_dict() == {"base": "", old_kb: "base", "mid": old_kb,
+                                                                    "kb": "mid"}  # fmt: skip
+    assert json.loads(at.dataframe[0].proto.columns)["verdict"]["width"] >= 100
