@@ -23,8 +23,8 @@ scopes = common.read(Store.history_scopes)
 families, paths = scopes["family"], scopes["path"]
 
 qp_family, qp_path = st.query_params.get("family"), st.query_params.get("path")
-if "reg_kind" not in st.session_state:
-    st.session_state["reg_kind"] = "Kernel file" if (qp_path and not qp_family) or families.empty else "Family"
+# On every run, from the URL (Back and Forward set only the URL): a path alone means along a kernel file.
+st.session_state["reg_kind"] = "Kernel file" if (qp_path and not qp_family) or families.empty else "Family"
 
 
 def _set_scope() -> None:
@@ -32,6 +32,8 @@ def _set_scope() -> None:
     value = st.session_state.get("reg_family" if kind == "Family" else "reg_path")
     st.query_params.pop("family", None)
     st.query_params.pop("path", None)
+    if kind == "Kernel file" and not paths.empty:  # the URL names the file even when it is the default one
+        value = value if value in set(paths["path"]) else paths["path"].iloc[0]
     if value:
         st.query_params["family" if kind == "Family" else "path"] = value
 

@@ -1038,3 +1038,20 @@ def test_lineage_tells_sources_named_alike_apart(tmp_path, monkeypatch):
     assert tree.set_index(pd.Series(names))["parent"].to_dict() == {"base": "", old_kb: "base", "mid": old_kb,
                                                                     "kb": "mid"}  # fmt: skip
     assert json.loads(at.dataframe[0].proto.columns)["verdict"]["width"] >= 100
+
+
+def test_regressions_follow_the_url_on_back_and_forward(demo_store):
+    """`?family=` then "Kernel file" then Back: the URL named the family again but the page stayed on the file."""
+    at = open_url("pages/regressions.py", family="wy")
+    at.radio(key="reg_kind").set_value("Kernel file").run()
+    assert at.query_params.get("path") and "family" not in at.query_params  # the default file too is in the URL
+    shown = at.selectbox(key="reg_path").value
+    assert at.query_params["path"] in (shown, [shown])
+    del at.query_params["path"]  # Back: the URL before, in the same session
+    at.query_params["family"] = "wy"
+    at.run()
+    assert at.radio(key="reg_kind").value == "Family" and at.selectbox(key="reg_family").value == "wy"
+    del at.query_params["family"]  # Forward
+    at.query_params["path"] = shown
+    at.run()
+    assert at.radio(key="reg_kind").value == "Kernel file" and at.selectbox(key="reg_path").value == shown
