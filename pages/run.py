@@ -122,9 +122,10 @@ _margin = common.gate_margins([run["variant_sha256"]]).get(run["variant_sha256"]
 if _margin and _margin["near"]:
     st.warning(common.md(margins.closest_text(_margin["closest"])), icon=":material/speed:")
 
+progress = views.run_progress(run, cases)
 m = st.columns(4)
 m[0].metric("Geomean", f"{views.fmt_us(run.get('geomean_us'))} µs")
-m[1].metric("Cases passed", f"{int(cases['passed'].sum())} / {len(cases)}")
+m[1].metric("Cases passed", f"{progress['passed']} / {progress['of']}")
 m[2].metric("Commit", (run.get("git_commit") or "–")[:10] if isinstance(run.get("git_commit"), str) else "–")
 if isinstance(run.get("parent_run"), str) and run["parent_run"]:
     with m[3]:
@@ -133,6 +134,9 @@ if isinstance(run.get("parent_run"), str) and run["parent_run"]:
                      icon=":material/compare_arrows:", help=f"compare with run {run['parent_run']}",
                      query_params={"a": run["parent_run"], "b": run["run_id"]})  # fmt: skip
 
+said = "; ".join(filter(None, [progress["line"], progress["no_geomean"] and f"no geomean: {progress['no_geomean']}"]))
+if said:
+    st.caption(md(said[:1].upper() + said[1:] + "."))  # a case's spec is stored text: escaped
 flash = st.session_state.pop("kb_verdict_flash", None)
 if flash:
     st.success(flash)  # the reason in it is escaped where the flash is made
@@ -143,7 +147,7 @@ with tabs[0]:
         st.info("This run recorded no cases.")
     else:
         common.table(
-            views.run_case_table(cases),
+            views.run_case_table(cases, run),
             column_config={
                 "GFLOP/s": st.column_config.NumberColumn(format="%.2f"),
                 "GB/s": st.column_config.NumberColumn(format="%.2f"),

@@ -28,6 +28,7 @@ from pages.ui import tables as views
 from tests.conftest import open_page, open_url
 from tracker import store as store_mod
 from tracker.capture import envinfo, jobs
+from tracker.common.vocabulary import CASE_STATS
 from tracker.store import Store
 from tracker.store.transfer import export_runs
 
@@ -1055,3 +1056,35 @@ def test_regressions_follow_the_url_on_back_and_forward(demo_store):
     at.query_params["path"] = shown
     at.run()
     assert at.radio(key="reg_kind").value == "Kernel file" and at.selectbox(key="reg_path").value == shown
+
+
+def test_run_page_says_how_far_a_stopped_or_partial_run_got(demo_store):
+    """A run stopped in case 10 of 12 read "Cases passed 10 / 11" with case 10 "FAIL"; a run of cases 0 and 3 read
+    "– µs" with no reason. The runner records the case it was stopped in as not passed, with the run's error."""
+    path, _ = demo_store
+    error = "the run exceeded its timeout of 300 s"
+    rec = make_record("stop0aaaaaaa", variant="stop", source="# stop\n", path="kernels/stop.py", family=None,
+                      started=T0 + timedelta(days=3), means=list(BASE_US))  # fmt: skip
+    rec.cases[:] = rec.cases[:11]
+    rec.cases[10] = {k: v for k, v in rec.cases[10].items() if k not in CASE_STATS} | {"passed": False,
+                                                                                       "message": error}  # fmt: skip
+    rec.samples[:] = [s for s in rec.samples if s[0] < 10]
+    rec.run.status, rec.run.error, rec.run.geomean_us = "timeout", error, None
+    part = make_record("part1aaaaaaa", variant="part", source="# part\n", path="kernels/part.py", family=None,
+                       started=T0 + timedelta(days=3, hours=1), means=list(BASE_US))  # fmt: skip
+    part.cases[:] = [c for c in part.cases if c["case_idx"] in (0, 3)]
+    part.run.geomean_us = None  # as the runner records a --cases run
+    for r in (rec, part):
+        assert Store(path).finish_run(r) is None
+    at = open_url("pages/run.py", id="stop0aaaaaaa")
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Cases passed"] == "10 / 12" and metrics["Geomean"] == "– µs"
+    said = texts(at.caption)
+    assert "Timeout during case 10 \\(640x512 c0 s770004 clustered\\)\\: inconclusive, not a failure" in said
+    assert "11 of the suite's 12 cases reached" in said and "no geomean\\: only a passed run" in said
+    assert list(table(at, "cases")["ok"]) == ["pass"] * 10 + ["timeout"]
+    at = open_url("pages/run.py", id="part1aaaaaaa")
+    assert {m.label: m.value for m in at.metric}["Cases passed"] == "2 / 2"
+    assert "Cases 0, 3 of the suite's 12; no geomean\\: a partial run \\(2 of the suite's 12 cases\\)" in texts(
+        at.caption
+    )
