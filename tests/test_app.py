@@ -272,6 +272,8 @@ def test_run_page_cases_samples_profile_source_env(demo_store):
     assert box["spec"]["mark"]["type"] == "boxplot" and box["resolve"]["scale"]["y"] == "independent"
     assert "type" not in box["spec"]["encoding"]["y"]["scale"]  # linear
     assert len(box["facet"]["sort"]) == 12 and box["facet"]["sort"][3] == "640x512 c2 dense"
+    # six panels a row were cut off at 1440 px: the grid fits the page's content width there
+    assert box["columns"] * (box["spec"]["width"] + charts_mod.PANEL_EXTRA) <= charts_mod.PAGE_CONTENT_PX
     per_case = samples.groupby("case").size()  # every sample, not a summary: the browser draws the boxes
     assert len(per_case) == 12 and (per_case > 5).all()
     frames = {tuple(df.value.columns): df.value for df in at.dataframe}

@@ -151,7 +151,15 @@ def progress_chart(points: pd.DataFrame, x: str = "run order") -> Chart:
 # ---------------------------------------------------------------------------------------------------- run
 
 
-def box_chart(per_case: Mapping[str, Sequence[float]], title: str = "Samples per case", *, cols: int = 6) -> Chart:
+# A faceted chart has a fixed width (Vega-Lite sizes no facet to its container): the box plots' grid is kept within
+# the page's content width at 1440 px (about 960 px, the sidebar open), each panel with its axis labels and padding.
+BOX_COLS, BOX_WIDTH, PANEL_EXTRA = 4, 130, 75
+PAGE_CONTENT_PX = 960
+
+
+def box_chart(
+    per_case: Mapping[str, Sequence[float]], title: str = "Samples per case", *, cols: int = BOX_COLS
+) -> Chart:
     """One box per case, each in a small chart of its own with its own linear µs axis: on one shared axis, cases
     a thousand times apart in time (or one noisy launch-bound case) would flatten every other box to a line.
     Outliers (beyond 1.5 times the interquartile range) are drawn as points."""
@@ -167,7 +175,7 @@ def box_chart(per_case: Mapping[str, Sequence[float]], title: str = "Samples per
                   "header": {"labelFontSize": 11, "labelLimit": 150}},
         "columns": cols,
         "spec": {
-            "width": 120, "height": 150,
+            "width": BOX_WIDTH, "height": 150,
             "mark": {"type": "boxplot", "extent": 1.5, "size": 40},
             "encoding": {
                 "y": {"field": "us", "type": "quantitative", "scale": {"zero": False},
