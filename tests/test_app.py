@@ -1090,3 +1090,21 @@ def test_run_page_says_how_far_a_stopped_or_partial_run_got(demo_store):
     assert "Cases 0, 3 of the suite's 12; no geomean\\: a partial run \\(2 of the suite's 12 cases\\)" in texts(
         at.caption
     )
+
+
+def test_progress_chart_fits_its_axis_to_a_narrow_range():
+    """Geomeans of 2,723 to 2,829 µs sat on a flat line, the labels 2,700 and 2,850 on top of each other: the log
+    axis had rounded out to 1,000-10,000. Now it spans the ticks around the data, at least 50 px apart."""
+    ys = [2829.0, 2790.0, 2760.0, 2723.4]
+    points = pd.DataFrame({
+        "started_at": pd.date_range("2026-12-04", periods=4, freq="h"), "run_order": range(1, 5), "geomean_us": ys,
+        "family": "qr-fused", "variant": [f"v{k}" for k in range(4)], "run_id": [f"r{k}" for k in range(4)],
+        "suite": "qr_v2", "gpu": H200,
+    })  # fmt: skip
+    _, spec = charts_mod.progress_chart(points)
+    y = spec["layer"][0]["encoding"]["y"]
+    (lo, hi), ticks = y["scale"]["domain"], y["axis"]["values"]
+    assert y["scale"]["nice"] is False and lo <= min(ys) and max(ys) <= hi and hi / lo < 1.2
+    inside = [t for t in ticks if lo <= t <= hi]
+    px = [spec["height"] * math.log(t / lo) / math.log(hi / lo) for t in inside]
+    assert len(inside) >= 3 and min(b - a for a, b in zip(px, px[1:], strict=False)) >= 50

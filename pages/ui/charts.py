@@ -37,8 +37,9 @@ def best_so_far(points: pd.DataFrame) -> pd.DataFrame:
 
 def log_ticks(lo: float, hi: float, *, most: int = 8, widen: bool = False) -> dict[str, Any]:
     """Tick values and labels for a log axis over [lo, hi] that read as plain numbers: 1-2-5 steps over a wide
-    range, evenly spaced round values over a narrow one (Plotly's own ticks there read 3822.43, 3822.44). With
-    `widen`, values within 2% of each other get a ±1% axis range (where small steps are not the point)."""
+    range, evenly spaced round values over a narrow one (Plotly's own ticks there read 3822.43, 3822.44), which also
+    gets `range`: the axis from its first tick to its last (log10). With `widen`, values within 2% of each other
+    get about ±1% around them (where small steps are not the point)."""
     if not (lo > 0 and hi > 0):
         return {}
     lo, hi = min(lo, hi), max(lo, hi)
@@ -56,11 +57,13 @@ def log_ticks(lo: float, hi: float, *, most: int = 8, widen: bool = False) -> di
     else:
         if widen and hi - lo < 0.02 * hi:  # nearly equal values: a ±1% window, so the ticks are round numbers
             lo, hi = min(lo, hi / 1.02) * 0.99, hi * 1.01
-            extra = {"range": [math.log10(lo), math.log10(hi)]}
         raw = (hi - lo) / 4 or hi / 100
         base = 10.0 ** math.floor(math.log10(raw))
         step = next(m * base for m in (1, 2, 2.5, 5, 10) if m * base >= raw)
         vals = [k * step for k in range(math.floor(lo / step), math.ceil(hi / step) + 1)]
+        # The axis spans the ticks: left to itself, a log axis rounds out to powers of ten (1,000 to 10,000), where
+        # a narrow range is a flat line with its tick labels on top of each other.
+        extra = {"range": [math.log10(vals[0]), math.log10(vals[-1])]}
     digits = max(0, -math.floor(math.log10(step))) if step < 1 else 0
     ticks = {"tickmode": "array", "tickvals": vals, "ticktext": [f"{v:,.{digits}f}" for v in vals]}
     return ticks | extra
@@ -100,7 +103,7 @@ def progress_chart(points: pd.DataFrame, x: str = "run order") -> Chart:
     ticks = log_ticks(ys.min(), ys.max(), widen=True)
     y_scale: dict[str, Any] = {"type": "log", "zero": False}
     if "range" in ticks:
-        y_scale["domain"] = [10 ** ticks["range"][0], 10 ** ticks["range"][1]]
+        y_scale |= {"domain": [10 ** ticks["range"][0], 10 ** ticks["range"][1]], "nice": False}
     y = {"field": "y", "type": "quantitative", "scale": y_scale, "title": "geomean (µs, log)",
          "axis": {"format": ",~r"} | ({"values": ticks["tickvals"]} if ticks else {})}  # fmt: skip
     if x == "time":
