@@ -1108,3 +1108,23 @@ def test_progress_chart_fits_its_axis_to_a_narrow_range():
     inside = [t for t in ticks if lo <= t <= hi]
     px = [spec["height"] * math.log(t / lo) / math.log(hi / lo) for t in inside]
     assert len(inside) >= 3 and min(b - a for a, b in zip(px, px[1:], strict=False)) >= 50
+
+
+def test_speedup_axis_fits_small_factors(demo_store):
+    """B 5% faster on every case: its bars were a few pixels high on an axis rounded out to 0.1-10x. The axis is
+    symmetric around 1 and fitted to the data, at least 1/1.1 to 1.1."""
+    path, _ = demo_store
+    for k, factor in enumerate((1.0, 1 / 1.05)):
+        rec = make_record(f"fast{k}aaaaaaa", variant=f"fast{k}", source=f"# fast {k}\n", path=f"kernels/fast{k}.py",
+                          family=None, started=T0 + timedelta(days=4, hours=k), means=[b * factor for b in BASE_US],
+                          seed=60 + k)  # fmt: skip
+        assert Store(path).finish_run(rec) is None
+    at = open_url("pages/compare.py", a="fast0aaaaaaa", b="fast1aaaaaaa")
+    _, (speedup, ratios) = vega_charts(at)
+    y = speedup["layer"][0]["encoding"]["y"]
+    lo, hi = y["scale"]["domain"]
+    assert y["scale"]["nice"] is False and lo * hi == pytest.approx(1.0) and hi == pytest.approx(1.1)
+    shortest = speedup["height"] * math.log(ratios["speedup"].min()) / math.log(hi / lo)
+    assert shortest > 40 and all(lo <= t <= hi for t in y["axis"]["values"]) and 1.0 in y["axis"]["values"]
+    _, (speedup, _) = vega_charts(open_url("pages/compare.py", a="fast0aaaaaaa", b="fast0aaaaaaa"))  # all 1.0
+    assert speedup["layer"][0]["encoding"]["y"]["scale"]["domain"][1] == pytest.approx(1.1)

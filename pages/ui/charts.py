@@ -243,6 +243,9 @@ def grouped_bars_chart(cmp: RunComparison, a: Mapping[str, Any], b: Mapping[str,
     return frame, spec
 
 
+SPEEDUP_SPAN = 1.1
+
+
 def speedup_chart(cmp: RunComparison) -> Chart:
     """Speedup of B over A per case (A/B), as bars starting at 1.0, coloured by the statistical verdict; the
     factor written on the bars that are faster or slower."""
@@ -253,13 +256,16 @@ def speedup_chart(cmp: RunComparison) -> Chart:
     )  # fmt: skip
     shown = frame["verdict"].isin(["faster", "slower"])
     frame["label"] = [f"{s:.3f}×" if on else "" for s, on in zip(frame["speedup"], shown, strict=True)]
-    lo = min([*frame["speedup"], 1.0])
-    hi = max([*frame["speedup"], 1.0])
-    pad = (math.log10(hi) - math.log10(lo)) * 0.15 + 0.02
+    # Symmetric around 1 on the log scale, so faster and slower read alike, fitted to the largest factor with room
+    # for its label; at least SPEEDUP_SPAN each way (a few percent still shows as a bar, and noise not as a step).
+    reach = max([abs(math.log10(v)) for v in frame["speedup"] if v > 0], default=0.0) * 1.2
+    top = 10 ** max(reach, math.log10(SPEEDUP_SPAN))
+    ticks = [t for t in log_ticks(1 / top, top).get("tickvals", []) if 1 / top <= t <= top]
     x = {"field": "case", "type": "nominal", "sort": [c.case for c in cases], "title": None,
          "axis": {"labelAngle": -30, "labelOverlap": False, "labelLimit": 160}}  # fmt: skip
     y = {"field": "speedup", "type": "quantitative", "title": "speedup (log)",
-         "scale": {"type": "log", "domain": [10 ** (math.log10(lo) - pad), 10 ** (math.log10(hi) + pad)]}}  # fmt: skip
+         "scale": {"type": "log", "domain": [1 / top, top], "nice": False},
+         "axis": {"values": ticks, "format": ".3~g"}}  # fmt: skip
     spec = {
         "title": "Speedup of B over A (A time / B time; > 1: B is faster)",
         "description": "Speedup of B over A per case: " + ", ".join(frame["case"]),
