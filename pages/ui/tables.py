@@ -346,15 +346,18 @@ def environment_rows(run: Mapping[str, Any]) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------------ compare
 
 
-def err_by_label(bundle: Mapping[str, Any]) -> dict[str, float | None]:
-    """Standard error per case label of a run bundle (labels as analysis.samples_by_case makes them unique)."""
-    out: dict[str, float | None] = {}
+def _by_label(bundle: Mapping[str, Any], value: Any) -> dict[str, Any]:
+    """value(case) per case label of a run bundle (labels as analysis.samples_by_case makes them unique)."""
+    out: dict[str, Any] = {}
     for c in bundle["cases"].to_dict("records"):
         label = c.get("label") or c["spec"]
-        out[label if label not in out else f"{label} #{c['case_idx']}"] = (
-            c.get("err_us") if is_num(c.get("err_us")) else None
-        )
+        out[label if label not in out else f"{label} #{c['case_idx']}"] = value(c)
     return out
+
+
+def err_by_label(bundle: Mapping[str, Any]) -> dict[str, float | None]:
+    """Standard error per case label of a run bundle."""
+    return _by_label(bundle, lambda c: c.get("err_us") if is_num(c.get("err_us")) else None)
 
 
 def compare_table(cmp: RunComparison, a: Mapping[str, Any], b: Mapping[str, Any]) -> pd.DataFrame:
@@ -376,4 +379,9 @@ def compare_table(cmp: RunComparison, a: Mapping[str, Any], b: Mapping[str, Any]
                 "why": c.reason,
             }
         )
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    if "test" in (a["run"].get("mode"), b["run"].get("mode")):  # untimed: what each side passed is the comparison
+        for side, bundle in (("A", a), ("B", b)):
+            ok = _by_label(bundle, lambda c: "pass" if c["passed"] else "FAIL")
+            out.insert(1 + (side == "B"), f"{side} ok", [ok.get(c.case, "") for c in cmp.cases])
+    return out
