@@ -246,8 +246,8 @@ def resolve_run(text: str) -> str | None:
         if len(candidates) > 1:
             st.error(f"**{md(text)}** is ambiguous: {len(candidates)} runs start with it. Give more characters:")
             table(
-                candidates.assign(run_id="run?id=" + candidates["run_id"]),
-                column_config={"run_id": st.column_config.LinkColumn("run", display_text=r"run\?id=(.*)")},
+                views.readable(candidates.assign(run_id="run?id=" + candidates["run_id"])),
+                column_config={"run": st.column_config.LinkColumn("run", display_text=r"run\?id=(.*)")},
             )
         else:
             st.error(f"No run matches **{md(text)}** in {store()} (give a run id or a unique prefix).")

@@ -311,8 +311,9 @@ def test_run_page_unknown_and_ambiguous_ids(demo_store):
     assert "No run matches **no\\-such\\-run**" in texts(at.error)
     at = open_page("pages/run.py", id="hh0")  # a prefix of ten runs: listed, not "no run matches"
     assert "is ambiguous: 10 runs start with it" in texts(at.error)
-    listed = [df.value for df in at.dataframe if "run_id" in df.value.columns][0]
-    assert len(listed) == 10 and listed["run_id"].str.startswith("run?id=hh0").all()
+    listed = [df.value for df in at.dataframe if "run" in df.value.columns][0]
+    assert len(listed) == 10 and listed["run"].str.startswith("run?id=hh0").all()
+    assert {"GPU", "started"} <= set(listed.columns) and not {"gpu", "started_at"} & set(listed.columns)
     at = open_page("pages/run.py", id="wy01")  # a unique prefix
     assert not at.error and "wy\\_v1" in texts(at.subheader)  # escaped: rendered as typed
     at = open_page("pages/run.py", id="'; DROP TABLE runs; --")
