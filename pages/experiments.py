@@ -113,8 +113,6 @@ common.table(
     column_config={
         "best run": st.column_config.LinkColumn("best run", display_text=r"run\?id=(.*)"),
         "latest run": st.column_config.LinkColumn("latest run", display_text=r"run\?id=(.*)"),
-        "best geomean (µs)": st.column_config.NumberColumn(format="%.1f"),
-        "latest geomean (µs)": st.column_config.NumberColumn(format="%.1f"),
         "last run": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm"),
     },
     key="variants",

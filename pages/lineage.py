@@ -9,6 +9,7 @@ import streamlit as st
 from pages import _common as common
 from pages._derived import cached
 from pages.ui import paging, urlstate
+from pages.ui import tables as views
 from tracker.analysis import context, summaries
 from tracker.store import Store
 
@@ -63,7 +64,7 @@ shown = pd.DataFrame(
         "vs parent": [_compare(r) for r in tree.to_dict("records")],
         "run": [f"run?id={r}" if isinstance(r, str) else None for r in tree["best_run"].fillna(tree["latest_run"])],
         "path": tree["path"],
-        "commit": tree["commit"].fillna("").str[:10],
+        "commit": [views.short_commit(c) if isinstance(c, str) else "" for c in tree["commit"]],
         "message": tree["message"].fillna("").str.split("\n").str[0],
     }
 )

@@ -142,8 +142,6 @@ else:
     common.table(
         table,
         column_config={
-            "before (µs)": st.column_config.NumberColumn(format="%.2f"),
-            "after (µs)": st.column_config.NumberColumn(format="%.2f"),
             "factor": st.column_config.NumberColumn(format="×%.3f"),
             "started": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm"),
             "compare": st.column_config.LinkColumn("compare", display_text="diff ↗"),

@@ -126,7 +126,8 @@ progress = views.run_progress(run, cases)
 m = st.columns(4)
 m[0].metric("Geomean", f"{views.fmt_us(run.get('geomean_us'))} µs")
 m[1].metric("Cases passed", f"{progress['passed']} / {progress['of']}")
-m[2].metric("Commit", (run.get("git_commit") or "–")[:10] if isinstance(run.get("git_commit"), str) else "–")
+_commit = run.get("git_commit") if isinstance(run.get("git_commit"), str) else None  # NULL reads as NaN here
+m[2].metric("Commit", views.short_commit(_commit), help=_commit)
 if isinstance(run.get("parent_run"), str) and run["parent_run"]:
     with m[3]:
         parent = common.read(Store.get_run, run["parent_run"]) or {}  # its name; the id stays in the link and tooltip

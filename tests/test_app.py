@@ -1133,3 +1133,28 @@ def test_speedup_axis_fits_small_factors(demo_store):
     assert shortest > 40 and all(lo <= t <= hi for t in y["axis"]["values"]) and 1.0 in y["axis"]["values"]
     _, (speedup, _) = vega_charts(open_url("pages/compare.py", a="fast0aaaaaaa", b="fast0aaaaaaa"))  # all 1.0
     assert speedup["layer"][0]["encoding"]["y"]["scale"]["domain"][1] == pytest.approx(1.1)
+
+
+def _column_formats(at: AppTest, column: str) -> list:
+    return [json.loads(df.proto.columns or "{}").get(column, {}).get("type_config", {}).get("format") for df in
+            at.dataframe if column in df.value.columns]  # fmt: skip
+
+
+def test_numbers_and_commits_read_the_same_on_every_page(demo_store):
+    """The Experiments table read 2723.4 beside a metric of 2,723 µs, Regressions 8002.20, commits had 7, 10 or 40
+    characters, the Benchmark timeout 900.00: times get thousands separators and 0.1 µs everywhere (common.table),
+    commits git's short form (views.short_commit), seconds whole."""
+    _, ids = demo_store
+    at = open_page()
+    assert _column_formats(at, "best geomean (µs)") == ["localized"]
+    at = open_url("pages/regressions.py", family="householder")
+    assert _column_formats(at, "before (µs)") == ["localized"]
+    row = table(at, "reg_table").iloc[0]
+    assert row["before (µs)"] == round(row["before (µs)"], 1)
+    commit = ids["commits"][1]
+    if commit:  # the demo store names the checkout's commits (none without git history)
+        at = open_url("pages/run.py", id=ids["regressed"])
+        assert {m.label: m.value for m in at.metric}["Commit"] == commit[:7] == views.short_commit(commit)
+        at = open_url("pages/compare.py", a=ids["before_regression"], b=ids["regressed"])
+        assert f"commit `{commit[:7]}`" in texts(at.markdown) and f"commit `{commit[:10]}`" not in texts(at.markdown)
+    assert views.short_commit(None) == views.short_commit(float("nan")) == "–"

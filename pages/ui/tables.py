@@ -60,6 +60,11 @@ def short(run_id: Any) -> str:
     return str(run_id)[:12] if is_num(run_id) else ""
 
 
+def short_commit(commit: Any) -> str:
+    """A git commit as every page shows it: git's own short form (7 characters; some runs record no more)."""
+    return commit[:7] if isinstance(commit, str) and commit else "–"
+
+
 HEADERS = {"run_id": "run", "baseline_run": "baseline run", "started_at": "started", "created_at": "recorded",
            "gpu": "GPU", "factor": "× slower", "best_before_us": "best before (µs)"}  # fmt: skip
 
