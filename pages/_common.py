@@ -280,6 +280,12 @@ def table(data: Any, *, column_config: dict | None = None, **kwargs: Any) -> Any
     return st.dataframe(data, hide_index=True, placeholder="", column_config=config | (column_config or {}), **kwargs)
 
 
+def metric_row() -> Any:
+    """A row of st.metric (drawn with width="content"), each as wide as its value, wrapping onto a new line where
+    the page is narrow: in equal st.columns an 800 px page cut the values ("2,72…", "7e1…")."""
+    return st.container(horizontal=True, gap="large")
+
+
 def rows_height(n: int, max_rows: int = 40) -> int:
     """A dataframe height that shows n rows without an inner scrollbar (up to max_rows)."""
     return 35 * (min(n, max_rows) + 1) + 3

@@ -127,19 +127,19 @@ if not_passed:
         f"{' and '.join(not_passed)}: a run that did not pass is no baseline. A timeout or a failure is "
         "inconclusive; the ratios below cover only the cases it did time and say nothing about the variant."
     )
-m = st.columns(4)
+m = common.metric_row()
 if cmp.geomean_ratio is not None:
     ci = f" (95% CI {cmp.geomean_ci[0]:.3f}–{cmp.geomean_ci[1]:.3f})" if cmp.geomean_ci else ""
-    m[0].metric("Geomean ratio B/A", f"{cmp.geomean_ratio:.3f}", help=f"mean_B / mean_A {md(cover['ratio_over'])}; "
-                "< 1: B is faster")  # fmt: skip
+    m.metric("Geomean ratio B/A", f"{cmp.geomean_ratio:.3f}", help=f"mean_B / mean_A {md(cover['ratio_over'])}; "
+             "< 1: B is faster", width="content")  # fmt: skip
     st.caption(f"Geomean ratio {md(cover['ratio_over'])}.")
-    m[1].metric("Speedup of B", f"{1 / cmp.geomean_ratio:.3f}×", help="A time / B time" + ci)
+    m.metric("Speedup of B", f"{1 / cmp.geomean_ratio:.3f}×", help="A time / B time" + ci, width="content")
 else:
-    m[0].metric("Geomean ratio B/A", "–")
-    m[1].metric("Speedup of B", "–")
+    m.metric("Geomean ratio B/A", "–", width="content")
+    m.metric("Speedup of B", "–", width="content")
 counts = {v: sum(c.verdict == v for c in cmp.cases) for v in ("faster", "slower", "same", "n/a")}
-m[2].metric("Cases faster / slower", f"{counts['faster']} / {counts['slower']}")
-m[3].metric("Within noise / n/a", f"{counts['same']} / {counts['n/a']}")
+m.metric("Cases faster / slower", f"{counts['faster']} / {counts['slower']}", width="content")
+m.metric("Within noise / n/a", f"{counts['same']} / {counts['n/a']}", width="content")
 st.caption(
     f"{md(cmp.reason)}. Marks as in `asv compare`: `-` faster, `+` slower, `~` within noise, `x` not comparable."
 )

@@ -129,10 +129,10 @@ if _states:  # a step between two clock states may be the machine's, not the cod
 table = analysis.regression_table(changes, points, runs, kinds=kinds)
 n_reg = sum(cp.kind == "regression" for cps in changes.values() for cp in cps)
 n_imp = sum(cp.kind == "improvement" for cps in changes.values() for cp in cps)
-m = st.columns(3)
-m[0].metric("Runs in history", len(runs))
-m[1].metric("Regressions", n_reg)
-m[2].metric("Improvements", n_imp)
+m = common.metric_row()
+m.metric("Runs in history", len(runs), width="content")
+m.metric("Regressions", n_reg, width="content")
+m.metric("Improvements", n_imp, width="content")
 
 st.subheader("Regressions" + (" and improvements" if show_improvements else ""))
 if table.empty:

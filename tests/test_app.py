@@ -362,6 +362,7 @@ def test_verdict_form_writes_and_shows_in_experiments(own_demo_store):
     at.text_input(key="verdict_reason").input("slower on 640x512 dense")
     at.button(key="verdict_submit").click().run()
     assert not at.exception and "Recorded: rejected" in texts(at.success)
+    assert "Recorded: rejected" in texts(at.tabs[6].success)  # where the form is (the tab the browser keeps open)
     bundle = Store(path).run_bundle(ids["householder"][9])
     assert bundle["verdicts"].iloc[0]["verdict"] == "rejected"
     at.switch_page("pages/experiments.py").run()
