@@ -21,6 +21,7 @@ from pages.ui.text import code, md  # noqa: F401 - the pages' escaping, defined 
 from tracker.analysis import margins
 from tracker.analysis import series as analysis
 from tracker.store import DEFAULT_STORE, NotAStoreError, Store, StoreError, StoreLockedError
+from tracker.store.reads.boards import distinct_names
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "app.py"
@@ -210,6 +211,18 @@ def gate_margins(sha256s: list[str]) -> dict[str, Any]:
         raise
 
 
+def variant_labels(nodes: pd.DataFrame) -> dict[str, str]:
+    """sha256 -> name of each Store.lineage_nodes row, as the Leaderboard names them: where several sources share a
+    name, the one the name stands for now keeps it and each other reads `name@sha8` (boards.distinct_names), so
+    no picker or table lists one name twice."""
+    frame = pd.DataFrame({
+        "variant": nodes["variant"].astype(str), "variant_sha256": nodes["sha256"],
+        "latest_at": nodes["last_timed_at"].fillna(nodes["seen_at"]),  # the one run last keeps an unclaimed name
+    })  # fmt: skip
+    named = {n["name"]: n["sha256"] for n in read(Store.variant_names)} if frame["variant"].duplicated().any() else {}
+    return dict(zip(frame["variant_sha256"], distinct_names(frame, named)["variant"], strict=True))
+
+
 def require_runs() -> int:
     """Stop the page with a clear message when the store is unusable or has no runs; else the run count."""
     n = read(Store.count_runs)
@@ -233,8 +246,8 @@ def resolve_run(text: str) -> str | None:
         if len(candidates) > 1:
             st.error(f"**{md(text)}** is ambiguous: {len(candidates)} runs start with it. Give more characters:")
             table(
-                candidates.assign(run_id="run?id=" + candidates["run_id"]),
-                column_config={"run_id": st.column_config.LinkColumn("run", display_text=r"run\?id=(.*)")},
+                views.readable(candidates.assign(run_id="run?id=" + candidates["run_id"])),
+                column_config={"run": st.column_config.LinkColumn("run", display_text=r"run\?id=(.*)")},
             )
         else:
             st.error(f"No run matches **{md(text)}** in {store()} (give a run id or a unique prefix).")
@@ -265,6 +278,12 @@ def table(data: Any, *, column_config: dict | None = None, **kwargs: Any) -> Any
         data, times = views.round_times(data)
         config |= {c: st.column_config.NumberColumn(format="localized") for c in times}
     return st.dataframe(data, hide_index=True, placeholder="", column_config=config | (column_config or {}), **kwargs)
+
+
+def metric_row() -> Any:
+    """A row of st.metric (drawn with width="content"), each as wide as its value, wrapping onto a new line where
+    the page is narrow: in equal st.columns an 800 px page cut the values ("2,72…", "7e1…")."""
+    return st.container(horizontal=True, gap="large")
 
 
 def rows_height(n: int, max_rows: int = 40) -> int:

@@ -69,13 +69,14 @@ with st.expander("Options"):
     parent = o2.text_input("Parent run id", key="bm_parent")
     note = st.text_input("Note / hypothesis", key="bm_note")
     t1, t2, t3 = st.columns(3)
-    timeout = t1.number_input("Timeout (s)", min_value=1.0, value=jobs.DEFAULT_TIMEOUT_S, step=60.0,
+    timeout = t1.number_input("Timeout (s)", min_value=1.0, value=jobs.DEFAULT_TIMEOUT_S, step=60.0, format="%.0f",
                               key="bm_timeout", help="The timed work, after compiling (--timeout)")  # fmt: skip
     compile_timeout = t2.number_input(
         "Compile budget (s)",
         min_value=1.0,
         value=jobs.DEFAULT_COMPILE_TIMEOUT_S,
         step=60.0,
+        format="%.0f",  # whole seconds, as the CLI's defaults read
         key="bm_compile",
         help="Import and the first call (Triton JIT, extension builds), before the timeout starts "
         "(--compile-timeout); a kernel that hangs in its first call holds the device this long",

@@ -68,7 +68,7 @@ def _header(col, side: str, run: dict) -> None:
         f"**{side}: {md(run['variant'])}** · {common.code(run['run_id'])} · {md(run['status'])}  \n"
         f"{md(run.get('path') or '?')}  \n"
         f"{md(run.get('gpu') or '?')} · {md(run['suite'])}/{md(run['mode'])} · {run['started_at']:%Y-%m-%d %H:%M} · "
-        f"commit {common.code((run.get('git_commit') or '–')[:10] if isinstance(run.get('git_commit'), str) else '–')}"
+        f"commit {common.code(views.short_commit(run.get('git_commit')))}"
         + (" (dirty)" if run.get("git_dirty") is True and isinstance(run.get("git_commit"), str) else "")
     )
     with col:
@@ -127,19 +127,19 @@ if not_passed:
         f"{' and '.join(not_passed)}: a run that did not pass is no baseline. A timeout or a failure is "
         "inconclusive; the ratios below cover only the cases it did time and say nothing about the variant."
     )
-m = st.columns(4)
+m = common.metric_row()
 if cmp.geomean_ratio is not None:
     ci = f" (95% CI {cmp.geomean_ci[0]:.3f}–{cmp.geomean_ci[1]:.3f})" if cmp.geomean_ci else ""
-    m[0].metric("Geomean ratio B/A", f"{cmp.geomean_ratio:.3f}", help=f"mean_B / mean_A {md(cover['ratio_over'])}; "
-                "< 1: B is faster")  # fmt: skip
+    m.metric("Geomean ratio B/A", f"{cmp.geomean_ratio:.3f}", help=f"mean_B / mean_A {md(cover['ratio_over'])}; "
+             "< 1: B is faster", width="content")  # fmt: skip
     st.caption(f"Geomean ratio {md(cover['ratio_over'])}.")
-    m[1].metric("Speedup of B", f"{1 / cmp.geomean_ratio:.3f}×", help="A time / B time" + ci)
+    m.metric("Speedup of B", f"{1 / cmp.geomean_ratio:.3f}×", help="A time / B time" + ci, width="content")
 else:
-    m[0].metric("Geomean ratio B/A", "–")
-    m[1].metric("Speedup of B", "–")
+    m.metric("Geomean ratio B/A", "–", width="content")
+    m.metric("Speedup of B", "–", width="content")
 counts = {v: sum(c.verdict == v for c in cmp.cases) for v in ("faster", "slower", "same", "n/a")}
-m[2].metric("Cases faster / slower", f"{counts['faster']} / {counts['slower']}")
-m[3].metric("Within noise / n/a", f"{counts['same']} / {counts['n/a']}")
+m.metric("Cases faster / slower", f"{counts['faster']} / {counts['slower']}", width="content")
+m.metric("Within noise / n/a", f"{counts['same']} / {counts['n/a']}", width="content")
 st.caption(
     f"{md(cmp.reason)}. Marks as in `asv compare`: `-` faster, `+` slower, `~` within noise, `x` not comparable."
 )
@@ -182,10 +182,11 @@ def _git_diff(repo: str, commit_a: str, commit_b: str, paths: tuple[str, ...]) -
 
 
 commit_a, commit_b = run_a.get("git_commit"), run_b.get("git_commit")
+short_a, short_b = views.short_commit(commit_a), views.short_commit(commit_b)
 st.subheader("Git")
 if isinstance(commit_a, str) and isinstance(commit_b, str):
     if commit_a == commit_b:
-        st.caption(f"Both runs are at commit `{commit_a[:10]}`.")
+        st.caption(f"Both runs are at commit {common.code(short_a)}.")
     else:
         # Git runs only in a repository named here (by default the dashboard's own working folder), never in
         # the `git_repo` a run recorded: an imported run may name any folder, with any .git/config.
@@ -198,14 +199,14 @@ if isinstance(commit_a, str) and isinstance(commit_b, str):
         paths = diffs.kernel_paths_in_repo([run_a.get("path"), run_b.get("path")], run_a.get("git_repo"))
         text = _git_diff(repo, commit_a, commit_b, tuple(paths) if only_kernels else ()) if repo else None
         if text is None:
-            st.info(f"Commits `{commit_a[:10]}` and `{commit_b[:10]}` are not both in a repository here.")
+            st.info(f"Commits {common.code(short_a)} and {common.code(short_b)} are not both in a repository here.")
         elif not text.strip():
             st.caption(
-                f"No changes between `{commit_a[:10]}` and `{commit_b[:10]}`"
+                f"No changes between {common.code(short_a)} and {common.code(short_b)}"
                 + (" in the kernel files." if only_kernels else ".")
             )
         else:
-            with st.expander(f"`git diff {commit_a[:10]} {commit_b[:10]}` in {common.md(repo)}", expanded=False):
+            with st.expander(f"`git diff {short_a} {short_b}` in {common.md(repo)}", expanded=False):
                 st.code(text, language="diff")
 else:
     st.caption("At least one of the runs was not recorded in a git repository.")

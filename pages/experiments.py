@@ -67,18 +67,19 @@ if table.empty:
 points = common.read(Store.progress_points, status=filters_status, max_points=MAX_POINTS, **filters)
 # the contexts the progress chart can draw: those with a passed geomean (a lone cancelled run is none)
 contexts = table.loc[table["best_geomean_us"].notna(), ["problem", "suite", "gpu"]].drop_duplicates()
-m = st.columns(4)
-m[0].metric("Variants", f"{table['variant_sha256'].nunique():,}")
-m[1].metric("Runs", f"{int(table['runs'].sum()):,}")
-m[2].metric("Passed", f"{int(table['passed'].sum()):,}")
+m = common.metric_row()
+m.metric("Variants", f"{table['variant_sha256'].nunique():,}", width="content")
+m.metric("Runs", f"{int(table['runs'].sum()):,}", width="content")
+m.metric("Passed", f"{int(table['passed'].sum()):,}", width="content")
 if len(contexts) == 1:
     best = table.loc[table["best_geomean_us"].idxmin()]
-    m[3].metric("Best geomean", f"{views.fmt_us(best['best_geomean_us'])} µs", help=f"{best['variant']}")
+    m.metric("Best geomean", f"{views.fmt_us(best['best_geomean_us'])} µs", help=f"{best['variant']}", width="content")
 else:
-    m[3].metric(
-        "Timed contexts (problem · suite · GPU)",
+    m.metric(
+        "Timed contexts",
         len(contexts),
-        help="Geomeans of different problems, suites or GPUs are not compared",
+        help="Problem · suite · GPU: geomeans of different problems, suites or GPUs are not compared",
+        width="content",
     )
 
 if not points.empty:
@@ -113,8 +114,6 @@ common.table(
     column_config={
         "best run": st.column_config.LinkColumn("best run", display_text=r"run\?id=(.*)"),
         "latest run": st.column_config.LinkColumn("latest run", display_text=r"run\?id=(.*)"),
-        "best geomean (µs)": st.column_config.NumberColumn(format="%.1f"),
-        "latest geomean (µs)": st.column_config.NumberColumn(format="%.1f"),
         "last run": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm"),
     },
     key="variants",

@@ -9,6 +9,7 @@ import streamlit as st
 from pages import _common as common
 from pages._derived import cached
 from pages.ui import paging, urlstate
+from pages.ui import tables as views
 from tracker.analysis import context, summaries
 from tracker.store import Store
 
@@ -31,6 +32,7 @@ suites = cached(context.choices, ("suite", gpu, fam), contexts, "suite", gpu=gpu
 suite = urlstate.selectbox(c[2], "Suite", suites or ["smoke"], key="suite")
 nodes = common.read(Store.lineage_nodes, family=None if family == ALL else family, suite=suite, gpu=gpu)
 tree = cached(summaries.lineage_tree, (family, suite, gpu), nodes)
+names = cached(common.variant_labels, (family, suite, gpu), nodes)  # sources named alike: name@sha8
 if tree.empty:
     st.info("No variants" + (f" in family {common.md(family)}." if family != ALL else "."))
     st.stop()
@@ -41,7 +43,7 @@ tree, rows_shown = paging.page_of(tree, per_page=250, key="lineage_page")
 
 
 def _label(row) -> str:
-    return ("    " * int(row["depth"]) + ("└─ " if row["depth"] else "")) + str(row["variant"])
+    return ("    " * int(row["depth"]) + ("└─ " if row["depth"] else "")) + names[row["sha256"]]
 
 
 def _compare(row) -> str | None:
@@ -58,11 +60,11 @@ shown = pd.DataFrame(
         "verdict": tree["verdict"].fillna(""),
         "latest status": tree["latest_status"].fillna("not run"),
         "runs": tree["runs"],
-        "parent": tree["parent_variant"].fillna(""),
+        "parent": tree["parent"].map(names).where(tree["parent_variant"].notna(), ""),
         "vs parent": [_compare(r) for r in tree.to_dict("records")],
         "run": [f"run?id={r}" if isinstance(r, str) else None for r in tree["best_run"].fillna(tree["latest_run"])],
         "path": tree["path"],
-        "commit": tree["commit"].fillna("").str[:10],
+        "commit": [views.short_commit(c) if isinstance(c, str) else "" for c in tree["commit"]],
         "message": tree["message"].fillna("").str.split("\n").str[0],
     }
 )
@@ -74,6 +76,7 @@ common.table(
     shown,
     column_config={
         "variant": st.column_config.TextColumn(width="large"),
+        "verdict": st.column_config.TextColumn(width=100),  # "inconclusive" whole
         "vs parent": st.column_config.LinkColumn("vs parent", display_text="compare"),
         "run": st.column_config.LinkColumn("run", display_text=r"run\?id=(.*)"),
     },

@@ -23,8 +23,8 @@ scopes = common.read(Store.history_scopes)
 families, paths = scopes["family"], scopes["path"]
 
 qp_family, qp_path = st.query_params.get("family"), st.query_params.get("path")
-if "reg_kind" not in st.session_state:
-    st.session_state["reg_kind"] = "Kernel file" if (qp_path and not qp_family) or families.empty else "Family"
+# On every run, from the URL (Back and Forward set only the URL): a path alone means along a kernel file.
+st.session_state["reg_kind"] = "Kernel file" if (qp_path and not qp_family) or families.empty else "Family"
 
 
 def _set_scope() -> None:
@@ -32,6 +32,8 @@ def _set_scope() -> None:
     value = st.session_state.get("reg_family" if kind == "Family" else "reg_path")
     st.query_params.pop("family", None)
     st.query_params.pop("path", None)
+    if kind == "Kernel file" and not paths.empty:  # the URL names the file even when it is the default one
+        value = value if value in set(paths["path"]) else paths["path"].iloc[0]
     if value:
         st.query_params["family" if kind == "Family" else "path"] = value
 
@@ -88,13 +90,15 @@ if kind == "Family":  # one line of descent: a variant's runs and its ancestors'
     nodes = common.read(Store.lineage_nodes, family=scope_value, suite=ctx["suite"], gpu=gpu_value)
     leaves = summaries.path_leaves(nodes)
     if leaves:
-        names = dict(zip(nodes["sha256"], nodes["variant"], strict=True))
-        leaf = st.selectbox("Lineage path to", leaves, format_func=lambda s: str(names.get(s, s[:12])),
+        # Unique labels: Streamlit keeps a selectbox's choice as its label, so two options named alike would
+        # resolve to the other one on the next rerun.
+        names = common.variant_labels(nodes)
+        leaf = st.selectbox("Lineage path to", leaves, format_func=lambda s: names.get(s, s[:12]),
                             key="reg_leaf", help="The history follows this variant and its ancestors (parent "
                             "links, as on the Lineage page); default: the variant run most recently")  # fmt: skip
         path = summaries.lineage_path(nodes, leaf)
         lineage = {"variants": tuple(path)}
-        st.caption("Along " + " → ".join(common.md(str(names.get(s, s[:12]))) for s in path if s in names))
+        st.caption("Along " + " → ".join(common.md(names[s]) for s in path if s in names))
 hist, points, changes = common.history(
     **scope, suite=ctx["suite"], gpu=gpu_value, last=WINDOWS[window], problem=ctx["problem"], **lineage
 )  # fmt: skip
@@ -125,10 +129,10 @@ if _states:  # a step between two clock states may be the machine's, not the cod
 table = analysis.regression_table(changes, points, runs, kinds=kinds)
 n_reg = sum(cp.kind == "regression" for cps in changes.values() for cp in cps)
 n_imp = sum(cp.kind == "improvement" for cps in changes.values() for cp in cps)
-m = st.columns(3)
-m[0].metric("Runs in history", len(runs))
-m[1].metric("Regressions", n_reg)
-m[2].metric("Improvements", n_imp)
+m = common.metric_row()
+m.metric("Runs in history", len(runs), width="content")
+m.metric("Regressions", n_reg, width="content")
+m.metric("Improvements", n_imp, width="content")
 
 st.subheader("Regressions" + (" and improvements" if show_improvements else ""))
 if table.empty:
@@ -138,8 +142,6 @@ else:
     common.table(
         table,
         column_config={
-            "before (µs)": st.column_config.NumberColumn(format="%.2f"),
-            "after (µs)": st.column_config.NumberColumn(format="%.2f"),
             "factor": st.column_config.NumberColumn(format="×%.3f"),
             "started": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm"),
             "compare": st.column_config.LinkColumn("compare", display_text="diff ↗"),

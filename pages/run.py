@@ -122,20 +122,22 @@ _margin = common.gate_margins([run["variant_sha256"]]).get(run["variant_sha256"]
 if _margin and _margin["near"]:
     st.warning(common.md(margins.closest_text(_margin["closest"])), icon=":material/speed:")
 
-m = st.columns(4)
-m[0].metric("Geomean", f"{views.fmt_us(run.get('geomean_us'))} µs")
-m[1].metric("Cases passed", f"{int(cases['passed'].sum())} / {len(cases)}")
-m[2].metric("Commit", (run.get("git_commit") or "–")[:10] if isinstance(run.get("git_commit"), str) else "–")
+progress = views.run_progress(run, cases)
+m = common.metric_row()
+m.metric("Geomean", f"{views.fmt_us(run.get('geomean_us'))} µs", width="content")
+m.metric("Cases passed", f"{progress['passed']} / {progress['of']}", width="content")
+_commit = run.get("git_commit") if isinstance(run.get("git_commit"), str) else None  # NULL reads as NaN here
+m.metric("Commit", views.short_commit(_commit), help=_commit, width="content")
 if isinstance(run.get("parent_run"), str) and run["parent_run"]:
-    with m[3]:
+    with m:
         parent = common.read(Store.get_run, run["parent_run"]) or {}  # its name; the id stays in the link and tooltip
         st.page_link("pages/compare.py", label=f"vs parent {parent.get('variant') or run['parent_run']}",
                      icon=":material/compare_arrows:", help=f"compare with run {run['parent_run']}",
                      query_params={"a": run["parent_run"], "b": run["run_id"]})  # fmt: skip
 
-flash = st.session_state.pop("kb_verdict_flash", None)
-if flash:
-    st.success(flash)  # the reason in it is escaped where the flash is made
+said = "; ".join(filter(None, [progress["line"], progress["no_geomean"] and f"no geomean: {progress['no_geomean']}"]))
+if said:
+    st.caption(md(said[:1].upper() + said[1:] + "."))  # a case's spec is stored text: escaped
 tabs = st.tabs(["Cases", "Samples", "Profile", "Source", "Git", "Environment", "Verdict"])
 
 with tabs[0]:
@@ -143,7 +145,7 @@ with tabs[0]:
         st.info("This run recorded no cases.")
     else:
         common.table(
-            views.run_case_table(cases),
+            views.run_case_table(cases, run),
             column_config={
                 "GFLOP/s": st.column_config.NumberColumn(format="%.2f"),
                 "GB/s": st.column_config.NumberColumn(format="%.2f"),
@@ -236,6 +238,10 @@ with tabs[5]:
         st.code(run["log_tail"], language="text")
 
 with tabs[6]:
+    # Said here, where the form was: above the tabs it would move them, and the browser would show the first tab.
+    flash = st.session_state.pop("kb_verdict_flash", None)
+    if flash:
+        st.success(flash)  # the reason in it is escaped where the flash is made
     verdicts = bundle["verdicts"]
     if not verdicts.empty:
         common.table(views.readable(verdicts.drop(columns="run_id")))

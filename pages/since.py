@@ -56,9 +56,9 @@ st.html(
 when = when.replace(second=0, microsecond=0)  # one cached read per minute
 summary = summaries.since_summary(common.read(Store.since_activity, when))
 st.caption(f"Since {when:%Y-%m-%d %H:%M} UTC.")
-m = st.columns(5)
-for col, key in zip(m, ("runs", "new_bests", "regressions", "failures", "verdicts"), strict=True):
-    col.metric(key.replace("_", " ").capitalize(), len(summary[key]))
+m = common.metric_row()
+for key in ("runs", "new_bests", "regressions", "failures", "verdicts"):
+    m.metric(key.replace("_", " ").capitalize(), len(summary[key]), width="content")
 
 LINKS = {c: st.column_config.LinkColumn(c, display_text=r"run\?id=(.*)") for c in ("run", "baseline run")}
 

@@ -28,6 +28,7 @@ from pages.ui import tables as views
 from tests.conftest import open_page, open_url
 from tracker import store as store_mod
 from tracker.capture import envinfo, jobs
+from tracker.common.vocabulary import CASE_STATS
 from tracker.store import Store
 from tracker.store.transfer import export_runs
 
@@ -271,6 +272,8 @@ def test_run_page_cases_samples_profile_source_env(demo_store):
     assert box["spec"]["mark"]["type"] == "boxplot" and box["resolve"]["scale"]["y"] == "independent"
     assert "type" not in box["spec"]["encoding"]["y"]["scale"]  # linear
     assert len(box["facet"]["sort"]) == 12 and box["facet"]["sort"][3] == "640x512 c2 dense"
+    # six panels a row were cut off at 1440 px: the grid fits the page's content width there
+    assert box["columns"] * (box["spec"]["width"] + charts_mod.PANEL_EXTRA) <= charts_mod.PAGE_CONTENT_PX
     per_case = samples.groupby("case").size()  # every sample, not a summary: the browser draws the boxes
     assert len(per_case) == 12 and (per_case > 5).all()
     frames = {tuple(df.value.columns): df.value for df in at.dataframe}
@@ -308,8 +311,9 @@ def test_run_page_unknown_and_ambiguous_ids(demo_store):
     assert "No run matches **no\\-such\\-run**" in texts(at.error)
     at = open_page("pages/run.py", id="hh0")  # a prefix of ten runs: listed, not "no run matches"
     assert "is ambiguous: 10 runs start with it" in texts(at.error)
-    listed = [df.value for df in at.dataframe if "run_id" in df.value.columns][0]
-    assert len(listed) == 10 and listed["run_id"].str.startswith("run?id=hh0").all()
+    listed = [df.value for df in at.dataframe if "run" in df.value.columns][0]
+    assert len(listed) == 10 and listed["run"].str.startswith("run?id=hh0").all()
+    assert {"GPU", "started"} <= set(listed.columns) and not {"gpu", "started_at"} & set(listed.columns)
     at = open_page("pages/run.py", id="wy01")  # a unique prefix
     assert not at.error and "wy\\_v1" in texts(at.subheader)  # escaped: rendered as typed
     at = open_page("pages/run.py", id="'; DROP TABLE runs; --")
@@ -358,6 +362,7 @@ def test_verdict_form_writes_and_shows_in_experiments(own_demo_store):
     at.text_input(key="verdict_reason").input("slower on 640x512 dense")
     at.button(key="verdict_submit").click().run()
     assert not at.exception and "Recorded: rejected" in texts(at.success)
+    assert "Recorded: rejected" in texts(at.tabs[6].success)  # where the form is (the tab the browser keeps open)
     bundle = Store(path).run_bundle(ids["householder"][9])
     assert bundle["verdicts"].iloc[0]["verdict"] == "rejected"
     at.switch_page("pages/experiments.py").run()
@@ -951,6 +956,10 @@ def test_compare_says_what_it_compares(demo_store, tmp_path):
     assert Store(path).finish_run(test_run) is None
     at = open_url("pages/compare.py", a="test0aaaaaaa", b=ids["before_regression"])
     assert "A is a test run" in texts(at.info) and "no case has timings in both" in texts(at.info)
+    # "the table shows what passed": it does, per side
+    df = table(at, "cmp_table")
+    assert list(df.columns[:3]) == ["case", "A ok", "B ok"]
+    assert len(df) == 12 and set(df["A ok"]) == set(df["B ok"]) == {"pass"}
 
 
 def test_benchmark_page_offers_the_shipped_problem(own_demo_store, monkeypatch):
@@ -994,3 +1003,159 @@ def test_a_link_with_a_value_no_run_has_says_so_and_shows_the_default(demo_store
     assert "family" not in at.query_params
     at = open_page("pages/experiments.py", family=at.selectbox(key="family").options[-1])
     assert not [w.value for w in at.warning if "not one of this page's choices" in w.value]
+
+
+def _named_alike_lineage(path: Path) -> None:
+    """base -> kb (one source) -> mid -> kb (the file edited in place: another source, the same name)."""
+    runs = (("b0", "base", None, 1.0), ("k0", "kb", "b0", 1.0), ("m0", "mid", "k0", 1.0), ("k1", "kb", "m0", 1.5))
+    for k, (run_id, name, parent, factor) in enumerate(runs):
+        rec = make_record(run_id, variant=name, source=f"# {name} {k}\n", path=f"kernels/{name}.py", family="fam",
+                          started=T0 + timedelta(hours=k), means=[b * factor for b in BASE_US], parent=parent,
+                          seed=k)  # fmt: skip
+        assert Store(path).finish_run(rec) is None
+
+
+def test_regressions_lineage_choice_stays_put_when_names_repeat(tmp_path, monkeypatch):
+    """Two sources named `kb` on one family: the picker listed both as "kb", and any other widget's change
+    switched the history to the other one (Streamlit keeps a selectbox's choice by its label)."""
+    path = tmp_path / "alike.duckdb"
+    _named_alike_lineage(path)
+    monkeypatch.setenv("KERNELBEAM_STORE", str(path))
+    at = open_url("pages/regressions.py", family="fam")
+    leaf = at.selectbox(key="reg_leaf")
+    labels = [leaf.format_func(o) for o in leaf.options]
+    assert len(set(labels)) == len(labels) and labels[0] == "kb" and any(n.startswith("kb@") for n in labels)
+    chosen, along = leaf.value, texts(at.caption)
+    assert "Along base → kb\\@" in along and "mid → kb" in along
+    at.selectbox(key="reg_window").select("all runs").run()
+    assert at.selectbox(key="reg_leaf").value == chosen and texts(at.caption) == along
+    at.toggle(key="reg_impr").set_value(True).run()
+    assert at.selectbox(key="reg_leaf").value == chosen and set(table(at, "reg_table")["run"]) == {"k1"}
+
+
+def test_lineage_tells_sources_named_alike_apart(tmp_path, monkeypatch):
+    """Six rows read "kb/fused_wy" on the seeded store's Lineage; the verdict column cut "inconclusive"."""
+    path = tmp_path / "alike.duckdb"
+    _named_alike_lineage(path)
+    Store(path).add_verdict("k0", "inconclusive", "")
+    monkeypatch.setenv("KERNELBEAM_STORE", str(path))
+    at = open_url("pages/lineage.py", family="fam")
+    tree = at.dataframe[0].value
+    names = [v.strip().removeprefix("└─ ") for v in tree["variant"]]
+    old_kb = next(n for n in names if n.startswith("kb@"))
+    assert sorted(names) == sorted(["base", old_kb, "mid", "kb"])
+    assert tree.set_index(pd.Series(names))["parent"].to_dict() == {"base": "", old_kb: "base", "mid": old_kb,
+                                                                    "kb": "mid"}  # fmt: skip
+    assert json.loads(at.dataframe[0].proto.columns)["verdict"]["width"] >= 100
+
+
+def test_regressions_follow_the_url_on_back_and_forward(demo_store):
+    """`?family=` then "Kernel file" then Back: the URL named the family again but the page stayed on the file."""
+    at = open_url("pages/regressions.py", family="wy")
+    at.radio(key="reg_kind").set_value("Kernel file").run()
+    assert at.query_params.get("path") and "family" not in at.query_params  # the default file too is in the URL
+    shown = at.selectbox(key="reg_path").value
+    assert at.query_params["path"] in (shown, [shown])
+    del at.query_params["path"]  # Back: the URL before, in the same session
+    at.query_params["family"] = "wy"
+    at.run()
+    assert at.radio(key="reg_kind").value == "Family" and at.selectbox(key="reg_family").value == "wy"
+    del at.query_params["family"]  # Forward
+    at.query_params["path"] = shown
+    at.run()
+    assert at.radio(key="reg_kind").value == "Kernel file" and at.selectbox(key="reg_path").value == shown
+
+
+def test_run_page_says_how_far_a_stopped_or_partial_run_got(demo_store):
+    """A run stopped in case 10 of 12 read "Cases passed 10 / 11" with case 10 "FAIL"; a run of cases 0 and 3 read
+    "– µs" with no reason. The runner records the case it was stopped in as not passed, with the run's error."""
+    path, _ = demo_store
+    error = "the run exceeded its timeout of 300 s"
+    rec = make_record("stop0aaaaaaa", variant="stop", source="# stop\n", path="kernels/stop.py", family=None,
+                      started=T0 + timedelta(days=3), means=list(BASE_US))  # fmt: skip
+    rec.cases[:] = rec.cases[:11]
+    rec.cases[10] = {k: v for k, v in rec.cases[10].items() if k not in CASE_STATS} | {"passed": False,
+                                                                                       "message": error}  # fmt: skip
+    rec.samples[:] = [s for s in rec.samples if s[0] < 10]
+    rec.run.status, rec.run.error, rec.run.geomean_us = "timeout", error, None
+    part = make_record("part1aaaaaaa", variant="part", source="# part\n", path="kernels/part.py", family=None,
+                       started=T0 + timedelta(days=3, hours=1), means=list(BASE_US))  # fmt: skip
+    part.cases[:] = [c for c in part.cases if c["case_idx"] in (0, 3)]
+    part.run.geomean_us = None  # as the runner records a --cases run
+    for r in (rec, part):
+        assert Store(path).finish_run(r) is None
+    at = open_url("pages/run.py", id="stop0aaaaaaa")
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Cases passed"] == "10 / 12" and metrics["Geomean"] == "– µs"
+    said = texts(at.caption)
+    assert "Timeout during case 10 \\(640x512 c0 s770004 clustered\\)\\: inconclusive, not a failure" in said
+    assert "11 of the suite's 12 cases reached" in said and "no geomean\\: only a passed run" in said
+    assert list(table(at, "cases")["ok"]) == ["pass"] * 10 + ["timeout"]
+    at = open_url("pages/run.py", id="part1aaaaaaa")
+    assert {m.label: m.value for m in at.metric}["Cases passed"] == "2 / 2"
+    assert "Cases 0, 3 of the suite's 12; no geomean\\: a partial run \\(2 of the suite's 12 cases\\)" in texts(
+        at.caption
+    )
+
+
+def test_progress_chart_fits_its_axis_to_a_narrow_range():
+    """Geomeans of 2,723 to 2,829 µs sat on a flat line, the labels 2,700 and 2,850 on top of each other: the log
+    axis had rounded out to 1,000-10,000. Now it spans the ticks around the data, at least 50 px apart."""
+    ys = [2829.0, 2790.0, 2760.0, 2723.4]
+    points = pd.DataFrame({
+        "started_at": pd.date_range("2026-12-04", periods=4, freq="h"), "run_order": range(1, 5), "geomean_us": ys,
+        "family": "qr-fused", "variant": [f"v{k}" for k in range(4)], "run_id": [f"r{k}" for k in range(4)],
+        "suite": "qr_v2", "gpu": H200,
+    })  # fmt: skip
+    _, spec = charts_mod.progress_chart(points)
+    y = spec["layer"][0]["encoding"]["y"]
+    (lo, hi), ticks = y["scale"]["domain"], y["axis"]["values"]
+    assert y["scale"]["nice"] is False and lo <= min(ys) and max(ys) <= hi and hi / lo < 1.2
+    inside = [t for t in ticks if lo <= t <= hi]
+    px = [spec["height"] * math.log(t / lo) / math.log(hi / lo) for t in inside]
+    assert len(inside) >= 3 and min(b - a for a, b in zip(px, px[1:], strict=False)) >= 50
+
+
+def test_speedup_axis_fits_small_factors(demo_store):
+    """B 5% faster on every case: its bars were a few pixels high on an axis rounded out to 0.1-10x. The axis is
+    symmetric around 1 and fitted to the data, at least 1/1.1 to 1.1."""
+    path, _ = demo_store
+    for k, factor in enumerate((1.0, 1 / 1.05)):
+        rec = make_record(f"fast{k}aaaaaaa", variant=f"fast{k}", source=f"# fast {k}\n", path=f"kernels/fast{k}.py",
+                          family=None, started=T0 + timedelta(days=4, hours=k), means=[b * factor for b in BASE_US],
+                          seed=60 + k)  # fmt: skip
+        assert Store(path).finish_run(rec) is None
+    at = open_url("pages/compare.py", a="fast0aaaaaaa", b="fast1aaaaaaa")
+    _, (speedup, ratios) = vega_charts(at)
+    y = speedup["layer"][0]["encoding"]["y"]
+    lo, hi = y["scale"]["domain"]
+    assert y["scale"]["nice"] is False and lo * hi == pytest.approx(1.0) and hi == pytest.approx(1.1)
+    shortest = speedup["height"] * math.log(ratios["speedup"].min()) / math.log(hi / lo)
+    assert shortest > 40 and all(lo <= t <= hi for t in y["axis"]["values"]) and 1.0 in y["axis"]["values"]
+    _, (speedup, _) = vega_charts(open_url("pages/compare.py", a="fast0aaaaaaa", b="fast0aaaaaaa"))  # all 1.0
+    assert speedup["layer"][0]["encoding"]["y"]["scale"]["domain"][1] == pytest.approx(1.1)
+
+
+def _column_formats(at: AppTest, column: str) -> list:
+    return [json.loads(df.proto.columns or "{}").get(column, {}).get("type_config", {}).get("format") for df in
+            at.dataframe if column in df.value.columns]  # fmt: skip
+
+
+def test_numbers_and_commits_read_the_same_on_every_page(demo_store):
+    """The Experiments table read 2723.4 beside a metric of 2,723 µs, Regressions 8002.20, commits had 7, 10 or 40
+    characters, the Benchmark timeout 900.00: times get thousands separators and 0.1 µs everywhere (common.table),
+    commits git's short form (views.short_commit), seconds whole."""
+    _, ids = demo_store
+    at = open_page()
+    assert _column_formats(at, "best geomean (µs)") == ["localized"]
+    at = open_url("pages/regressions.py", family="householder")
+    assert _column_formats(at, "before (µs)") == ["localized"]
+    row = table(at, "reg_table").iloc[0]
+    assert row["before (µs)"] == round(row["before (µs)"], 1)
+    commit = ids["commits"][1]
+    if commit:  # the demo store names the checkout's commits (none without git history)
+        at = open_url("pages/run.py", id=ids["regressed"])
+        assert {m.label: m.value for m in at.metric}["Commit"] == commit[:7] == views.short_commit(commit)
+        at = open_url("pages/compare.py", a=ids["before_regression"], b=ids["regressed"])
+        assert f"commit `{commit[:7]}`" in texts(at.markdown) and f"commit `{commit[:10]}`" not in texts(at.markdown)
+    assert views.short_commit(None) == views.short_commit(float("nan")) == "–"

@@ -570,3 +570,42 @@ def test_a_new_cpu_run_leaves_every_page_with_data(fresh_server, fresh_page):
     assert "family=mine" in pg.url and pg.get_by_test_id("stMetricValue").first.inner_text() == "1"
     goto(pg, f"{base}/lineage?family=mine")
     assert "1 variants, 1 roots" in pg.get_by_test_id("stMain").inner_text()
+
+
+FITS = """() => {
+    const main = document.querySelector("[data-testid='stMainBlockContainer']").getBoundingClientRect();
+    const shown = [...document.querySelectorAll("[data-testid='stVegaLiteChart'] canvas, "
+                                             + "[data-testid='stVegaLiteChart'] svg.marks")]
+        .filter(m => m.getClientRects().length > 0);
+    return shown.length > 0 && shown.every(m => m.getBoundingClientRect().right <= main.right + 1);
+}"""
+CUT_METRICS = """() => [...document.querySelectorAll(
+        "[data-testid='stMetricValue'] div, [data-testid='stMetricLabel'] p")]
+    .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent)"""
+
+
+def test_run_page_fits_its_page_and_stays_on_the_verdict_tab(server, page):
+    """At 1440 px the sixth column of box plots was cut off; at 800 px the metrics read "2,72…" and "7e1…";
+    recording a verdict showed the Cases tab again."""
+    base, path, ids = server
+    run = ids["householder"][9]
+    goto(page, f"{base}/run?id={run}")
+    page.get_by_role("tab", name="Samples").click()
+    vega_descriptions(page)
+    assert page.evaluate(FITS), "the box plots reach past the page's content"
+    page.get_by_role("tab", name="Verdict").click()
+    page.get_by_test_id("stRadio").filter(has_text="Verdict on this variant").get_by_text("rejected").click()
+    page.get_by_label("Reason").fill("slower on 640x512 dense")
+    page.get_by_role("button", name="Record verdict").click()
+    settle(page)
+    no_exception(page)
+    expect(page.get_by_text("Recorded: rejected")).to_be_visible()
+    expect(page.get_by_role("tab", name="Verdict")).to_have_attribute("aria-selected", "true")
+    assert Store(path).run_bundle(run)["verdicts"].iloc[0]["verdict"] == "rejected"
+    page.set_viewport_size({"width": 800, "height": 1800})
+    for url in (f"run?id={run}", "", f"compare?a={ids['before_regression']}&b={ids['regressed']}", "regressions"):
+        goto(page, f"{base}/{url}")
+        no_exception(page)
+        page.wait_for_timeout(500)  # the layout after the window's change
+        assert page.evaluate(CUT_METRICS) == [], url
+    shot(page, "run_800")

@@ -37,8 +37,9 @@ def best_so_far(points: pd.DataFrame) -> pd.DataFrame:
 
 def log_ticks(lo: float, hi: float, *, most: int = 8, widen: bool = False) -> dict[str, Any]:
     """Tick values and labels for a log axis over [lo, hi] that read as plain numbers: 1-2-5 steps over a wide
-    range, evenly spaced round values over a narrow one (Plotly's own ticks there read 3822.43, 3822.44). With
-    `widen`, values within 2% of each other get a ±1% axis range (where small steps are not the point)."""
+    range, evenly spaced round values over a narrow one (Plotly's own ticks there read 3822.43, 3822.44), which also
+    gets `range`: the axis from its first tick to its last (log10). With `widen`, values within 2% of each other
+    get about ±1% around them (where small steps are not the point)."""
     if not (lo > 0 and hi > 0):
         return {}
     lo, hi = min(lo, hi), max(lo, hi)
@@ -56,11 +57,13 @@ def log_ticks(lo: float, hi: float, *, most: int = 8, widen: bool = False) -> di
     else:
         if widen and hi - lo < 0.02 * hi:  # nearly equal values: a ±1% window, so the ticks are round numbers
             lo, hi = min(lo, hi / 1.02) * 0.99, hi * 1.01
-            extra = {"range": [math.log10(lo), math.log10(hi)]}
         raw = (hi - lo) / 4 or hi / 100
         base = 10.0 ** math.floor(math.log10(raw))
         step = next(m * base for m in (1, 2, 2.5, 5, 10) if m * base >= raw)
         vals = [k * step for k in range(math.floor(lo / step), math.ceil(hi / step) + 1)]
+        # The axis spans the ticks: left to itself, a log axis rounds out to powers of ten (1,000 to 10,000), where
+        # a narrow range is a flat line with its tick labels on top of each other.
+        extra = {"range": [math.log10(vals[0]), math.log10(vals[-1])]}
     digits = max(0, -math.floor(math.log10(step))) if step < 1 else 0
     ticks = {"tickmode": "array", "tickvals": vals, "ticktext": [f"{v:,.{digits}f}" for v in vals]}
     return ticks | extra
@@ -100,7 +103,7 @@ def progress_chart(points: pd.DataFrame, x: str = "run order") -> Chart:
     ticks = log_ticks(ys.min(), ys.max(), widen=True)
     y_scale: dict[str, Any] = {"type": "log", "zero": False}
     if "range" in ticks:
-        y_scale["domain"] = [10 ** ticks["range"][0], 10 ** ticks["range"][1]]
+        y_scale |= {"domain": [10 ** ticks["range"][0], 10 ** ticks["range"][1]], "nice": False}
     y = {"field": "y", "type": "quantitative", "scale": y_scale, "title": "geomean (µs, log)",
          "axis": {"format": ",~r"} | ({"values": ticks["tickvals"]} if ticks else {})}  # fmt: skip
     if x == "time":
@@ -151,7 +154,15 @@ def progress_chart(points: pd.DataFrame, x: str = "run order") -> Chart:
 # ---------------------------------------------------------------------------------------------------- run
 
 
-def box_chart(per_case: Mapping[str, Sequence[float]], title: str = "Samples per case", *, cols: int = 6) -> Chart:
+# A faceted chart has a fixed width (Vega-Lite sizes no facet to its container): the box plots' grid is kept within
+# the page's content width at 1440 px (about 960 px, the sidebar open), each panel with its axis labels and padding.
+BOX_COLS, BOX_WIDTH, PANEL_EXTRA = 4, 130, 75
+PAGE_CONTENT_PX = 960
+
+
+def box_chart(
+    per_case: Mapping[str, Sequence[float]], title: str = "Samples per case", *, cols: int = BOX_COLS
+) -> Chart:
     """One box per case, each in a small chart of its own with its own linear µs axis: on one shared axis, cases
     a thousand times apart in time (or one noisy launch-bound case) would flatten every other box to a line.
     Outliers (beyond 1.5 times the interquartile range) are drawn as points."""
@@ -167,7 +178,7 @@ def box_chart(per_case: Mapping[str, Sequence[float]], title: str = "Samples per
                   "header": {"labelFontSize": 11, "labelLimit": 150}},
         "columns": cols,
         "spec": {
-            "width": 120, "height": 150,
+            "width": BOX_WIDTH, "height": 150,
             "mark": {"type": "boxplot", "extent": 1.5, "size": 40},
             "encoding": {
                 "y": {"field": "us", "type": "quantitative", "scale": {"zero": False},
@@ -232,6 +243,9 @@ def grouped_bars_chart(cmp: RunComparison, a: Mapping[str, Any], b: Mapping[str,
     return frame, spec
 
 
+SPEEDUP_SPAN = 1.1
+
+
 def speedup_chart(cmp: RunComparison) -> Chart:
     """Speedup of B over A per case (A/B), as bars starting at 1.0, coloured by the statistical verdict; the
     factor written on the bars that are faster or slower."""
@@ -242,13 +256,16 @@ def speedup_chart(cmp: RunComparison) -> Chart:
     )  # fmt: skip
     shown = frame["verdict"].isin(["faster", "slower"])
     frame["label"] = [f"{s:.3f}×" if on else "" for s, on in zip(frame["speedup"], shown, strict=True)]
-    lo = min([*frame["speedup"], 1.0])
-    hi = max([*frame["speedup"], 1.0])
-    pad = (math.log10(hi) - math.log10(lo)) * 0.15 + 0.02
+    # Symmetric around 1 on the log scale, so faster and slower read alike, fitted to the largest factor with room
+    # for its label; at least SPEEDUP_SPAN each way (a few percent still shows as a bar, and noise not as a step).
+    reach = max([abs(math.log10(v)) for v in frame["speedup"] if v > 0], default=0.0) * 1.2
+    top = 10 ** max(reach, math.log10(SPEEDUP_SPAN))
+    ticks = [t for t in log_ticks(1 / top, top).get("tickvals", []) if 1 / top <= t <= top]
     x = {"field": "case", "type": "nominal", "sort": [c.case for c in cases], "title": None,
          "axis": {"labelAngle": -30, "labelOverlap": False, "labelLimit": 160}}  # fmt: skip
     y = {"field": "speedup", "type": "quantitative", "title": "speedup (log)",
-         "scale": {"type": "log", "domain": [10 ** (math.log10(lo) - pad), 10 ** (math.log10(hi) + pad)]}}  # fmt: skip
+         "scale": {"type": "log", "domain": [1 / top, top], "nice": False},
+         "axis": {"values": ticks, "format": ".3~g"}}  # fmt: skip
     spec = {
         "title": "Speedup of B over A (A time / B time; > 1: B is faster)",
         "description": "Speedup of B over A per case: " + ", ".join(frame["case"]),

@@ -14,6 +14,7 @@ import pandas as pd
 from tracker.analysis.series import is_num
 from tracker.analysis.stats import RunComparison
 from tracker.common.jsonfields import parse_flags, stalls_text
+from tracker.workloads import no_geomean, suite_size
 
 # ------------------------------------------------------------------------------------------------ numbers
 
@@ -57,6 +58,11 @@ def fmt_us(x: Any) -> str:
 
 def short(run_id: Any) -> str:
     return str(run_id)[:12] if is_num(run_id) else ""
+
+
+def short_commit(commit: Any) -> str:
+    """A git commit as every page shows it: git's own short form (7 characters; some runs record no more)."""
+    return commit[:7] if isinstance(commit, str) and commit else "–"
 
 
 HEADERS = {"run_id": "run", "baseline_run": "baseline run", "started_at": "started", "created_at": "recorded",
@@ -139,16 +145,53 @@ def experiments_table(df: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------------------------------------------- run
 
 
-def run_case_table(cases: pd.DataFrame) -> pd.DataFrame:
-    """The Run page's per-case table: mean ± err, best, worst, GFLOP/s, pass/fail, scaled residuals."""
+INTERRUPTED = ("timeout", "crashed", "cancelled")  # a run stopped in a case: that case is unfinished, not failed
+
+
+def unfinished(case: Mapping[str, Any], run: Mapping[str, Any]) -> bool:
+    """The case a run was in when it was stopped: the runner records it not passed, with the run's error."""
+    return run.get("status") in INTERRUPTED and not case["passed"] and case.get("message") == run.get("error")
+
+
+def run_progress(run: Mapping[str, Any], cases: pd.DataFrame) -> dict[str, Any]:
+    """What the Run page says about how far a run got: passed cases out of those it was to run (the suite's, for
+    a run stopped before its end), a line on where it stopped or which part of the suite it ran, and why it has
+    no geomean (workloads.no_geomean, the rule the runner applies)."""
+    records = cases.to_dict("records")
+    suite = suite_size(run.get("problem"), run["suite"], run["mode"])
+    passed, recorded = sum(bool(c["passed"]) for c in records), len(records)
+    stopped = [c for c in records if unfinished(c, run)]
+    lines = []
+    of = recorded
+    if stopped:
+        at = stopped[0]
+        lines.append(f"{run['status'].capitalize()} during case {at['case_idx']} ({at['spec']}): inconclusive, not a "
+                     "failure")  # fmt: skip
+    if run.get("status") in INTERRUPTED and suite is not None and recorded < suite:
+        of = suite  # the cases it never reached count too (a run stopped before its end)
+        lines.append(f"{recorded} of the suite's {suite} cases reached")
+    elif suite is not None and recorded != suite:
+        ran = ", ".join(str(c["case_idx"]) for c in records[:12]) + (", …" if recorded > 12 else "")
+        lines.append(f"Cases {ran} of the suite's {suite}")
+    why = None
+    if not is_num(run.get("geomean_us")):
+        all_timed = all(is_num(c.get("mean_us")) for c in records)
+        why = no_geomean(run["mode"], run["status"], recorded, suite, all_timed) or "not recorded"
+    return {"passed": passed, "of": of, "line": "; ".join(lines), "no_geomean": why}
+
+
+def run_case_table(cases: pd.DataFrame, run: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """The Run page's per-case table: mean ± err, best, worst, GFLOP/s, pass/fail (or the run's status for the
+    case it was stopped in), scaled residuals."""
     rows = []
     for c in cases.to_dict("records"):
         mean, err = c.get("mean_us"), c.get("err_us")
+        ok = "pass" if c["passed"] else (run["status"] if run is not None and unfinished(c, run) else "FAIL")
         rows.append(
             {
                 "#": c["case_idx"],
                 "case": c["spec"],
-                "ok": "pass" if c["passed"] else "FAIL",
+                "ok": ok,
                 "mean ± err (µs)": f"{fmt_us(mean)} ± {fmt_us(err)}" if is_num(mean) else "–",
                 "mean (µs)": mean if is_num(mean) else None,
                 "best (µs)": c.get("best_us") if is_num(c.get("best_us")) else None,
@@ -308,15 +351,18 @@ def environment_rows(run: Mapping[str, Any]) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------------ compare
 
 
-def err_by_label(bundle: Mapping[str, Any]) -> dict[str, float | None]:
-    """Standard error per case label of a run bundle (labels as analysis.samples_by_case makes them unique)."""
-    out: dict[str, float | None] = {}
+def _by_label(bundle: Mapping[str, Any], value: Any) -> dict[str, Any]:
+    """value(case) per case label of a run bundle (labels as analysis.samples_by_case makes them unique)."""
+    out: dict[str, Any] = {}
     for c in bundle["cases"].to_dict("records"):
         label = c.get("label") or c["spec"]
-        out[label if label not in out else f"{label} #{c['case_idx']}"] = (
-            c.get("err_us") if is_num(c.get("err_us")) else None
-        )
+        out[label if label not in out else f"{label} #{c['case_idx']}"] = value(c)
     return out
+
+
+def err_by_label(bundle: Mapping[str, Any]) -> dict[str, float | None]:
+    """Standard error per case label of a run bundle."""
+    return _by_label(bundle, lambda c: c.get("err_us") if is_num(c.get("err_us")) else None)
 
 
 def compare_table(cmp: RunComparison, a: Mapping[str, Any], b: Mapping[str, Any]) -> pd.DataFrame:
@@ -338,4 +384,9 @@ def compare_table(cmp: RunComparison, a: Mapping[str, Any], b: Mapping[str, Any]
                 "why": c.reason,
             }
         )
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    if "test" in (a["run"].get("mode"), b["run"].get("mode")):  # untimed: what each side passed is the comparison
+        for side, bundle in (("A", a), ("B", b)):
+            ok = _by_label(bundle, lambda c: "pass" if c["passed"] else "FAIL")
+            out.insert(1 + (side == "B"), f"{side} ok", [ok.get(c.case, "") for c in cmp.cases])
+    return out

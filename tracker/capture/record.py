@@ -16,7 +16,7 @@ from tracker.common.errors import InputError
 from tracker.common.jsonfields import parse_flags
 from tracker.common.vocabulary import CASE_STATS, DEFAULT_WORKLOAD
 from tracker.store.validate import row_problem
-from tracker.workloads import cases_for, get_suite, get_workload
+from tracker.workloads import cases_for, get_suite, get_workload, no_geomean
 from tracker.workloads.base import BENCHMARK_SEED_STEP, MAX_INPUTS_PER_REP, MODES, combine_seed
 
 DEFAULT_TIMEOUT_S = 900.0
@@ -208,11 +208,8 @@ def complete_record(record, req, events, status, error, returncode, log_tail) ->
         columns = _case_columns(req, event["case_idx"])
         row = case_row({**event, "case": {}, "columns": columns, "passed": False, "message": error})
         record.cases.append({**row, "kind": kind})
-    # Like the contest's score: only a run of the whole suite in which every case passed has a geomean; a
-    # subset (--cases) would not be comparable with full runs.
     means = [c.get("mean_us") for c in record.cases]
-    whole_suite = len(means) == len(req.suite_cases())
-    all_timed = req.mode != "test" and status == "passed" and whole_suite and all(means)
+    all_timed = no_geomean(req.mode, status, len(means), len(req.suite_cases()), all(means)) is None
     record.run.update(
         status=status,
         error=error,

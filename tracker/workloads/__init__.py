@@ -7,10 +7,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tracker.common.errors import InputError
 from tracker.common.vocabulary import DEFAULT_WORKLOAD as DEFAULT
-from tracker.workloads.base import Workload, cases_for, get_suite
+from tracker.workloads.base import Workload, cases_for, get_suite, no_geomean
 
-__all__ = ["DEFAULT", "Workload", "cases_for", "for_suite", "gate_tolerances", "get_suite", "get_workload"]
+__all__ = [
+    "DEFAULT", "Workload", "cases_for", "for_suite", "gate_tolerances", "get_suite", "get_workload", "no_geomean",
+    "suite_size",
+]  # fmt: skip
 
 
 def get_workload(name: str | Path | None = None) -> Workload:
@@ -37,3 +41,14 @@ def for_suite(suite_name: str, problem: str | Path | None = None) -> tuple[Workl
     """The workload and its suite of that name; ValueError naming the choices when it has none."""
     workload = get_workload(problem)
     return workload, get_suite(workload, suite_name)
+
+
+def suite_size(problem: str | None, suite: str, mode: str) -> int | None:
+    """How many cases a run of this suite and mode has when it runs them all; None where it is not known here (a
+    problem folder's runs record its name, not the folder)."""
+    if problem is not None and problem != DEFAULT:
+        return None
+    try:
+        return len(cases_for(get_suite(get_workload(None), suite), mode))
+    except InputError:
+        return None

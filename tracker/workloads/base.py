@@ -135,6 +135,20 @@ def cases_for(suite: SuiteLike, mode: str) -> tuple[Any, ...]:
     return suite.tests if mode == "test" else suite.benchmarks
 
 
+def no_geomean(mode: str, status: str, cases: int, suite_cases: int | None, all_timed: bool) -> str | None:
+    """Why a run has no geomean, or None when it has one. Like the contest's score: only a passed timed run of
+    the whole suite (every case timed) has one; a subset (--cases) would not be comparable with full runs."""
+    if mode == "test":
+        return "a test run is not timed"
+    if status != "passed":
+        return f"only a passed run of the whole suite has one (this one: {status})"
+    if suite_cases is not None and cases != suite_cases:
+        return f"a partial run ({cases} of the suite's {suite_cases} cases), and the geomean needs every one"
+    if not all_timed:
+        return "a case has no timing"
+    return None
+
+
 def files_sha256(paths: Sequence[Path]) -> str:
     """One hash over several files, each with its name, so renaming or moving content between them counts."""
     digest = hashlib.sha256()
