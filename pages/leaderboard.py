@@ -55,6 +55,14 @@ st.caption(
     "A cell is the best mean (µs) on that case of the variant's passed runs (blank: none passed); green is the best "
     "in its column, red 2x or more slower. Select a cell to open its run. " + rows_shown
 )
+# A new CPU run moves the default board to CPU: the others stay one click away, each on its most recent suite
+others = [(g, next(iter(context.choices(contexts, "suite", modes=timed, gpu=g)), None)) for g in gpus if g != gpu]
+if others:
+    with st.container(horizontal=True):
+        st.caption("Other boards of this store:")
+        for other_gpu, other_suite in others:
+            st.page_link("pages/leaderboard.py", label=f"{other_gpu} · {other_suite}", icon=":material/leaderboard:",
+                         query_params={"gpu": other_gpu, "suite": other_suite})  # fmt: skip
 shown = heatmap.leaderboard_frame(table, board["cases"])
 event = common.table(
     heatmap.style(shown, ratio, board["cases"]),

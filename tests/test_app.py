@@ -882,6 +882,14 @@ def test_leaderboard_without_timed_runs_on_the_newest_gpu(tmp_path, monkeypatch)
     assert at.selectbox(key="gpu").options == [H200] and list(at.dataframe[0].value["variant"]) == ["v_h1"]
 
 
+def test_the_leaderboard_on_a_new_cpu_run_links_the_other_boards(demo_store):
+    """A CPU smoke run newer than the H200 runs moves the default board to CPU: the H200 board is one link away."""
+    at = open_page("pages/leaderboard.py")
+    assert at.selectbox(key="gpu").value == "CPU"
+    links = {el.proto.label: el.proto.page for el in at.get("page_link")}
+    assert links.get(f"{H200} · qr_v2", "").startswith("leaderboard"), links
+
+
 def test_same_url_parameters_on_every_page(demo_store):
     """`family`, `gpu` and `suite` mean the same on every page that has them (`lineage?family=` included)."""
     at = open_page("pages/experiments.py", family="wy")  # the home page: its first run
@@ -1000,6 +1008,7 @@ def test_a_link_with_a_value_no_run_has_says_so_and_shows_the_default(demo_store
     at = open_page("pages/experiments.py", family="[x](https://example.com)")
     (said,) = [w.value for w in at.warning if "not one of this page's choices" in w.value]
     assert "family" in said and "\\[x\\]" in said and "](https" not in said
+    assert "choices here (any, " in said  # the choices it has, not a claim about the data
     assert "family" not in at.query_params
     at = open_page("pages/experiments.py", family=at.selectbox(key="family").options[-1])
     assert not [w.value for w in at.warning if "not one of this page's choices" in w.value]

@@ -43,7 +43,8 @@ def _from_url(key: str, default: Any, options: Sequence[Any] | None) -> None:
             value = default
             st.query_params.pop(key, None)  # the URL shows what the page shows
             st.warning(
-                f"The link's {key} “{md(raw)}” is not one of this page's choices (no runs have it): showing "
+                f"The link's {key} “{md(raw)}” is not one of this page's choices here "
+                f"({', '.join(md(o) for o in list(options)[:8])}{', ...' if len(options) > 8 else ''}): showing "
                 f"{md(default)}.",
                 icon=":material/link_off:",
             )  # the link is anyone's text: escaped
