@@ -63,9 +63,9 @@ for key in ("runs", "new_bests", "regressions", "failures", "verdicts"):
 LINKS = {c: st.column_config.LinkColumn(c, display_text=r"run\?id=(.*)") for c in ("run", "baseline run")}
 
 
-def _table(key: str, title: str, empty: str) -> None:
+def _table(key: str, title: str, empty: str, rows: pd.DataFrame | None = None) -> None:
     st.subheader(title)
-    rows = pd.DataFrame(summary[key])
+    rows = pd.DataFrame(summary[key]) if rows is None else rows
     if rows.empty:
         st.caption(empty)
         return
@@ -78,10 +78,17 @@ def _table(key: str, title: str, empty: str) -> None:
         if col in rows:
             rows[col] = pd.to_datetime(rows[col], utc=True, format="ISO8601")
     config = {**LINKS, "compare": st.column_config.LinkColumn("compare", display_text="compare")}
-    common.table(views.readable(rows), column_config=config, key=f"since_{key}")
+    common.table(views.readable(rows), column_config=config, key=f"since_{title}")
 
 
-_table("new_bests", "New bests", "No new best on any case.")
+# A run's geomean (case OVERALL) is never shown as a case's mean: two tables, as the CLI's two sections.
+bests = pd.DataFrame(summary["new_bests"], columns=["case", "suite", "mode", "gpu", "run_id", "mean_us",
+                                                    "previous_best_us"])  # fmt: skip
+overall = bests["case"] == summaries.OVERALL
+geomeans = bests[overall].drop(columns="case")
+geomeans = geomeans.rename(columns={"mean_us": "geomean_us", "previous_best_us": "previous_geomean_us"})
+_table("new_bests", "New best geomeans", "No new best geomean.", geomeans)
+_table("new_bests", "New best case means", "No new best on any case.", bests[~overall])
 _table("regressions", "Regressions", "No new run starts a slower level of a case (change points, as on Regressions).")
 _table("failures", "Failures", "No failed, crashed or timed-out run.")
 _table("verdicts", "Verdicts", "No verdict recorded.")

@@ -912,6 +912,11 @@ def test_since_lists_newest_first(demo_store):
     at = open_url("pages/since.py", since="2026-01-01T00:00:00")
     runs = at.dataframe[-1].value["run"]
     assert runs.iloc[0] == f"run?id={ids['cpu']}" and runs.iloc[-1] == f"run?id={ids['householder'][0]}"
+    # a run's new best geomean is its own table, never a case's "mean (µs)"
+    assert [h.value for h in at.subheader][:2] == ["New best geomeans", "New best case means"]
+    geomeans, means = at.dataframe[0].value, at.dataframe[1].value
+    assert "geomean (µs)" in geomeans.columns and "case" not in geomeans.columns and len(geomeans)
+    assert "overall" not in set(means["case"]) and "mean (µs)" in means.columns
 
 
 def test_regressions_follow_one_line_of_descent(tmp_path, monkeypatch):
