@@ -392,3 +392,16 @@ def test_the_task_shim_provides_the_contest_names():
     assert task.output_t.__bound__ == tuple[torch.Tensor, torch.Tensor]
     assert set(task.TestSpec.__annotations__) == {"batch", "n", "cond", "seed", "case"}
     assert task.TestSpec.__optional_keys__ >= {"case"}
+
+
+def test_the_progress_shows_each_case_by_the_suites_name_and_a_pass_the_checker_gave(tmp_path):
+    """The progress sinks get the runner's view of worker events: the case's name from the suite, the run's case
+    count, and pass only with the checker's verdicts on that case already read (they precede the worker's word)."""
+    seen: list[dict] = []
+    req = RunRequest(path=str(REFERENCE), suite="smoke", mode="test", cases=[0, 1, 2], store=str(tmp_path / "s.duckdb"))
+    outcome = run_variant(req, on_event=seen.append)
+    assert outcome.status == "passed"
+    done = [e for e in seen if e["event"] == "case_done"]
+    assert [(e["case_idx"], e["spec"], e["total"], e["passed"]) for e in done] == [
+        (i, SMOKE.tests[i].spec, 3, True) for i in range(3)
+    ]

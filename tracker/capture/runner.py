@@ -488,11 +488,13 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
                         compile_s = event["elapsed_s"]
                         timed_deadline = time.monotonic() + req.timeout
                     events.append(event)
+                    if event["event"] in ("case_start", "case_done"):
+                        # the checker reports before it answers the worker: its verdicts on this case are there
+                        verdicts.extend(verdict_lines.read())
                     shown = _progress_event(event, specs, total, verdicts)
                     if shown is not None:
                         emit(shown)
                     if event["event"] in ("case_start", "case_done") and checkpoint is not None:
-                        verdicts.extend(verdict_lines.read())  # the checker reports before it answers the worker
                         checkpoint(events, verdicts)
                 if finished:
                     break
