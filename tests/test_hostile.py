@@ -548,6 +548,42 @@ def test_an_event_flood_without_newlines_is_cut_off_and_counted(world):
     assert "forged-events" in _flags(doc), doc["flags"]
 
 
+def test_a_flood_of_junk_lines_on_the_channel_does_not_keep_the_runner_from_its_deadline(world):
+    """Processes the kernel forks keep the event pipe full of junk lines: the runner's read hands control back after
+    a bounded amount, so the run's --timeout still ends it (the read looped until the pipe was empty, which it
+    never was, holding the device lock with a growing buffer)."""
+    kernel = _kernel(
+        world,
+        """
+        import gc
+
+        JUNK = (b"x" * 4095 + b"\\n") * 16  # long lines: cheap to write, and the pipe is never empty
+
+        def flood():
+            events = next(o for o in gc.get_objects() if type(o).__name__ == "Events")
+            for _ in range(3):
+                if os.fork() == 0:
+                    while True:
+                        try:
+                            os.write(events._fd, JUNK)
+                        except OSError:
+                            os._exit(0)
+
+        def custom_kernel(data):
+            if not globals().get("flooding"):
+                globals()["flooding"] = True
+                flood()
+            return torch.geqrf(data)
+        """,
+    )
+    start = time.monotonic()
+    doc = _run(world, kernel, "--suite", "smoke", "--cases", "0", "--timeout", "10", "--compile-timeout", "20",
+               timeout=150)  # fmt: skip
+    assert time.monotonic() - start < 100, doc
+    assert doc["status"] in ("timeout", "passed", "failed"), doc
+    assert "forged-events" in _flags(doc), doc["flags"]
+
+
 def test_a_kernel_writes_only_its_own_compile_cache_and_what_it_plants_there_reaches_only_its_own_runs(world):
     """The compile cache (tracker.capture.compile_cache) is the one folder that outlives a run: the next run of the
     same source finds what this one left, a run of another source can write neither that folder nor the root."""

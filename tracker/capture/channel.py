@@ -64,6 +64,8 @@ class Verdicts:
 
 
 MAX_LINE_BYTES = 16 << 20  # one event; a flood without newlines past this is cut off and counted as forged
+# per read(): a pipe kept full by a flood still hands control back, so the runner keeps its deadlines
+MAX_READ_BYTES = 1 << 20
 
 
 class Lines:
@@ -79,18 +81,21 @@ class Lines:
         self.forged = 0
 
     def read(self) -> list[dict[str, Any]]:
-        while True:
+        """The whole lines that came since the last call, at most MAX_READ_BYTES of them (the rest next call)."""
+        data = bytearray()
+        while len(data) < MAX_READ_BYTES:
             try:
                 chunk = os.read(self.fd, 1 << 16)
             except BlockingIOError:
                 break
             if not chunk:
                 break
-            self.buf += chunk
-            if len(self.buf) > MAX_LINE_BYTES and b"\n" not in self.buf:
-                self.buf = b""  # a line this long is no event of ours
-                self.forged += 1
-        *lines, self.buf = self.buf.split(b"\n")  # a line still being written is read next time
+            data += chunk
+        *lines, rest = (self.buf + bytes(data)).split(b"\n")  # a line still being written is read next time
+        if len(rest) > MAX_LINE_BYTES:
+            rest = b""  # a line this long is no event of ours
+            self.forged += 1
+        self.buf = rest
         out = []
         for raw in lines:
             if self.key is None:
