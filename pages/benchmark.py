@@ -174,7 +174,7 @@ def _render_job(job: jobs.Job) -> None:
             )
         else:
             text = "starting the worker (imports torch, generates inputs)…"
-        st.progress(done / total if total else 0.0, text=text)
+        st.progress(min(done / total, 1.0) if total else 0.0, text=text)  # never past its end, whatever the file says
         if state != "cancelling" and st.button("Cancel", key=f"cancel_{job.job_id}"):
             jobs.cancel(store, job.job_id)
             st.warning("Cancelling…")

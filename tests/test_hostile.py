@@ -268,6 +268,30 @@ def test_a_malformed_profile_the_kernel_sends_costs_the_profile_not_the_record(w
     assert "did not fit the store and were not kept" in (run["warnings"] or "")
 
 
+@pytest.mark.parametrize("body", ['{"event": ["x"]}', '{"event": "error"}', '{"x": 1}', '{"event": "rep"}'])
+def test_a_signed_event_without_the_fields_of_its_kind_is_forged_not_a_crash(world, body):
+    """The kernel signs one more event with the channel's own key and next number, lacking what its kind carries
+    (an unhashable kind, an error without its message, no kind, a rep without its case): dropped and counted."""
+    kernel = _kernel(
+        world,
+        f"""
+        import gc, json
+
+        def custom_kernel(data):
+            events = next(o for o in gc.get_objects() if type(o).__name__ == "Events")
+            with events._lock:
+                line = json.dumps({{**{body}, "seq": events._seq}})
+                events._seq += 1
+                channel = sys.modules[type(events).__module__]
+                os.write(events._fd, (channel.sign(events._key, line) + " " + line + "\\n").encode())
+            return torch.geqrf(data)
+        """,
+    )
+    doc = _run(world, kernel)
+    assert doc["status"] == "passed", doc.get("error")
+    assert "forged-events" in _flags(doc), doc["flags"]
+
+
 def test_text_the_kernel_puts_in_its_events_never_reaches_the_terminal(world):
     """The progress bar names cases from the run's own suite and shows a pass only where the checker passed: a
     kernel's escapes (a window title, a cleared screen) and a forged passing line never reach stderr."""

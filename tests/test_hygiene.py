@@ -248,3 +248,15 @@ def test_after_sigterm_no_further_run_of_the_session_starts(tmp_path, private_tm
     assert proc.wait(timeout=60) == 128 + signal.SIGTERM
     runs = Store(store).list_runs()
     assert runs["status"].tolist() == ["cancelled"] and runs["variant"].tolist() == ["hangs_second"]
+
+
+def test_progress_counts_each_case_once_whatever_the_events_say():
+    """A case_done repeated (a kernel's forged one among them) is no progress: done never passes the run's total, so
+    the dashboard's bar stays a bar; a queue's runs share case numbers and each counts."""
+    state = ProgressState()
+    state.update({"event": "started", "run_id": "r1", "total": 2})
+    for _ in range(5):
+        state.update({"event": "case_done", "case_idx": 0, "passed": True})
+    assert (state.done, state.total) == (1, 2)
+    state.update({"event": "case_done", "case_idx": 0, "run_id": "r2", "passed": True})
+    assert state.done == 2

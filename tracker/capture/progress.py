@@ -31,6 +31,7 @@ class ProgressState:
         self.case_durations: list[float] = []
         self.phase = "starting"  # starting, waiting (for the device), compiling, running
         self.waiting_for: str | None = None
+        self._finished: set[tuple[Any, Any]] = set()  # (run, case) of every case_done so far
 
     def update(self, event: dict[str, Any]) -> None:
         kind = event["event"]
@@ -53,6 +54,10 @@ class ProgressState:
             self.reps_done, self.reps_expected = event["done"], event["expected"]
             self.case_eta_s = event.get("case_eta_s")
         elif kind == "case_done":
+            case = (event.get("run_id"), event.get("case_idx"))  # a queue's runs share case numbers
+            if case in self._finished:  # a case ends once: a repeat is no progress
+                return
+            self._finished.add(case)
             self.done += 1
             self.failed += not event.get("passed")
             self.current = None

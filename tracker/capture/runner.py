@@ -363,6 +363,22 @@ def _worker_command(
     return sandbox.wrap(argv, workdir, inner, hidden, [*writable, *cache.writable], sandboxed=req.sandbox)
 
 
+# The worker's events by kind, with the fields the runner's bookkeeping relies on and their types. The kernel shares
+# the worker's process and can sign events: one that lacks them is dropped and counted as forged, never a crash that
+# costs the run its record (or ends an `ab` session).
+EVENT_FIELDS: dict[str, dict[str, type]] = {
+    "env": {}, "import_start": {}, "import_done": {}, "compiled": {}, "timing_done": {}, "done": {},
+    "case_start": {"case_idx": int}, "case_done": {"case_idx": int}, "rep": {"case_idx": int},
+    "profile": {"case_idx": int}, "error": {"message": str},
+}  # fmt: skip
+
+
+def _well_formed(event: dict[str, Any]) -> bool:
+    kind = event.get("event")
+    fields = EVENT_FIELDS.get(kind) if isinstance(kind, str) else None
+    return fields is not None and all(type(event.get(name)) is kind_ for name, kind_ in fields.items())
+
+
 def _number(value: Any) -> bool:
     return type(value) in (int, float) and 0 <= value < float("inf")
 
@@ -406,6 +422,7 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
     suite, workload = req.suite_cases(), req.workload()
     specs = [(c if req.seed is None else workload.hidden_seed(c, req.seed)).spec for c in suite]
     total = len(req.cases or suite)
+    malformed = 0  # signed events without the fields their kind has: forged too
     workdir = Path(tempfile.mkdtemp(prefix="kernelbeam-"))  # the worker's own folder: all it may write
     private = Path(tempfile.mkdtemp(prefix="kernelbeam-check-"))  # the checker's log and evidence
     for sub in ("tmp", "traces"):
@@ -483,6 +500,9 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
                 finished = proc.poll() is not None
                 verdicts.extend(verdict_lines.read())
                 for event in channel.read():
+                    if not _well_formed(event):
+                        malformed += 1
+                        continue
                     event["elapsed_s"] = time.monotonic() - start
                     if event["event"] == "compiled" and timed_deadline is None:
                         compile_s = event["elapsed_s"]
@@ -529,6 +549,9 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
             if not in_sandbox:  # in a sandbox, its PID namespace ended with it, and every process in it
                 end_processes(proc.pid, seen, token)
         for event in channel.read():
+            if not _well_formed(event):
+                malformed += 1
+                continue
             event["elapsed_s"] = time.monotonic() - start
             events.append(event)
         _finish_checker(checker, verdicts, verdict_lines)
@@ -559,7 +582,7 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
         verdict_lines.close()
         shutil.rmtree(workdir, ignore_errors=True)
         shutil.rmtree(private, ignore_errors=True)
-    return status, error, returncode, log_tail, compile_s, channel.forged
+    return status, error, returncode, log_tail, compile_s, channel.forged + malformed
 
 
 def _finish_checker(checker: subprocess.Popen, verdicts: list, lines: Lines) -> None:
