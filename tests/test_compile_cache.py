@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 
 from tracker.capture import compile_cache
@@ -62,3 +63,8 @@ def test_a_folder_filled_past_the_cap_is_removed_after_the_run_and_said_to_be(tm
     note = compile_cache.trim(big, max_bytes=4096)
     assert note is not None and "removed" in note and not big.writable[0].exists()
     assert compile_cache.trim(compile_cache.bind(SHA_C, enabled=False)) is None  # no folder: nothing to trim
+    # disk reserved at length 0 (`fallocate -n`) counts as what it holds, not as its length
+    reserved = compile_cache.bind(SHA_C)
+    (reserved.writable[0] / "triton" / "reserved").touch()
+    subprocess.run(["fallocate", "-n", "-l", "1M", str(reserved.writable[0] / "triton" / "reserved")], check=True)
+    assert compile_cache.trim(reserved, max_bytes=512 << 10) is not None and not reserved.writable[0].exists()

@@ -253,7 +253,7 @@ def test_the_method_needs_a_problem_folder_with_a_files_list(tmp_path, bad):
         assert doc["status"] == "failed" and "no `files:` list" in doc["error"]
 
 
-@pytest.mark.parametrize("route", ["a link in the folder", "an absolute path"])
+@pytest.mark.parametrize("route", ["a link in the folder", "an absolute path", "a relative path to /proc"])
 def test_a_task_yml_never_copies_the_key_the_sandbox_hides_into_the_run_folder(tmp_path, route):
     """A crafted problem folder names the side-file key as a file of its run (through a link in the folder, or
     by its absolute path): the run folder would hold a readable copy of what the sandbox masks."""
@@ -264,8 +264,10 @@ def test_a_task_yml_never_copies_the_key_the_sandbox_hides_into_the_run_folder(t
     if route == "a link in the folder":
         (folder / "extra.txt").symlink_to(key)
         source = "extra.txt"
-    else:
+    elif route == "an absolute path":
         source = str(key)
+    else:  # the runner's own environment (its token), as the kernel in the sandbox would read the copy
+        source = "../" * len(folder.parts) + "proc/self/environ"
     yml = TASK_YML.replace("tests:", f'  - {{"name": "extra.txt", "source": "{source}"}}\ntests:', 1)
     (folder / "task.yml").write_text(yml)
     kernel = tmp_path / "double.py"

@@ -464,6 +464,8 @@ def test_the_helper_list_the_worker_sends_never_reads_the_key_or_other_files(wor
     key = world["tmp"] / "kernels" / "state" / "side-file.key"
     (world["tmp"] / "kernels").mkdir(exist_ok=True)
     (world["tmp"] / "kernels" / "notes.txt").write_text("KB-NOT-A-MODULE\n")
+    with open(world["tmp"] / "kernels" / "big.py", "wb") as f:
+        f.truncate(64 << 30)  # sparse: 64 GiB read into memory would end the tracker
     kernel = _kernel(
         world,
         f"""
@@ -471,13 +473,15 @@ def test_the_helper_list_the_worker_sends_never_reads_the_key_or_other_files(wor
 
         def custom_kernel(data):
             events = next(o for o in gc.get_objects() if type(o).__name__ == "Events")
-            events.emit("timing_done", helpers=[{str(key)!r}, {str(key.parent.parent / "notes.txt")!r}])
+            events.emit("timing_done", helpers=[{str(key)!r}, {str(key.parent.parent / "notes.txt")!r},
+                                                {str(key.parent.parent / "big.py")!r}])
             return torch.geqrf(data)
         """,
     )
     doc = _run(world, kernel, env=dict(os.environ, KERNELBEAM_KEY_FILE=str(key)))
     stored = json.dumps(Store(world["store"]).get_run(doc["run_id"]), default=str)
-    assert key.read_text().strip() not in stored and "KB-NOT-A-MODULE" not in stored
+    assert doc["status"] == "passed" and key.read_text().strip() not in stored and "KB-NOT-A-MODULE" not in stored
+    assert "big.py" not in stored
 
 
 def test_keyboard_interrupt_or_system_exit_from_a_kernel_is_its_failure(world):

@@ -79,14 +79,18 @@ def bind(sha256: str, enabled: bool = True) -> Binding:
 
 
 def _size(folder: Path) -> int:
-    """Bytes of the files under folder, symlinks counted as links (never followed: a kernel may plant any)."""
+    """Bytes of the files under folder, symlinks counted as links (never followed: a kernel may plant any): a
+    file's length, or the disk it holds where that is more by over 64 KiB (`fallocate -n` reserves disk at
+    length 0)."""
     total = 0
     for here, _dirs, files in os.walk(folder, followlinks=False):
         for name in files:
             try:
-                total += os.lstat(os.path.join(here, name)).st_size
+                info = os.lstat(os.path.join(here, name))
             except OSError:
-                pass
+                continue
+            disk = info.st_blocks * 512
+            total += disk if disk > info.st_size + (64 << 10) else info.st_size
     return total
 
 

@@ -61,9 +61,14 @@ def layout(problem: Path, submission: Path, dest: Path) -> dict[str, str]:
         rel = Path(name)
         if rel.is_absolute() or ".." in rel.parts or name in (CASES_FILE, ""):
             raise InputError(f"{problem / 'task.yml'}: a run folder file may not be named {name!r}")
-        if source != SUBMISSION and (Path(source).is_absolute() or store_mod.is_side_key(problem / source)):
+        if source != SUBMISSION and (
+            Path(source).is_absolute()
+            or store_mod.is_side_key(problem / source)
+            or (problem / source).resolve().parts[1:2] in (("proc",), ("sys",), ("dev",))
+        ):
             # a source is the problem folder's (or beside it, as the contest's ../../utils.py): never the key the
-            # sandbox hides, copied into the run folder where the kernel reads it
+            # sandbox hides or a kernel-interface file (/proc/self/environ: the runner's token), copied into the run
+            # folder where the kernel reads it
             raise InputError(f"{problem / 'task.yml'}: {name} comes from {source}, which is not a file of the problem")
         src = submission if source == SUBMISSION else (problem / source)
         if not src.is_file():

@@ -709,7 +709,10 @@ def _record_helpers(record, events: list[dict[str, Any]], variant: Path) -> None
         # the worker names them: only Python files beside the kernel, never the key the sandbox hides from it
         if path == variant.resolve() or not beside or path.suffix != ".py" or store_mod.is_side_key(path):
             continue
-        if not path.is_file():
+        try:  # its size first: a sparse file of many GiB reads as its size in memory
+            if not path.is_file() or path.stat().st_size > MAX_HELPER_CHARS - total:
+                continue
+        except OSError:
             continue
         text = path.read_text(errors="replace")
         total += len(text)
