@@ -57,6 +57,8 @@ def store(tmp_path_factory) -> Path:
 def test_every_tool_over_stdio_and_a_cpu_run_followed_to_the_end(store: Path, tmp_path: Path, capsys) -> None:
     kernel = tmp_path / "geqrf_mcp.py"  # its own name: a new variant whose parent is `graphed`
     shutil.copy(ROOT / "kernels" / "geqrf_reference.py", kernel)
+    own = tmp_path / "own_problem"  # a problem folder an agent wrote (a copy of the shipped one: a real folder)
+    shutil.copytree(ROOT / "problems" / "vectoradd", own)
     bad = {
         "show": _cli_error(capsys, store, "show", "zzzz"),
         "limit": _cli_error(capsys, store, "list", "--limit", "0"),
@@ -94,6 +96,8 @@ def test_every_tool_over_stdio_and_a_cpu_run_followed_to_the_end(store: Path, tm
                 "verdict": _error(await s.call_tool("record_verdict", {"run": "d074402d5f51", "verdict": "meh"})),
                 "suite": _error(await s.call_tool("leaderboard", {"suite": "nope"})),
                 "path": _error(await s.call_tool("start_run", {"paths": [str(tmp_path / "missing.py")]})),
+                # a problem folder of the agent's own: its reference.py would run outside the sandbox
+                "problem": _error(await s.call_tool("start_run", {"paths": [str(kernel)], "problem": str(own)})),
             }
             args = {"paths": [str(kernel)], "suite": "smoke", "device": "cpu", "profile": True, "parent": "graphed",
                     "note": "mcp smoke"}  # fmt: skip
@@ -133,6 +137,8 @@ def test_every_tool_over_stdio_and_a_cpu_run_followed_to_the_end(store: Path, tm
         if key in bad:
             assert text.endswith(bad[key]), (text, bad[key])
     assert "missing.py" in out["errors"]["path"]
+    assert "an agent runs only the problem folders under" in out["errors"]["problem"], out["errors"]["problem"]
+    assert "vectoradd" in out["errors"]["problem"]
     # The run: started through the server, followed to the end, recorded in the store.
     (ran,) = out["started"]
     assert ran["status"] == "passed" and ran["suite"] == "smoke" and ran["gpu"] == "CPU"

@@ -13,8 +13,10 @@ import argparse
 import difflib
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NoReturn
 
+from tracker.capture import jobs
 from tracker.capture.job import BAD_INPUT
 from tracker.cli import add, boards, compare, deadends, run, runs, since
 from tracker.cli.common import (
@@ -26,6 +28,7 @@ from tracker.cli.common import (
     prog_name,
     resolve,
 )
+from tracker.common.errors import InputError
 from tracker.common.jsonfields import clean
 from tracker.store import Store
 
@@ -63,6 +66,18 @@ def _argv(command: str, positional: list[str], options: dict[str, Any]) -> list[
         elif value is not None and value is not False:
             words.append(f"{flag}={value}")
     return [*words, "--json", *(["--", *positional] if positional else [])]
+
+
+def served_problem(problem: str) -> Path:
+    """The problem folder an agent may name: one directly under the problems folder ($KERNELBEAM_PROBLEMS_DIR, else
+    problems/; the Benchmark page's list), by name or by path. A folder's reference.py runs in the checker, outside
+    the kernel's sandbox: an agent gets the folders a person put there, never one of its own making."""
+    root = jobs.default_problems_dir()
+    named = (root / problem if Path(problem).name == problem else Path(problem)).resolve()
+    if named.parent != root:
+        known = ", ".join(jobs.list_problems(root)) or "none there"
+        raise InputError(f"{problem!r}: an agent runs only the problem folders under {root} ({known})")
+    return jobs.resolve_problem(named.name, root)
 
 
 class Tools:
@@ -281,6 +296,8 @@ def build_server(store: str):
                 "compile_timeout": compile_timeout, "problem": problem, "quiet": True}  # fmt: skip
 
         def prepare():  # as `run` does: the requests, then the dead ends they repeat (unless acknowledged)
+            if problem is not None:
+                opts["problem"] = str(served_problem(problem))
             args = tools.args("run", paths, **opts)
             reqs = run.run_requests(args)
             return reqs, deadends.dead_end_warnings(args, [r.path for r in reqs])
