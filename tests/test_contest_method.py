@@ -388,10 +388,15 @@ def test_a_fidelity_session_stopped_by_sigterm_still_reports_its_rounds(tmp_path
     assert proc.returncode == 2 and "ran another source" in proc.stderr, proc.stderr
 
 
-def test_a_contest_method_run_is_never_ranked_on_the_leaderboard(tmp_path):
+def test_a_contest_method_run_is_never_ranked_anywhere(tmp_path):
     """The harness shares its process with the kernel, which can write the report itself: a contest-method run
-    (however fast) is no cell, geomean or best run of the board; the tracker's runs are."""
+    (however fast) is no cell, geomean or best run of the board, no new best of `since`, no variant's best; the
+    tracker's runs are."""
+    from datetime import timedelta
+
     from conftest import T0, make_record
+
+    from tracker.analysis.summaries import since_summary
 
     store = tmp_path / "s.duckdb"
     ours = make_record("ours00000001", variant="k", source="# k\n", path="k.py", family="f", started=T0,
@@ -404,3 +409,10 @@ def test_a_contest_method_run_is_never_ranked_on_the_leaderboard(tmp_path):
     board = Store(store).leaderboard_cells(suite="qr_v2", gpu=forged.run.gpu)
     assert board["variants"]["best_run"].tolist() == ["ours00000001"]
     assert set(board["cells"]["run_id"]) == {"ours00000001"} and board["cells"]["best_us"].min() > 50
+    bests = since_summary(Store(store).since_activity(T0 - timedelta(days=1)))["new_bests"]
+    assert bests and {b["run_id"] for b in bests} == {"ours00000001"}
+    assert Store(store).variant_table(suite="qr_v2")["best_run"].tolist() == ["ours00000001"]
+    lineage = Store(store).lineage_nodes(suite="qr_v2", gpu=forged.run.gpu)
+    assert (
+        lineage["best_run"].tolist() == ["ours00000001"] and Store(store).variant_list()["best_geomean_us"].min() > 50
+    )

@@ -72,14 +72,15 @@ def since_summary(activity: dict[str, pd.DataFrame]) -> dict[str, list[dict[str,
                                 "started_at", "error"]),
     }  # fmt: skip
     bests: list[dict[str, Any]] = []
-    timed = cases[cases["passed"].fillna(False).astype(bool) & cases["mean_us"].notna()]
+    # a best is a ranked result (passed, by the tracker's own method: store.reads.ranked_sql)
+    timed = cases[cases["ranked"].fillna(False).astype(bool) & cases["mean_us"].notna()]
     if not timed.empty:
         idx = timed.groupby(["suite", "mode", "gpu", "label"], dropna=False)["mean_us"].idxmin()
         for row in timed.loc[idx].to_dict("records"):
             before = row["best_before_us"]
             if before is None or pd.isna(before) or row["mean_us"] < before:
                 bests.append(_best(row, row["label"], row["mean_us"], before))
-    geo = runs[(runs["status"] == "passed") & runs["geomean_us"].notna()]
+    geo = runs[runs["ranked"].fillna(False).astype(bool) & runs["geomean_us"].notna()]
     if not geo.empty:
         prior = activity["best_geomean"]
         for row in geo.loc[geo.groupby(["suite", "mode", "gpu"], dropna=False)["geomean_us"].idxmin()].to_dict(

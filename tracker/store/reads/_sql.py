@@ -131,6 +131,18 @@ def _has_column(con, table: str, column: str) -> bool:
     )
 
 
+def tracker_method_sql(con, alias: str = "") -> str:
+    """Runs of the tracker's own method. The others (contest) are the harness's report, which a kernel in that
+    process can write: they are shown, never ranked (leaderboard, new bests, a variant's best geomean)."""
+    p = f"{alias}." if alias else ""
+    return f"coalesce({p}method, 'tracker') = 'tracker'" if _has_column(con, "runs", "method") else "TRUE"
+
+
+def ranked_sql(con, alias: str = "") -> str:
+    """The runs that may be a best: passed, by the tracker's own method."""
+    return f"{alias + '.' if alias else ''}status = 'passed' AND {tracker_method_sql(con, alias)}"
+
+
 _NO_NAMES = (
     "(SELECT NULL::VARCHAR AS name, NULL::VARCHAR AS sha256, NULL::VARCHAR AS path, NULL::VARCHAR AS family, "
     "NULL::TIMESTAMPTZ AS added_at WHERE false)"

@@ -11,6 +11,7 @@ from tracker.store.connection import connect
 from tracker.store.reads._sql import (
     _has_column,
     case_label_sql,
+    tracker_method_sql,
 )
 
 
@@ -37,7 +38,7 @@ class BoardReads:
         with connect(self.path, read_only=True) as con:
             vfam = "v.family" if _has_column(con, "variants", "family") else "NULL"
             fam = f" AND coalesce(r.family, {vfam}) = ?" if family else ""
-            ours = " AND coalesce(r.method, 'tracker') = 'tracker'" if _has_column(con, "runs", "method") else ""
+            ours = f" AND {tracker_method_sql(con, 'r')}"
             con.execute(
                 "CREATE TEMP TABLE lb_runs AS SELECT r.run_id, r.variant_sha256, r.status, r.geomean_us, r.started_at, "
                 f"r.variant, r.path, coalesce(r.family, {vfam}) AS family FROM runs r "

@@ -15,6 +15,7 @@ from tracker.store.reads._sql import (
     _run_filters,
     case_label_sql,
     names_sql,
+    ranked_sql,
 )
 
 
@@ -199,7 +200,7 @@ class HistoryReads:
         with connect(self.path, read_only=True) as con:
             con.execute(
                 "CREATE TEMP TABLE new_runs AS SELECT run_id, variant_sha256, variant, path, family, status, suite, "
-                "mode, gpu, problem, geomean_us, started_at, error FROM runs "
+                f"mode, gpu, problem, geomean_us, started_at, error, {ranked_sql(con)} AS ranked FROM runs "
                 "WHERE started_at >= CAST(? AS TIMESTAMPTZ)",
                 [since],
             )
@@ -210,7 +211,8 @@ class HistoryReads:
                 f"""
                 WITH nc AS (
                     SELECT c.run_id, n.suite, n.mode, n.gpu, n.path, n.started_at, c.case_idx,
-                        {case_label_sql("c")} AS label, c.passed AND n.status = 'passed' AS passed, c.mean_us
+                        {case_label_sql("c")} AS label, c.passed AND n.status = 'passed' AS passed,
+                        c.passed AND n.ranked AS ranked, c.mean_us
                     FROM case_results c JOIN new_runs n USING (run_id)
                 ),
                 before AS (
@@ -219,7 +221,7 @@ class HistoryReads:
                             any_value(c.cond) AS cond, any_value(c.case_name) AS case_name, any_value(c.label) AS label,
                             min(c.mean_us) AS best_before_us
                         FROM case_results c JOIN runs r USING (run_id)
-                        WHERE r.started_at < CAST(? AS TIMESTAMPTZ) AND r.status = 'passed' AND c.passed
+                        WHERE r.started_at < CAST(? AS TIMESTAMPTZ) AND {ranked_sql(con, "r")} AND c.passed
                             AND c.mean_us IS NOT NULL
                         GROUP BY r.suite, r.mode, r.gpu, c.case_idx) g
                 )
@@ -230,7 +232,7 @@ class HistoryReads:
                 [since],
             ).df()
             best_geo = con.execute(
-                "SELECT suite, mode, gpu, min(geomean_us) AS best_before_us FROM runs WHERE status = 'passed' "
+                f"SELECT suite, mode, gpu, min(geomean_us) AS best_before_us FROM runs WHERE {ranked_sql(con)} "
                 "AND started_at < CAST(? AS TIMESTAMPTZ) "
                 "GROUP BY ALL",
                 [since],

@@ -18,6 +18,7 @@ from tracker.store.reads._sql import (
     _run_filters,
     case_label_sql,
     names_sql,
+    ranked_sql,
 )
 
 VARIANT_SORTS = {
@@ -68,6 +69,7 @@ class VariantReads:
                 names=names_sql(con),
             )
             order = VARIANT_SORTS.get(sort, VARIANT_SORTS["best geomean"])
+            ranked = ranked_sql(con)  # passed, by the tracker's own method: what may be a best
             sql = f"""
                 WITH r AS (SELECT * FROM runs{where}),
                 agg AS (
@@ -78,9 +80,8 @@ class VariantReads:
                         arg_max(note, started_at) FILTER (WHERE note IS NOT NULL) AS note,
                         count(*) AS runs,
                         count(*) FILTER (WHERE status = 'passed') AS passed,
-                        min(geomean_us) FILTER (WHERE status = 'passed') AS best_geomean_us,
-                        arg_min(run_id, geomean_us) FILTER (WHERE status = 'passed' AND geomean_us IS NOT NULL)
-                            AS best_run,
+                        min(geomean_us) FILTER (WHERE {ranked}) AS best_geomean_us,
+                        arg_min(run_id, geomean_us) FILTER (WHERE {ranked} AND geomean_us IS NOT NULL) AS best_run,
                         arg_max(run_id, started_at) AS latest_run,
                         arg_max(status, started_at) AS latest_status,
                         -- arg_max skips NULLs, which would show an older run's geomean as the latest one's
@@ -163,11 +164,12 @@ class VariantReads:
         )
         with connect(self.path, read_only=True) as con:
             names = names_sql(con)
+            ranked = ranked_sql(con)  # passed, by the tracker's own method: what may be a best
             sql = f"""
                 WITH names AS (SELECT * FROM {names}),
                 r AS (
                     SELECT variant_sha256, count(*) AS runs,
-                        min(geomean_us) FILTER (WHERE status = 'passed'{context}) AS best,
+                        min(geomean_us) FILTER (WHERE {ranked}{context}) AS best,
                         arg_max(family, started_at) FILTER (WHERE family IS NOT NULL) AS family,
                         arg_min(parent_run, started_at) FILTER (WHERE parent_run IS NOT NULL) AS parent_run
                     FROM runs GROUP BY variant_sha256
@@ -228,11 +230,12 @@ class VariantReads:
             vparent = "v.parent" if registered else "NULL"
             vfam = "v.family" if registered else "NULL"
             vcommit = "v.commit, v.message" if registered else "NULL AS commit, NULL AS message"
+            ranked = ranked_sql(con)  # passed, by the tracker's own method: what may be a best
             sql = f"""
                 WITH r AS (
                     SELECT variant_sha256, count(*) AS runs,
-                        min(geomean_us) FILTER (WHERE status = 'passed') AS best_geomean_us,
-                    arg_min(run_id, geomean_us) FILTER (WHERE status = 'passed' AND geomean_us IS NOT NULL) AS best_run,
+                        min(geomean_us) FILTER (WHERE {ranked}) AS best_geomean_us,
+                        arg_min(run_id, geomean_us) FILTER (WHERE {ranked} AND geomean_us IS NOT NULL) AS best_run,
                         arg_max(run_id, started_at) AS latest_run, arg_max(status, started_at) AS latest_status,
                         max(started_at) FILTER (WHERE status = 'passed' AND geomean_us IS NOT NULL) AS last_timed_at
                     FROM runs WHERE {where} GROUP BY variant_sha256
