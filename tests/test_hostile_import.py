@@ -402,3 +402,17 @@ def test_an_evidence_zip_bomb_is_refused_by_recheck_with_little_memory(tmp_path)
     assert code == 2 and len(lines) == 1, err.read_text()
     assert lines[0].startswith("error: case 0: evidence declares") and "at most" in lines[0]
     assert int(peak.read_text()) < 400 * 1024, f"recheck used {peak.read_text()} KiB"
+
+
+def test_recheck_refuses_evidence_whose_arrays_are_not_float32(tmp_path):
+    """Imported evidence may hold any dtype numpy knows: text arrays made recheck end with an internal error (exit 1,
+    also its "the reference disagrees" code); now one error line, exit 2."""
+    blob = evidence.pack({"a": np.array([["x", "y"], ["z", "w"]]), "h": np.zeros((2, 2), np.float32),
+                          "tau": np.zeros(2, np.float32)})  # fmt: skip
+    rec = record("text00000001", status="failed")
+    rec.evidence = [{"case_idx": 0, "repetition": -1, "message": "x", "arrays": blob, "arrays_bytes": len(blob)}]
+    store = tmp_path / "imported.duckdb"
+    assert import_runs(store, exported(tmp_path, rec)) == 1
+    proc = cli("recheck", "text00000001", "--store", str(store))
+    assert proc.returncode == 2 and "the evidence's a are not float32 arrays" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr

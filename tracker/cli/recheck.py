@@ -40,6 +40,9 @@ def recheck_case(row: dict[str, Any], blob: bytes | None) -> dict[str, Any]:
         raise InputError(f"case {entry['case_idx']}: {exc}") from None
     if not {"a", "h", "tau"} <= arrays.keys():
         return {**entry, "reference": None, "conclusion": NOT_RECHECKED, "agrees": True}
+    odd = [k for k in ("a", "h", "tau") if getattr(arrays[k], "dtype", None) != "float32"]
+    if odd:  # an imported blob can hold any dtype numpy knows (text, complex): no matrix of a run of ours
+        raise InputError(f"case {entry['case_idx']}: the evidence's {', '.join(odd)} are not float32 arrays")
     import torch  # after the evidence is read: a refused blob costs no torch import
 
     from tracker.workloads.qr_v2.reference_gates import judge
