@@ -29,7 +29,7 @@ import yaml
 from tracker import store as store_mod
 from tracker.capture import compile_cache, sandbox, stopping
 from tracker.common.errors import InputError
-from tracker.common.files import read_tail
+from tracker.common.files import read_log
 from tracker.common.processes import child_env, descendants, end_processes
 from tracker.variants.contest_results import NS_PER_US, parse_stream
 
@@ -38,7 +38,6 @@ SUBMISSION = "@SUBMISSION@"
 CASES_FILE = "kernelbeam-cases.txt"  # beside the harness; a task.yml naming the same file is refused
 STAT_FIELDS = ("runs", "mean", "std", "err", "best", "worst")
 MAX_CHANNEL_BYTES = 16 << 20  # a harness that floods its channel is cut off there
-LOG_TAIL_CHARS = 4000
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -101,10 +100,6 @@ def _command(
     inner[name] = value  # how the harness's own children are found and ended without a sandbox
     hidden = [store_mod.side_key_path(), private]
     return sandbox.wrap(argv, workdir, inner, hidden, list(cache.writable), sandboxed=req.sandbox)
-
-
-def _tail(path: Path) -> str:
-    return read_tail(path, LOG_TAIL_CHARS).decode(errors="replace")
 
 
 def drive(req, record, events: list[dict[str, Any]], should_cancel, device: str):
@@ -193,7 +188,7 @@ def drive(req, record, events: list[dict[str, Any]], should_cancel, device: str)
     except ValueError as exc:
         return "failed", str(exc), None, "", None, 0
     finally:
-        log_tail = _tail(log_path)
+        log_tail = read_log(log_path)
         if cache is not None:
             record.run.warn(compile_cache.trim(cache))
         shutil.rmtree(workdir, ignore_errors=True)

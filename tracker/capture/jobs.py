@@ -36,7 +36,7 @@ from tracker.capture.record import (  # noqa: F401 - the page's defaults
     RunRequest,
 )
 from tracker.common.errors import InputError
-from tracker.common.files import write_json_atomic
+from tracker.common.files import read_log, write_json_atomic
 from tracker.common.processes import child_env, process_alive
 from tracker.variants.register import defines_kernel
 from tracker.workloads import get_workload
@@ -303,12 +303,7 @@ def list_jobs(store: str | os.PathLike, limit: int | None = None) -> list[Job]:
 
 
 def log_tail(job: Job, max_bytes: int = LOG_TAIL_BYTES) -> str:
-    try:
-        with open(job.log_file, "rb") as f:
-            f.seek(max(0, job.log_file.stat().st_size - max_bytes))
-            return f.read().decode(errors="replace")
-    except OSError:
-        return ""
+    return read_log(job.log_file, max_bytes)
 
 
 def status(job: Job) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker.capture.ncu import SECTIONS
-from tracker.common.files import read_tail
+from tracker.common.files import read_log
 from tracker.common.processes import child_env
 
 NCU_ENV = "KERNELBEAM_NCU"  # an ncu executable to use instead of the one on PATH
@@ -120,7 +120,7 @@ def _run(cmd: list[str], env: dict[str, str] | None, cwd: Path, job: str, timeou
 
 
 def _tail(path: Path, chars: int = 600) -> str:
-    return " ".join(read_tail(path, 4 * chars).decode(errors="replace")[-chars:].split())
+    return " ".join(read_log(path, 4 * chars)[-chars:].split())
 
 
 def read_rows(module_dir: str, report: Path) -> list[dict[str, Any]]:

@@ -19,7 +19,6 @@ class ProgressState:
     def __init__(self) -> None:
         self.run_id: str | None = None
         self.total = 0
-        self.done = 0
         self.failed = 0
         self.current: str | None = None
         self.elapsed_s = 0.0
@@ -58,11 +57,14 @@ class ProgressState:
             if case in self._finished:  # a case ends once: a repeat is no progress
                 return
             self._finished.add(case)
-            self.done += 1
             self.failed += not event.get("passed")
             self.current = None
             self.case_durations.append(self.elapsed_s - self.case_started_s)
             self.reps_done, self.reps_expected, self.case_eta_s = 0, 0, None
+
+    @property
+    def done(self) -> int:
+        return len(self._finished)
 
     @property
     def case_elapsed_s(self) -> float:

@@ -42,7 +42,7 @@ from tracker.capture.record import (  # noqa: F401 - RunRequest and the defaults
     complete_record,
     exit_text,
 )
-from tracker.common.files import read_tail
+from tracker.common.files import read_log
 from tracker.common.gitinfo import EMPTY as NO_GIT
 from tracker.common.gitinfo import capture_git, source_hash
 from tracker.common.processes import child_env, descendants, end_processes
@@ -52,7 +52,6 @@ from tracker.store.schema import GPU_STATE_COLUMNS
 from tracker.variants.naming import variant_name
 from tracker.variants.scan import flags_as_dicts, scan_source
 
-LOG_TAIL_CHARS = 4000
 ORPHAN_ERROR = "the tracker process went away"
 MAX_TRACE_BYTES = 256 << 20
 MAX_HELPER_CHARS = 1 << 20
@@ -81,10 +80,6 @@ class Cancelled(Exception):
 
 def _new_run_id() -> str:
     return uuid.uuid4().hex[:12]
-
-
-def _tail(path: Path) -> str:
-    return read_tail(path, LOG_TAIL_CHARS).decode(errors="replace")
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -559,12 +554,12 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
         returncode = proc.returncode
         if in_sandbox and returncode is not None and 128 < returncode < 160:
             returncode = 128 - returncode  # bwrap passes a signal's death on as 128 + N: the worker's own -N
-        log_tail = _tail(log_path)
+        log_tail = read_log(log_path)
         broke = next((v for v in verdicts if v.get("event") == "protocol"), None)
         if broke is not None and status is None:  # the kernel wrote into the worker's socket to the checker
             status, error = "failed", f"the kernel broke the handoff to the checker: {broke.get('message')}"
         elif checker.returncode not in (0, None, -signal.SIGKILL) and status is None:
-            status, error = "crashed", f"the checker process failed: {_tail(private / 'checker.log')[-600:]}"
+            status, error = "crashed", f"the checker process failed: {read_log(private / 'checker.log')[-600:]}"
         judge(events, verdicts, req, gpu.readings)
         _keep_traces(events, workdir, Store(req.store).traces_dir(record.run.run_id))
         _record_helpers(record, events, Path(variant_path or req.path))
@@ -709,7 +704,7 @@ def _record_helpers(record, events: list[dict[str, Any]], variant: Path) -> None
         # the worker names them: only Python files beside the kernel, never the key the sandbox hides from it
         if path == variant.resolve() or not beside or path.suffix != ".py" or store_mod.is_side_key(path):
             continue
-        try:  # its size first: a sparse file of many GiB reads as its size in memory
+        try:  # its size before its text: a sparse file of many GiB reads as its size in memory
             if not path.is_file() or path.stat().st_size > MAX_HELPER_CHARS - total:
                 continue
         except OSError:

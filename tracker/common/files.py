@@ -33,6 +33,14 @@ def write_json_atomic(path: str | os.PathLike, data: dict[str, Any]) -> None:
     write_text_atomic(path, json.dumps(data, default=str))
 
 
+LOG_TAIL_CHARS = 4000  # what a run keeps of its worker's or harness's log
+
+
+def read_log(path: str | os.PathLike, limit: int = LOG_TAIL_CHARS) -> str:
+    """The end of a log as text (read_tail: no link followed, no FIFO waited on)."""
+    return read_tail(path, limit).decode(errors="replace")
+
+
 def read_tail(path: str | os.PathLike, limit: int) -> bytes:
     """The last `limit` bytes of a regular file; b"" where there is none. A path a kernel could have swapped is
     not followed (a link to the runner's /proc/self/environ), not waited on (a FIFO) and not read past `limit`

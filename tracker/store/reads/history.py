@@ -194,9 +194,9 @@ class HistoryReads:
 
     def since_activity(self, since: dt.datetime) -> dict[str, pd.DataFrame]:
         """What happened from `since` on: runs (newest first), their cases (with the best mean of the case before, in
-        the same suite, mode and GPU; `passed` and the bests count only runs that passed, as the leaderboard does),
-        the best geomean before per context, verdicts (newest first), and `histories`: per (kernel file, problem,
-        suite, GPU) of a new timed run, that file's case_history, as Regressions reads it."""
+        the same suite, mode and GPU; `ranked` and the bests count only runs that passed by the tracker's own method,
+        as the leaderboard does), the best geomean before per context, verdicts (newest first), and `histories`: per
+        (kernel file, problem, suite, GPU) of a new timed run, that file's case_history, as Regressions reads it."""
         with connect(self.path, read_only=True) as con:
             con.execute(
                 "CREATE TEMP TABLE new_runs AS SELECT run_id, variant_sha256, variant, path, family, status, suite, "
@@ -211,8 +211,7 @@ class HistoryReads:
                 f"""
                 WITH nc AS (
                     SELECT c.run_id, n.suite, n.mode, n.gpu, n.path, n.started_at, c.case_idx,
-                        {case_label_sql("c")} AS label, c.passed AND n.status = 'passed' AS passed,
-                        c.passed AND n.ranked AS ranked, c.mean_us
+                        {case_label_sql("c")} AS label, c.passed AND n.ranked AS ranked, c.mean_us
                     FROM case_results c JOIN new_runs n USING (run_id)
                 ),
                 before AS (
