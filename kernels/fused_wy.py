@@ -712,7 +712,7 @@ def _coop_leaf(p, tau, v, t, nprog, bm, held=None):
 # whose second Gram is off the identity by _CHOLQR_GRAM_TOL or more (rank-deficient, near-rank, clustered inputs)
 # is left as it was, and the Householder leaf factors that matrix (its SKIP_HELD).
 
-_CHOLQR = False  # off until the H200 times it (scripts/fused-s33.txt)
+_CHOLQR = False  # off: 7-11% slower on 2x4096 and 8x2048 in session 35; its leaner passes next (scripts/fused-s35.txt)
 _CHOLQR_MIN_ROWS = 1024  # outer panels at least this tall take it (with leaves _CHOLQR_NB wide)
 _CHOLQR_NB = 32  # 16 or 32 (its tl.dot tiles); a narrower last leaf takes the Householder leaf
 _CHOLQR_BM = 128  # rows per program of its row-block kernels
@@ -742,36 +742,47 @@ if _HAVE_TRITON:
         return g
 
     @triton.jit
-    def _cq_cholesky_inverse(g, K: tl.constexpr):
-        """Upper R with R^T R = g, W = R^-1, and whether every pivot was positive and finite, by one elimination
-        of [g | I] without pivoting: E g = D^(1/2) R and E = D^(1/2) R^-T (D the pivots). Four reductions a step
-        (the two rows, the column, the pivot), where a Cholesky and then the inverse took six, in two chains of K
-        steps. Two sums, not one two-value reduction: Triton's interpreter runs a custom combine 3x slower."""
+    def _cq_unit_inverse(n, K: tl.constexpr, PREC: tl.constexpr):
+        """(I + N)^-1 for N strictly triangular (K <= 32, so N^32 = 0) as (I - N)(I + N^2)(I + N^4)(I + N^8)
+        (I + N^16): eight K x K products, no chain of K dependent reductions as a substitution takes."""
         ri, ci = tl.arange(0, K), tl.arange(0, K)
-        e = tl.where(ri[:, None] == ci[None, :], 1.0, 0.0)
-        piv = tl.zeros((K,), dtype=tl.float32)
+        eye = tl.where(ri[:, None] == ci[None, :], 1.0, 0.0)
+        inv = eye - n
+        p = n
+        for _ in tl.static_range(4):
+            p = tl.dot(p, p, input_precision=PREC)
+            inv = tl.dot(inv, eye + p, input_precision=PREC)
+        return inv
+
+    @triton.jit
+    def _cq_cholesky_inverse(g, K: tl.constexpr, PREC: tl.constexpr):
+        """Upper R with R^T R = g, W = R^-1, and whether every pivot was positive and finite: an elimination of g
+        without pivoting (three reductions a step: the row, the column, the pivot) makes D^(1/2) R; W comes after
+        the loop from products (_cq_unit_inverse), where carrying [g | I] took a fourth reduction a step."""
+        ri, ci = tl.arange(0, K), tl.arange(0, K)
+        piv_r = tl.zeros((K,), dtype=tl.float32)
+        piv_c = tl.zeros((K,), dtype=tl.float32)
         ok = True
         for j in range(K):
-            here = ri[:, None] == j
-            row = tl.sum(tl.where(here, g, 0.0), axis=0)
-            erow = tl.sum(tl.where(here, e, 0.0), axis=0)
+            row = tl.sum(tl.where(ri[:, None] == j, g, 0.0), axis=0)
             col = tl.sum(tl.where(ci[None, :] == j, g, 0.0), axis=1)
             d = tl.sum(tl.where(ci == j, row, 0.0))
             ok = ok & (d > 0) & (d < float("inf"))
-            mult = tl.where(ri > j, col / d, 0.0)  # rows above j are final; E stays unit lower
-            g = g - mult[:, None] * row[None, :]
-            e = e - mult[:, None] * erow[None, :]
-            piv = tl.where(ri == j, d, piv)
-        s = 1.0 / tl.sqrt(tl.maximum(piv, 1e-30))
-        r = tl.where(ci[None, :] >= ri[:, None], g * s[:, None], 0.0)  # below the diagonal: rounding, not R
-        return r, tl.trans(e * s[:, None]), ok
+            g = g - tl.where(ri > j, col / d, 0.0)[:, None] * row[None, :]  # rows above j are final
+            piv_r = tl.where(ri == j, d, piv_r)
+            piv_c = tl.where(ci == j, d, piv_c)
+        upper = ci[None, :] > ri[:, None]  # below the diagonal: rounding, not R
+        r = tl.where(upper | (ci[None, :] == ri[:, None]), g / tl.sqrt(tl.maximum(piv_r, 1e-30))[:, None], 0.0)
+        # R = D^(1/2) (I + N) with N = D^-1 times g's part above the diagonal, so W = (I + N)^-1 D^(-1/2)
+        w = _cq_unit_inverse(tl.where(upper, g / tl.maximum(piv_r, 1e-30)[:, None], 0.0), K, PREC)
+        return r, w / tl.sqrt(tl.maximum(piv_c, 1e-30))[None, :], ok
 
     @triton.jit
-    def _cq_first_kernel(part_ptr, nblk, w_ptr, r_ptr, ok_ptr, K: tl.constexpr):
+    def _cq_first_kernel(part_ptr, nblk, w_ptr, r_ptr, ok_ptr, K: tl.constexpr, PREC: tl.constexpr):
         """One program per matrix: the Gram's Cholesky R1 and W1 = R1^-1."""
         b = tl.program_id(0).to(tl.int64)
         ri, ci = tl.arange(0, K), tl.arange(0, K)
-        r, w, ok = _cq_cholesky_inverse(_cq_sum_parts(part_ptr, b, nblk, K), K)
+        r, w, ok = _cq_cholesky_inverse(_cq_sum_parts(part_ptr, b, nblk, K), K, PREC)
         at = b * K * K + ri[:, None] * K + ci[None, :]
         tl.store(w_ptr + at, w)
         tl.store(r_ptr + at, r)
@@ -807,18 +818,16 @@ if _HAVE_TRITON:
         at = b * K * K + ri[:, None] * K + ci[None, :]
         g2 = _cq_sum_parts(part_ptr, b, nblk, K)
         near = tl.max(tl.max(tl.abs(g2 - tl.where(ri[:, None] == ci[None, :], 1.0, 0.0)), axis=1), axis=0)
-        r2, w2, ok = _cq_cholesky_inverse(g2, K)
+        r2, w2, ok = _cq_cholesky_inverse(g2, K, PREC)
         ok = ok & (near < GRAM_TOL) & (tl.load(ok_ptr + b) != 0)
         r = tl.dot(r2, tl.load(r1_ptr + at), input_precision=PREC)
         qt = tl.dot(tl.load(q_ptr + b * m * K + ri[:, None] * K + ci[None, :]), w2, input_precision=PREC)
         u = tl.zeros((K, K), dtype=tl.float32)  # U's rows as the LU makes them, before the signs above its diagonal
         y1 = tl.zeros((K, K), dtype=tl.float32)
-        t = tl.zeros((K, K), dtype=tl.float32)
-        ui = tl.zeros((K, K), dtype=tl.float32)
         s_row = tl.zeros((K,), dtype=tl.float32)  # the signs along columns
         s_col = tl.zeros((K,), dtype=tl.float32)  # ... and along rows
-        # One loop: column j of T (T Y1^T = U) and of U^-1 need only U's column j and Y1's row j, both whole once
-        # step j of the LU is done (three chains of K steps were one after the other; the arithmetic is the same).
+        # The LU alone in the loop (three reductions a step); T and U^-1 come after it from products, where solving
+        # for their columns inside the loop took five more reductions a step.
         for j in range(K):
             row = tl.sum(tl.where(ri[:, None] == j, qt, 0.0), axis=0)
             col = tl.sum(tl.where(ci[None, :] == j, qt, 0.0), axis=1)
@@ -832,14 +841,16 @@ if _HAVE_TRITON:
             s_col = tl.where(ri == j, sj, s_col)
             # only Q's part of E - Q S changes below row j (E's row j is zero right of the diagonal)
             qt = qt - tl.where(ri[:, None] > j, lcol[:, None] * row[None, :], 0.0)
-            # U's column j as it ends: above the diagonal its sign flipped by s_j, the pivot on it
-            ucol = tl.sum(tl.where(ci[None, :] == j, u, 0.0), axis=1)
-            ucol = tl.where(ri < j, -sj * ucol, tl.where(ri == j, pivot, 0.0))
-            yrow = tl.sum(tl.where((ri[:, None] == j) & (ci[None, :] < j), y1, 0.0), axis=0)
-            t = tl.where(ci[None, :] == j, (ucol - tl.sum(t * yrow[None, :], axis=1))[:, None], t)
-            v = tl.sum(tl.where((ri[:, None] == ci[None, :]) & (ri[:, None] < j), ucol[:, None], 0.0), axis=0)
-            xcol = (tl.where(ri == j, 1.0, 0.0) - tl.sum(ui * v[None, :], axis=1)) / pivot
-            ui = tl.where(ci[None, :] == j, xcol[:, None], ui)
+        diag = ri[:, None] == ci[None, :]
+        above = ri[:, None] < ci[None, :]
+        # U as it ends: above the diagonal column j's sign flipped by s_j, the pivots (at least 1) on the diagonal
+        uf = tl.where(above, -s_row[None, :] * u, tl.where(diag, u, 0.0))
+        piv_c = tl.sum(tl.where(diag, u, 0.0), axis=0)
+        piv_r = tl.sum(tl.where(diag, u, 0.0), axis=1)
+        # T Y1^T = U, so T = U Y1^-T; U = (I + N) D with N = U's part above the diagonal over its column's pivot
+        t = tl.dot(uf, tl.trans(_cq_unit_inverse(tl.where(ri[:, None] > ci[None, :], y1, 0.0), K, PREC)),
+                   input_precision=PREC)  # fmt: skip
+        ui = _cq_unit_inverse(tl.where(above, uf / piv_c[None, :], 0.0), K, PREC) / piv_r[:, None]
         tl.store(z_ptr + at, -tl.dot(w2 * s_row[None, :], ui, input_precision=PREC))
         tl.store(ok_ptr + b, ok.to(tl.int32))
         keep = (ri[:, None] < K) & ok  # a panel that did not hold stays as it was, for the Householder leaf
@@ -892,7 +903,7 @@ def _cholqr_leaf(p, tau, v, t, vt=None, src=None, bm=None, prec=None, warps=None
     ok = torch.empty(b, dtype=torch.int32, device=p.device)
     vt_ = v if vt is None else vt
     _cq_gram_kernel[(b, nblk)](x, x.stride(0), x.stride(1), m, part, BM=bm, K=k, PREC=prec)
-    _cq_first_kernel[(b,)](part, nblk, w1, r1, ok, K=k, num_warps=warps)
+    _cq_first_kernel[(b,)](part, nblk, w1, r1, ok, K=k, PREC=prec, num_warps=warps)
     _cq_apply_kernel[(b, nblk)](x, x.stride(0), x.stride(1), m, w1, q1, part, BM=bm, K=k, PREC=prec)
     _cq_second_kernel[(b,)](
         part, nblk, q1, m, r1, ok, z, p, tau, v, t, vt_, p.stride(0), p.stride(1), tau.stride(0), v.stride(0),

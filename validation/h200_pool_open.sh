@@ -5,9 +5,8 @@
 #
 #   bash validation/h200_pool_open.sh COMMIT SECONDS
 #
-# In priority order: issue 19 item 3 (five fidelity rounds of cases 1 and 2 for graphed and fused_wy, with the
-# harness's recheck in the timing process), issue 23's CholeskyQR2 leaf (its probes; the tests and benchmark of
-# knob variant fused_wy_cholqr), item 6 (three A/A sessions of graphed, two rounds each), issue 23
+# In priority order (issue 19 item 3 was seen in session 35 on one H200): issue 23's CholeskyQR2 leaf (its probes;
+# the tests and benchmark of knob variant fused_wy_cqlean), issue 19 item 6 (three A/A sessions of graphed, two rounds each), issue 23
 # item 3 / issue 21 item 10 (two repeats of fused_wy_tagged, a profiled run of kernels/fused_wy.py), item 4 (the
 # folder route against the harness on 640x512, cases 3 and 7, two rounds). On four GPUs the first four jobs
 # fill a 585 s call; on eight, the first eight. Needs the contest's folder under artifacts/rk (carry artifacts,
@@ -24,9 +23,9 @@ python3 -m tracker import --store $R/seed.duckdb samples/*/ > /dev/null 2>&1
 python3 -m tracker show 40dd18af1bdb --source --store $R/seed.duckdb > .kscratch/variants/fused_wy_tagged.py
 # ... and fused_wy's profile is of the source its three runs had (kernels/fused_wy.py has a knob more since)
 python3 -m tracker show 4c2abf1792b5 --source --store $R/seed.duckdb > .kscratch/variants/fused_wy.py
-python3 scripts/knob_variant.py kernels/fused_wy.py .kscratch/variants fused_wy_cholqr "the CholeskyQR2 leaf on outer \
-panels of 1,024 rows or more (2x4096, 8x2048, the first panel of 60x1024) instead of the cooperative leaf's 64 \
-cross-program reductions a leaf (kernels/NOTES.md, session 33)" _CHOLQR=True > /dev/null
+python3 scripts/knob_variant.py kernels/fused_wy.py .kscratch/variants fused_wy_cqlean "the CholeskyQR2 leaf on outer \
+panels of 1,024 rows or more (2x4096, 8x2048, the first panel of 60x1024), its one-program passes with three to five \
+barriers a step instead of eight to nine (kernels/NOTES.md, session 35)" _CHOLQR=True > /dev/null
 # Each job ends 30 s before the deadline (SIGTERM: a session reports what its stored runs say), so the export
 # below always runs.
 stop='timeout -s TERM $(( DEADLINE - $(date +%s) - 30 ))'
@@ -39,14 +38,12 @@ job() {  # NEED NAME SEED(0|1) TRACKER ARGS...
 }
 repeat_note="repeat of a best-three variant (issue 23 item 3), no verdict: the same source as run"
 {
-  job 500 fid_graphed_c1-2 0 fidelity kernels/graphed.py --problem $PROBLEM --rounds 5 --cases 1,2 --timeout 300
-  job 500 fid_fused_wy_c1-2 0 fidelity kernels/fused_wy.py --problem $PROBLEM --rounds 5 --cases 1,2 --timeout 300
-  # issue 23: the CholeskyQR2 leaf timed per panel shape and gated with its compiled kernels (scripts/fused-s33.txt's
-  # probes), then knob variant fused_wy_cholqr's tests and, if they pass, its benchmark run
+  # issue 23: the CholeskyQR2 leaf timed per panel shape and gated with its compiled kernels (scripts/fused-s35.txt's
+  # probes), then knob variant fused_wy_cqlean's tests and, if they pass, its benchmark run
   echo "400 $stop python3 scripts/cholqr_leaf_study.py --time-leaf kernels/fused_wy.py --json $R/leaf-time.json \
 > $R/leaf.log 2>&1; $stop python3 scripts/cholqr_leaf_study.py --leaf triton --suite both --json $R/leaf-gates.json \
 >> $R/leaf.log 2>&1"
-  cholqr=".kscratch/variants/fused_wy_cholqr.py --family qr-fused --parent fused_wy_tagged --quiet --timeout 500"
+  cholqr=".kscratch/variants/fused_wy_cqlean.py --family qr-fused --parent fused_wy_tagged --quiet --timeout 500"
   echo "500 cp $R/seed.duckdb $R/stores/cholqr.duckdb && $stop python3 -m tracker run $cholqr --mode test \
 --store $R/stores/cholqr.duckdb --json > $R/cholqr-test.json 2> $R/cholqr-test.err && $stop python3 -m tracker run \
 $cholqr --store $R/stores/cholqr.duckdb --json > $R/cholqr-bench.json 2> $R/cholqr-bench.err"
