@@ -182,6 +182,41 @@ def test_experiments_filters_and_gpu(demo_store):
     assert list(df["variant"]) == ["geqrf_reference"] and list(df["GPU"]) == ["CPU"]
 
 
+def _cancelled_before_a_gpu(path: Path, run_id: str, variant: str, source: str, family: str | None) -> None:
+    """A run cancelled while it waited for the device, as the runner records it: no GPU, no device, no case."""
+    rec = make_record(run_id, variant=variant, source=source, path="kernels/blocked_wy_torch.py", family=family,
+                      started=T0 + timedelta(hours=15), means=None, status="cancelled", gpu=None,
+                      error="cancelled before the device was free")  # fmt: skip
+    rec.run.update(device=None, sm_count=None, driver=None, cuda=None)
+    rec.cases.clear()
+    assert Store(path).finish_run(rec) is None
+
+
+def test_a_run_cancelled_before_it_got_a_gpu_is_shown_with_its_variant(demo_store):
+    """On the seeded store, fused_wy_tagged's run cancelled before it got a GPU had a row of its own on Experiments
+    (GPU blank, family blank) beside the variant's H200 row, and Regressions listed "qr_v2 · None" for its file."""
+    from tests.conftest import kernel_source
+
+    path, ids = demo_store
+    _cancelled_before_a_gpu(path, "wyc1cancelled", "wy_v1", kernel_source("wy", 11), None)  # a variant with runs
+    _cancelled_before_a_gpu(path, "wyc3cancelled", "wy_v3", kernel_source("wy", 13), "wy")  # a new one, in wy
+    assert Store(path).get_run("wyc1cancelled")["gpu"] is None  # the run itself still says it had none
+    for at in (open_page(), open_page(gpu=H200)):
+        df = table(at, "variants")
+        assert df["GPU"].notna().all(), df[["variant", "GPU"]]
+        wy1 = df[df["variant"] == "wy_v1"]
+        assert len(wy1) == 1 and wy1.iloc[0]["GPU"] == H200 and wy1.iloc[0]["runs"] == 2
+        assert wy1.iloc[0]["latest"] == "cancelled" and wy1.iloc[0]["family"] == "wy"
+        assert list(df[df["variant"] == "wy_v3"]["GPU"]) == [H200]  # its family's GPU
+    at = open_page()
+    assert {m.label: m.value for m in at.metric}["Timed contexts"] == "2"  # H200 and CPU, no third
+    assert at.selectbox(key="chart_ctx").options[0].startswith("qr_v2 · NVIDIA H200")
+    for store_read in (Store(path).run_contexts(), Store(path).history_contexts(path="kernels/blocked_wy_torch.py")):
+        assert store_read["gpu"].notna().all(), store_read
+    at = open_url("pages/regressions.py", path="kernels/blocked_wy_torch.py")
+    assert at.selectbox(key="reg_ctx").options == ["qr_v2 · NVIDIA H200 (5 runs)"]  # three runs, two cancelled
+
+
 def test_experiments_progress_chart_follows_every_filter(demo_store):
     def scatter_points(at):
         ((_, frame),) = vega_charts(at)
