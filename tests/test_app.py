@@ -182,6 +182,28 @@ def test_experiments_filters_and_gpu(demo_store):
     assert list(df["variant"]) == ["geqrf_reference"] and list(df["GPU"]) == ["CPU"]
 
 
+def test_the_sidebar_gpu_is_in_the_url(demo_store):
+    """The sidebar's GPU lived in the session only: a shared link, Back or Forward left it as it was. It is `gpu` in
+    the URL now, the name every page gives the GPU: read on every run, written on a change (All GPUs, the default,
+    stays out), a GPU the store does not have said with the choices."""
+    at = open_page(gpu="CPU")  # a shared link
+    gpu = at.sidebar.selectbox(key="kb_gpu")
+    assert gpu.value == "CPU" and list(table(at, "variants")["variant"]) == ["geqrf_reference"]
+    gpu.select(H200).run()
+    assert at.query_params["gpu"] in (H200, [H200]) and set(table(at, "variants")["GPU"]) == {H200}
+    at.query_params["gpu"] = "CPU"  # Back: the URL before, in the same session
+    at.run()
+    assert at.sidebar.selectbox(key="kb_gpu").value == "CPU" and set(table(at, "variants")["GPU"]) == {"CPU"}
+    at.sidebar.selectbox(key="kb_gpu").select("All GPUs").run()
+    assert "gpu" not in at.query_params and len(table(at, "variants")) == 14
+    at = open_page(gpu="TPU")
+    (said,) = [w.value for w in at.sidebar.warning]
+    assert "gpu “TPU” is not one of this page's choices here (All GPUs, CPU, NVIDIA H200)" in said, said
+    assert at.sidebar.selectbox(key="kb_gpu").value == "All GPUs" and "gpu" not in at.query_params
+    at = open_url("pages/regressions.py", gpu="CPU")  # every page reads it: no family has timed CPU runs
+    assert at.sidebar.selectbox(key="kb_gpu").value == "CPU" and "on CPU" in texts(at.info)
+
+
 def _cancelled_before_a_gpu(path: Path, run_id: str, variant: str, source: str, family: str | None) -> None:
     """A run cancelled while it waited for the device, as the runner records it: no GPU, no device, no case."""
     rec = make_record(run_id, variant=variant, source=source, path="kernels/blocked_wy_torch.py", family=family,

@@ -431,16 +431,19 @@ FILTERS_JS = """() => Object.fromEntries([...document.querySelectorAll(
 
 
 def test_back_and_forward_across_pages(server, page):
-    """Issue 21: every page keeps its filters in the URL; a page switch and a changed filter are one history entry
-    each, so each Back returns to the state before (page, URL and the filters shown), and Forward returns. (A
-    server of its own: a run finishing in the store meanwhile would change what a page shows.)"""
+    """Issue 21: every page keeps its filters (and the sidebar its GPU) in the URL; a page switch and a changed
+    filter are one history entry each, so each Back returns to the state before (page, URL and the filters shown),
+    and Forward returns. (A server of its own: a run finishing in the store meanwhile would change what a page
+    shows.)"""
     base, _, ids = server
     pg = page
     nav, main = pg.get_by_test_id("stSidebarNav"), pg.get_by_test_id("stMain")
+    sidebar_gpu = pg.get_by_test_id("stSidebar").get_by_test_id("stSelectbox").filter(has_text="GPU")
     seen: list[tuple[str, dict[str, str]]] = []  # (URL, filters shown) after each step
 
     def state() -> tuple[str, dict[str, str]]:
         shown = pg.evaluate(FILTERS_JS)
+        shown["sidebar GPU"] = sidebar_gpu.locator("input").input_value()
         if "since=" not in pg.url:  # Since without ?since= opens on the last visit, which moves on each visit
             shown.pop("Since", None)
         return pg.url, shown
@@ -508,6 +511,8 @@ def test_back_and_forward_across_pages(server, page):
     step(choose("Family"))
     step(switch_to("Experiments"))
     step(choose("Status", "passed"))
+    step(lambda: _choose(pg, sidebar_gpu, "CPU"))  # the sidebar's GPU is in the URL too
+    assert seen[-1][0] == f"{base}/?status=passed&gpu=CPU" and seen[-1][1]["sidebar GPU"] == "CPU"
     queries_seen = [url.removeprefix(base) for url, _ in seen]
     assert queries_seen[3] == "/lineage" and queries_seen[4] == "/lineage?family=householder", queries_seen
     assert "/since?since=2h" in queries_seen and f"/run?id={ids['profiled']}" in queries_seen, queries_seen
