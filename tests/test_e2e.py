@@ -293,7 +293,7 @@ def test_every_page_and_a_shared_compare_url(server, page):
     goto(page, f"{base}/regressions?family=householder")
     no_exception(page)
     assert page.get_by_test_id("stMetricValue").nth(1).inner_text() == "1"  # one regression
-    (timelines,) = vega_descriptions(page)  # one faceted chart: a timeline per case
+    (timelines,) = vega_descriptions(page)  # one chart: a timeline per case
     assert "640x512 c2 dense" in timelines
     shot(page, "regressions")
 
@@ -586,14 +586,19 @@ FITS = """() => {
         .filter(m => m.getClientRects().length > 0);
     return shown.length > 0 && shown.every(m => m.getBoundingClientRect().right <= main.right + 1);
 }"""
+# The page's content does not scroll sideways (a chart wider than it ran past the window's edge, out of sight).
+NO_SIDEWAYS = """() => {
+    const block = document.querySelector("[data-testid='stMainBlockContainer']");
+    return block.scrollWidth <= block.clientWidth + 1;
+}"""
 CUT_METRICS = """() => [...document.querySelectorAll(
         "[data-testid='stMetricValue'] div, [data-testid='stMetricLabel'] p")]
     .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent)"""
 
 
 def test_run_page_fits_its_page_and_stays_on_the_verdict_tab(server, page):
-    """At 1440 px the sixth column of box plots was cut off; at 800 px the metrics read "2,72…" and "7e1…";
-    recording a verdict showed the Cases tab again."""
+    """At 1440 px the sixth column of box plots was cut off; at 800 px the metrics read "2,72…" and "7e1…", and the
+    box plots and the Regressions timeline ran past the window; recording a verdict showed the Cases tab again."""
     base, path, ids = server
     run = ids["householder"][9]
     goto(page, f"{base}/run?id={run}")
@@ -616,3 +621,14 @@ def test_run_page_fits_its_page_and_stays_on_the_verdict_tab(server, page):
         page.wait_for_timeout(500)  # the layout after the window's change
         assert page.evaluate(CUT_METRICS) == [], url
     shot(page, "run_800")
+    # At 800 px the Regressions timelines (three a row) and the box plots (four a row) ran past the window's right
+    # edge, out of sight: now a panel per case, as wide as the page.
+    for url, tab, name in (("regressions?family=householder", None, "regressions_800"),
+                           (f"run?id={run}", "Samples", "run_samples_800")):  # fmt: skip
+        goto(page, f"{base}/{url}")
+        if tab:
+            page.get_by_role("tab", name=tab).click()
+        vega_descriptions(page)
+        page.wait_for_timeout(500)  # the panels resized to the page
+        assert page.evaluate(FITS) and page.evaluate(NO_SIDEWAYS), f"{url}: the chart reaches past the page's content"
+        shot(page, name)
