@@ -164,11 +164,12 @@ with st.sidebar:
         st.success(f"Seeded {added} runs from samples/ into the empty store {store}.")
     n_runs, _ = common.try_read(Store.count_runs) if not problem else (0, None)
     facts, _ = common.try_read(Store.facets) if n_runs else (None, None)
-    options = [common.ALL_GPUS, *(facts["gpu"] if facts else [])]
-    if st.session_state.get(common.GPU_KEY) not in options:
+    gpu_help = "Only runs on this GPU model (timings of different GPUs are never compared)"
+    if facts:  # in the URL as `gpu`, the name every page gives the GPU (Leaderboard's and Lineage's choice too)
+        common.gpu_select([common.ALL_GPUS, *facts["gpu"]], help=gpu_help)
+    else:  # no runs, or the store is busy: nothing to choose, and the URL's choice is kept for when there is
         st.session_state[common.GPU_KEY] = common.ALL_GPUS
-    st.selectbox("GPU", options, key=common.GPU_KEY, help="Only runs on this GPU model (timings of different GPUs "
-                 "are never compared)")  # fmt: skip
+        st.selectbox("GPU", [common.ALL_GPUS], key=common.GPU_KEY, help=gpu_help, disabled=True)
     if problem:
         st.caption(f"No store open ({store} refused).")
     else:

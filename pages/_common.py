@@ -17,6 +17,7 @@ import pandas as pd
 import streamlit as st
 
 from pages.ui import tables as views
+from pages.ui import urlstate
 from pages.ui.text import code, md  # noqa: F401 - the pages' escaping, defined once in ui
 from tracker.analysis import margins
 from tracker.analysis import series as analysis
@@ -97,6 +98,12 @@ def writable() -> bool:
         "benchmark runs cannot be recorded here. Use the CLI with `--store` to write into it."
     )
     return False
+
+
+def gpu_select(options: list[str], **kwargs: Any) -> str:
+    """The sidebar's GPU (options: ALL_GPUS, then the store's GPUs), in the URL as `gpu` like every page's filters,
+    so a link and Back or Forward set it; a GPU the store does not have is said, with the choices."""
+    return urlstate.selectbox(st, "GPU", options, key=GPU_KEY, param="gpu", default=ALL_GPUS, **kwargs)
 
 
 def gpu_filter() -> str | None:

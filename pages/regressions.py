@@ -158,7 +158,7 @@ errs = {
     if views.is_num(err)
 }
 frame, spec = cached(charts.timeline_chart, history_key, points, changes, runs, errs)
-st.vega_lite_chart(frame, spec, key="timeline")
+st.vega_lite_chart(frame, spec, key="timeline", width="stretch")
 not_passed = int((runs["status"] != "passed").sum())
 if not_passed:
     st.caption(f"{not_passed} run(s) did not pass (grey ×): inconclusive, left out of the change detection.")

@@ -177,7 +177,7 @@ with tabs[0]:
 with tabs[1]:
     per_case = analysis.samples_by_case(cases, bundle["samples"])
     if any(per_case.values()):
-        st.vega_lite_chart(*charts.box_chart(per_case), key="box")
+        st.vega_lite_chart(*charts.box_chart(per_case), key="box", width="stretch")
     else:
         st.info("No timed samples (a test-mode run, or no case finished).")
 

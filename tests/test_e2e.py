@@ -293,7 +293,7 @@ def test_every_page_and_a_shared_compare_url(server, page):
     goto(page, f"{base}/regressions?family=householder")
     no_exception(page)
     assert page.get_by_test_id("stMetricValue").nth(1).inner_text() == "1"  # one regression
-    (timelines,) = vega_descriptions(page)  # one faceted chart: a timeline per case
+    (timelines,) = vega_descriptions(page)  # one chart: a timeline per case
     assert "640x512 c2 dense" in timelines
     shot(page, "regressions")
 
@@ -431,16 +431,19 @@ FILTERS_JS = """() => Object.fromEntries([...document.querySelectorAll(
 
 
 def test_back_and_forward_across_pages(server, page):
-    """Issue 21: every page keeps its filters in the URL; a page switch and a changed filter are one history entry
-    each, so each Back returns to the state before (page, URL and the filters shown), and Forward returns. (A
-    server of its own: a run finishing in the store meanwhile would change what a page shows.)"""
+    """Issue 21: every page keeps its filters (and the sidebar its GPU) in the URL; a page switch and a changed
+    filter are one history entry each, so each Back returns to the state before (page, URL and the filters shown),
+    and Forward returns. (A server of its own: a run finishing in the store meanwhile would change what a page
+    shows.)"""
     base, _, ids = server
     pg = page
     nav, main = pg.get_by_test_id("stSidebarNav"), pg.get_by_test_id("stMain")
+    sidebar_gpu = pg.get_by_test_id("stSidebar").get_by_test_id("stSelectbox").filter(has_text="GPU")
     seen: list[tuple[str, dict[str, str]]] = []  # (URL, filters shown) after each step
 
     def state() -> tuple[str, dict[str, str]]:
         shown = pg.evaluate(FILTERS_JS)
+        shown["sidebar GPU"] = sidebar_gpu.locator("input").input_value()
         if "since=" not in pg.url:  # Since without ?since= opens on the last visit, which moves on each visit
             shown.pop("Since", None)
         return pg.url, shown
@@ -508,6 +511,8 @@ def test_back_and_forward_across_pages(server, page):
     step(choose("Family"))
     step(switch_to("Experiments"))
     step(choose("Status", "passed"))
+    step(lambda: _choose(pg, sidebar_gpu, "CPU"))  # the sidebar's GPU is in the URL too
+    assert seen[-1][0] == f"{base}/?status=passed&gpu=CPU" and seen[-1][1]["sidebar GPU"] == "CPU"
     queries_seen = [url.removeprefix(base) for url, _ in seen]
     assert queries_seen[3] == "/lineage" and queries_seen[4] == "/lineage?family=householder", queries_seen
     assert "/since?since=2h" in queries_seen and f"/run?id={ids['profiled']}" in queries_seen, queries_seen
@@ -581,14 +586,19 @@ FITS = """() => {
         .filter(m => m.getClientRects().length > 0);
     return shown.length > 0 && shown.every(m => m.getBoundingClientRect().right <= main.right + 1);
 }"""
+# The page's content does not scroll sideways (a chart wider than it ran past the window's edge, out of sight).
+NO_SIDEWAYS = """() => {
+    const block = document.querySelector("[data-testid='stMainBlockContainer']");
+    return block.scrollWidth <= block.clientWidth + 1;
+}"""
 CUT_METRICS = """() => [...document.querySelectorAll(
         "[data-testid='stMetricValue'] div, [data-testid='stMetricLabel'] p")]
     .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent)"""
 
 
 def test_run_page_fits_its_page_and_stays_on_the_verdict_tab(server, page):
-    """At 1440 px the sixth column of box plots was cut off; at 800 px the metrics read "2,72…" and "7e1…";
-    recording a verdict showed the Cases tab again."""
+    """At 1440 px the sixth column of box plots was cut off; at 800 px the metrics read "2,72…" and "7e1…", and the
+    box plots and the Regressions timeline ran past the window; recording a verdict showed the Cases tab again."""
     base, path, ids = server
     run = ids["householder"][9]
     goto(page, f"{base}/run?id={run}")
@@ -611,3 +621,14 @@ def test_run_page_fits_its_page_and_stays_on_the_verdict_tab(server, page):
         page.wait_for_timeout(500)  # the layout after the window's change
         assert page.evaluate(CUT_METRICS) == [], url
     shot(page, "run_800")
+    # At 800 px the Regressions timelines (three a row) and the box plots (four a row) ran past the window's right
+    # edge, out of sight: now a panel per case, as wide as the page.
+    for url, tab, name in (("regressions?family=householder", None, "regressions_800"),
+                           (f"run?id={run}", "Samples", "run_samples_800")):  # fmt: skip
+        goto(page, f"{base}/{url}")
+        if tab:
+            page.get_by_role("tab", name=tab).click()
+        vega_descriptions(page)
+        page.wait_for_timeout(500)  # the panels resized to the page
+        assert page.evaluate(FITS) and page.evaluate(NO_SIDEWAYS), f"{url}: the chart reaches past the page's content"
+        shot(page, name)

@@ -73,6 +73,10 @@ Chart = tuple[pd.DataFrame, dict]  # what st.vega_lite_chart takes: the data, th
 # Thousands of points draw faster on a canvas than as SVG elements; Streamlit picks canvas by itself only where it
 # can count the points (no transform), which the layered charts have.
 CANVAS = {"embedOptions": {"renderer": "canvas"}}
+# Panels one under the other, as wide as the page: Vega-Lite sizes no facet to its container, so grids of fixed
+# panels (the box plots, the timelines) ran past an 800 px window. Streamlit sets each panel's width to the page's when
+# the chart is drawn with width="stretch"; autosize fit-x takes the axes and padding out of it.
+FIT_WIDTH = {"type": "fit-x", "contains": "padding"}
 
 PROGRESS_X = ("run order", "time")  # the x axes of the progress chart, as the page offers and the URL names them
 
@@ -154,18 +158,10 @@ def progress_chart(points: pd.DataFrame, x: str = "run order") -> Chart:
 # ---------------------------------------------------------------------------------------------------- run
 
 
-# A faceted chart has a fixed width (Vega-Lite sizes no facet to its container): the box plots' grid is kept within
-# the page's content width at 1440 px (about 960 px, the sidebar open), each panel with its axis labels and padding.
-BOX_COLS, BOX_WIDTH, PANEL_EXTRA = 4, 130, 75
-PAGE_CONTENT_PX = 960
-
-
-def box_chart(
-    per_case: Mapping[str, Sequence[float]], title: str = "Samples per case", *, cols: int = BOX_COLS
-) -> Chart:
-    """One box per case, each in a small chart of its own with its own linear µs axis: on one shared axis, cases
+def box_chart(per_case: Mapping[str, Sequence[float]], title: str = "Samples per case") -> Chart:
+    """One horizontal box per case, each in a row of its own with its own linear µs axis: on one shared axis, cases
     a thousand times apart in time (or one noisy launch-bound case) would flatten every other box to a line.
-    Outliers (beyond 1.5 times the interquartile range) are drawn as points."""
+    Outliers (beyond 1.5 times the interquartile range) are drawn as points. Draw it with width="stretch"."""
     labels = [label for label, values in per_case.items() if len(values)]
     frame = pd.DataFrame(
         {"case": [label for label in labels for _ in per_case[label]],
@@ -174,20 +170,24 @@ def box_chart(
     spec = {
         "title": f"{title} (µs; each case on its own axis)",
         "description": f"{title}: a box per case of " + ", ".join(labels),
-        "facet": {"field": "case", "type": "nominal", "sort": labels, "title": None,
-                  "header": {"labelFontSize": 11, "labelLimit": 150}},
-        "columns": cols,
-        "spec": {
-            "width": BOX_WIDTH, "height": 150,
-            "mark": {"type": "boxplot", "extent": 1.5, "size": 40},
-            "encoding": {
-                "y": {"field": "us", "type": "quantitative", "scale": {"zero": False},
-                      "axis": {"format": ",~r", "tickCount": 5, "title": None}},
-                "color": {"field": "case", "type": "nominal", "sort": labels, "legend": None,
-                          "scale": {"range": COLOURS}},
-            },
-        },
-        "resolve": {"scale": {"y": "independent"}},
+        "autosize": FIT_WIDTH,
+        "vconcat": [
+            {"transform": [{"filter": {"field": "case", "equal": label}}], "height": 22,
+             "mark": {"type": "boxplot", "extent": 1.5, "size": 16},
+             "encoding": {
+                 "x": {"field": "us", "type": "quantitative", "scale": {"zero": False},
+                       "axis": {"format": ",~r", "tickCount": 6, "title": None}},
+                 # the case names the row; one width for every row's labels keeps the boxes aligned
+                 "y": {"field": "case", "type": "nominal", "title": None,
+                       "axis": {"minExtent": 130, "maxExtent": 130, "labelLimit": 125, "ticks": False,
+                                "domain": False}},
+                 "color": {"field": "case", "type": "nominal", "sort": labels, "legend": None,
+                           "scale": {"range": COLOURS}},
+             }}
+            for label in labels
+        ],
+        "spacing": 14,
+        "resolve": {"scale": {"x": "independent"}},
     }  # fmt: skip
     return frame, spec
 
@@ -289,6 +289,7 @@ def speedup_chart(cmp: RunComparison) -> Chart:
 
 
 NAMED_TICKS = 12  # up to this many runs, the timeline's x ticks are the runs' variant names
+TIMELINE_PANEL_HEIGHT = 100
 
 
 def timeline_chart(
@@ -296,12 +297,11 @@ def timeline_chart(
     changes: Mapping[str, Sequence[ChangePoint]],
     runs: pd.DataFrame,
     errs: Mapping[tuple[str, str], float],
-    *,
-    cols: int = 3,
 ) -> Chart:
     """Per case, the mean of every passed run (log y, each case its own axis; its standard error on hover);
     change points as dashed lines with the segment levels before and after; runs that did not pass as grey x.
-    One faceted chart on one canvas (twelve Plotly subplots cost the browser one to two seconds a page switch)."""
+    One chart on one canvas (twelve Plotly subplots cost the browser one to two seconds a page switch), a panel per
+    case one under the other (FIT_WIDTH); draw it with width="stretch"."""
     labels = list(points)
     variant = dict(zip(runs["run_id"], runs["variant"], strict=True))
     rows: list[dict[str, Any]] = []
@@ -336,8 +336,10 @@ def timeline_chart(
         names = [variant.get(p.run_id, "") for p in points[labels[0]]] if labels else []
         x_axis |= {"values": list(range(len(names))), "labelAngle": -45, "title": None,
                    "labelExpr": "[" + ",".join(json.dumps(n) for n in names) + "][datum.value] || ''"}  # fmt: skip
-    x = {"field": "x", "type": "quantitative", "axis": x_axis,
-         "scale": {"zero": False, "nice": False, "domain": [-0.5, max(n_runs - 0.5, 0.5)]}}  # fmt: skip
+    scale = {"zero": False, "nice": False, "domain": [-0.5, max(n_runs - 0.5, 0.5)]}
+    x = {"field": "x", "type": "quantitative", "axis": x_axis, "scale": scale}
+    # the panels share the x axis: it is drawn under the last one, the others keep its grid
+    x_bare = {**x, "axis": {**x_axis, "labels": False, "ticks": False, "domain": False, "title": None}}
     y = {"field": "y", "type": "quantitative", "scale": {"type": "log", "zero": False},
          "axis": {"format": ",~r", "tickCount": 4, "title": None}}  # fmt: skip
     kind = {"field": "kind", "type": "nominal", "legend": None,
@@ -346,32 +348,35 @@ def timeline_chart(
     def only(layer: str) -> list[dict[str, str]]:
         return [{"filter": f"datum.layer === '{layer}'"}]
 
+    def layers(x: dict[str, Any]) -> list[dict[str, Any]]:
+        return [
+            {"transform": only("mean"), "mark": {"type": "line", "color": "#9ecae1", "strokeWidth": 1},
+             "encoding": {"x": x, "y": y}},
+            {"transform": only("mean"), "mark": {"type": "circle", "size": 22, "color": "#1f77b4", "opacity": 1},
+             "encoding": {"x": x, "y": y, "tooltip": [
+                 {"field": "y", "title": "mean (µs)", "format": ",.2f"}, {"field": "run"},
+                 {"field": "err", "title": "± standard error (µs)", "format": ",.2f"}]}},
+            {"transform": only("not passed"), "mark": {"type": "point", "shape": "cross", "color": "#999", "size": 50},
+             "encoding": {"x": x, "y": y, "tooltip": [{"field": "run"}, {"field": "status"}]}},
+            {"transform": only("change"), "mark": {"type": "rule", "strokeDash": [5, 3], "strokeWidth": 1.5},
+             "encoding": {"x": x, "color": kind, "tooltip": [{"field": "kind"}, {"field": "change"}]}},
+            {"transform": only("level"), "mark": {"type": "rule", "strokeWidth": 2},
+             "encoding": {"x": x, "x2": {"field": "x2"}, "y": y, "y2": {"field": "y2"}, "color": kind,
+                          "tooltip": [{"field": "kind"}, {"field": "change"}]}},
+        ]  # fmt: skip
+
     spec = {
-        "title": "Mean per run (µs, log) along the history; dashed: change points",
+        "title": "Mean per run (µs, log); dashed: change points",
         "usermeta": CANVAS,
         "description": "Mean per run along the history of the cases " + ", ".join(labels),
-        "facet": {"field": "case", "type": "nominal", "sort": labels, "title": None,
-                  "header": {"labelFontSize": 12}},
-        "columns": cols,
-        "spec": {
-            "width": 260, "height": 170,
-            "layer": [
-                {"transform": only("mean"), "mark": {"type": "line", "color": "#9ecae1", "strokeWidth": 1},
-                 "encoding": {"x": x, "y": y}},
-                {"transform": only("mean"), "mark": {"type": "circle", "size": 22, "color": "#1f77b4", "opacity": 1},
-                 "encoding": {"x": x, "y": y, "tooltip": [
-                     {"field": "y", "title": "mean (µs)", "format": ",.2f"}, {"field": "run"},
-                     {"field": "err", "title": "± standard error (µs)", "format": ",.2f"}]}},
-                {"transform": only("not passed"), "mark": {"type": "point", "shape": "cross", "color": "#999",
-                                                          "size": 50},
-                 "encoding": {"x": x, "y": y, "tooltip": [{"field": "run"}, {"field": "status"}]}},
-                {"transform": only("change"), "mark": {"type": "rule", "strokeDash": [5, 3], "strokeWidth": 1.5},
-                 "encoding": {"x": x, "color": kind, "tooltip": [{"field": "kind"}, {"field": "change"}]}},
-                {"transform": only("level"), "mark": {"type": "rule", "strokeWidth": 2},
-                 "encoding": {"x": x, "x2": {"field": "x2"}, "y": y, "y2": {"field": "y2"}, "color": kind,
-                              "tooltip": [{"field": "kind"}, {"field": "change"}]}},
-            ],
-        },
-        "resolve": {"scale": {"y": "independent"}, "axis": {"x": "independent"}},
+        "autosize": FIT_WIDTH,
+        "vconcat": [
+            {"title": {"text": label, "fontSize": 12, "fontWeight": "normal"}, "height": TIMELINE_PANEL_HEIGHT,
+             "transform": [{"filter": {"field": "case", "equal": label}}],
+             "layer": layers(x if k == len(labels) - 1 else x_bare)}
+            for k, label in enumerate(labels)
+        ],
+        "spacing": 16,
+        "resolve": {"scale": {"y": "independent"}},
     }  # fmt: skip
     return frame, spec

@@ -23,16 +23,16 @@ import streamlit as st
 from pages.ui.text import md
 
 
-def _to_url(key: str, default: Any) -> None:
+def _to_url(key: str, default: Any, param: str) -> None:
     value = st.session_state.get(key)
     if value is None or value == "" or value == default:
-        st.query_params.pop(key, None)
+        st.query_params.pop(param, None)
     else:
-        st.query_params[key] = str(value)
+        st.query_params[param] = str(value)
 
 
-def _from_url(key: str, default: Any, options: Sequence[Any] | None) -> None:
-    raw = st.query_params.get(key)
+def _from_url(key: str, default: Any, options: Sequence[Any] | None, param: str) -> None:
+    raw = st.query_params.get(param)
     if raw is None:
         value = default
     elif options is None:
@@ -41,9 +41,9 @@ def _from_url(key: str, default: Any, options: Sequence[Any] | None) -> None:
         value = next((o for o in options if str(o) == raw), None)
         if value is None:
             value = default
-            st.query_params.pop(key, None)  # the URL shows what the page shows
+            st.query_params.pop(param, None)  # the URL shows what the page shows
             st.warning(
-                f"The link's {key} “{md(raw)}” is not one of this page's choices here "
+                f"The link's {param} “{md(raw)}” is not one of this page's choices here "
                 f"({', '.join(md(o) for o in list(options)[:8])}{', ...' if len(options) > 8 else ''}): showing "
                 f"{md(default)}.",
                 icon=":material/link_off:",
@@ -51,21 +51,31 @@ def _from_url(key: str, default: Any, options: Sequence[Any] | None) -> None:
     st.session_state[key] = value
 
 
-def selectbox(where: Any, label: str, options: Sequence[Any], *, key: str, default: Any = None, **kwargs: Any) -> Any:
-    """`where.selectbox(label, options, key=key)` with its value in the URL under `key` (default: the first option)."""
+def selectbox(
+    where: Any,
+    label: str,
+    options: Sequence[Any],
+    *,
+    key: str,
+    default: Any = None,
+    param: str | None = None,
+    **kwargs: Any,
+) -> Any:
+    """`where.selectbox(label, options, key=key)` with its value in the URL under `param` (default: `key`; a widget of
+    the sidebar beside a page's widget of the same name needs a key of its own), default: the first option."""
     options = list(options)
     default = options[0] if default is None and options else default
-    _from_url(key, default, options)
-    return where.selectbox(label, options, key=key, on_change=_to_url, args=(key, default), **kwargs)
+    _from_url(key, default, options, param or key)
+    return where.selectbox(label, options, key=key, on_change=_to_url, args=(key, default, param or key), **kwargs)
 
 
 def radio(where: Any, label: str, options: Sequence[Any], *, key: str, default: Any = None, **kwargs: Any) -> Any:
     options = list(options)
     default = options[0] if default is None and options else default
-    _from_url(key, default, options)
-    return where.radio(label, options, key=key, on_change=_to_url, args=(key, default), **kwargs)
+    _from_url(key, default, options, key)
+    return where.radio(label, options, key=key, on_change=_to_url, args=(key, default, key), **kwargs)
 
 
 def text_input(where: Any, label: str, *, key: str, default: str = "", **kwargs: Any) -> str:
-    _from_url(key, default, None)
-    return where.text_input(label, key=key, on_change=_to_url, args=(key, default), **kwargs)
+    _from_url(key, default, None, key)
+    return where.text_input(label, key=key, on_change=_to_url, args=(key, default, key), **kwargs)

@@ -34,6 +34,21 @@ CASE_LABEL_SQL = case_label_sql()
 
 TIMED_MODES = ("benchmark", "leaderboard")
 
+# The runs table with every run in a GPU context. A run that never reached a GPU (cancelled while it waited for the
+# device) records none, and grouped as it was it made a context of its own ("qr_v2 · None" beside the H200 runs of
+# its variant). It takes the GPU its variant last ran on in the same problem and suite, else its family's; only a run
+# with neither keeps none. Reads that group or pick by GPU read runs through this.
+RUNS_IN_CONTEXT_SQL = """(
+    SELECT t.* REPLACE (coalesce(t.gpu, v.gpu, f.gpu) AS gpu) FROM runs t
+    LEFT JOIN (SELECT variant_sha256, problem, suite, arg_max(gpu, started_at) AS gpu FROM runs
+               WHERE gpu IS NOT NULL GROUP BY ALL) v
+        ON t.gpu IS NULL AND v.variant_sha256 = t.variant_sha256 AND v.problem IS NOT DISTINCT FROM t.problem
+            AND v.suite = t.suite
+    LEFT JOIN (SELECT family, problem, suite, arg_max(gpu, started_at) AS gpu FROM runs
+               WHERE gpu IS NOT NULL AND family IS NOT NULL GROUP BY ALL) f
+        ON t.gpu IS NULL AND f.family = t.family AND f.problem IS NOT DISTINCT FROM t.problem AND f.suite = t.suite
+) runs"""
+
 
 IN_LIST_MAX = 1000  # run ids bound one by one up to this many (index lookups); a subquery beyond
 

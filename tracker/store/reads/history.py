@@ -11,6 +11,7 @@ import pandas as pd
 from tracker.store.connection import connect
 from tracker.store.reads._sql import (
     IN_LIST_MAX,
+    RUNS_IN_CONTEXT_SQL,
     TIMED_MODES,
     _run_filters,
     case_label_sql,
@@ -50,7 +51,8 @@ class HistoryReads:
         scope, params = _scope_filter(family, path)
         modes = ", ".join("?" * len(TIMED_MODES))
         sql = (
-            f"SELECT problem, suite, gpu, count(*) AS runs FROM runs WHERE {scope} AND mode IN ({modes}) "
+            f"SELECT problem, suite, gpu, count(*) AS runs FROM {RUNS_IN_CONTEXT_SQL} "
+            f"WHERE {scope} AND mode IN ({modes}) "
             "GROUP BY problem, suite, gpu ORDER BY runs DESC, problem, suite, gpu"
         )
         with connect(self.path, read_only=True) as con:
@@ -91,7 +93,8 @@ class HistoryReads:
                 "CREATE TEMP TABLE hist AS SELECT * FROM ("
                 "SELECT run_id, variant, variant_sha256, path, family, status, started_at, geomean_us, git_commit, "
                 "note "
-                f"FROM runs WHERE {scope} AND suite = ? AND mode IN ({modes}) AND {gpu_clause} AND status <> 'skipped' "
+                f"FROM {RUNS_IN_CONTEXT_SQL} "
+                f"WHERE {scope} AND suite = ? AND mode IN ({modes}) AND {gpu_clause} AND status <> 'skipped' "
                 f"ORDER BY started_at DESC{limit}) ORDER BY started_at",
                 params,
             )

@@ -13,6 +13,7 @@ import pandas as pd
 from tracker.store.connection import SchemaTooNewError, connect, schema_version
 from tracker.store.reads._sql import (
     RUN_LIST_COLUMNS,
+    RUNS_IN_CONTEXT_SQL,
     _apply_live,
     _has_column,
     _has_runs_table,
@@ -264,8 +265,8 @@ class RunReads:
                 )
             return con.execute(
                 "SELECT problem, suite, mode, gpu, family, count(*) AS runs, count(*) FILTER (WHERE status = 'passed') "
-                "AS passed, max(started_at) FILTER (WHERE status = 'passed') AS last_passed FROM runs "
-                "WHERE status <> 'running' GROUP BY ALL"
+                "AS passed, max(started_at) FILTER (WHERE status = 'passed') AS last_passed "
+                f"FROM {RUNS_IN_CONTEXT_SQL} WHERE status <> 'running' GROUP BY ALL"
             ).df()
 
     def run_choices(self, *, gpu: str | None = None, limit: int = 300, search: str | None = None) -> pd.DataFrame:

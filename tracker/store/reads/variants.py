@@ -11,6 +11,7 @@ import pandas as pd
 
 from tracker.store.connection import connect
 from tracker.store.reads._sql import (
+    RUNS_IN_CONTEXT_SQL,
     _apply_live,
     _has_column,
     _has_runs_table,
@@ -71,7 +72,7 @@ class VariantReads:
             order = VARIANT_SORTS.get(sort, VARIANT_SORTS["best geomean"])
             ranked = ranked_sql(con)  # passed, by the tracker's own method: what may be a best
             sql = f"""
-                WITH r AS (SELECT * FROM runs{where}),
+                WITH r AS (SELECT * FROM {RUNS_IN_CONTEXT_SQL}{where}),
                 agg AS (
                     SELECT variant_sha256, problem, suite, gpu,
                         arg_max(variant, started_at) AS variant,
