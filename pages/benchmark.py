@@ -7,10 +7,9 @@ import streamlit as st
 from pages import _common as common
 from tracker.capture import jobs
 from tracker.capture.envinfo import gpu_available
-from tracker.common.vocabulary import DEFAULT_WORKLOAD
+from tracker.common.vocabulary import DEFAULT_WORKLOAD, RUN_MODES
 from tracker.store import Store
 from tracker.workloads import cases_for, get_suite, get_workload
-from tracker.workloads.base import MODES
 
 BUILT_IN = f"{DEFAULT_WORKLOAD} (built in)"
 
@@ -53,7 +52,7 @@ typed = c2.text_input("…or a path under that folder", key="bm_path", placehold
 c3, c4, c5 = st.columns(3)
 suites = list(workload.suites) if has_gpu else ["smoke"]
 suite = c3.selectbox("Suite", suites, key="bm_suite", disabled=not has_gpu)
-mode = c4.selectbox("Mode", MODES, index=MODES.index("benchmark"), key="bm_mode")
+mode = c4.selectbox("Mode", RUN_MODES, index=RUN_MODES.index("benchmark"), key="bm_mode")
 device = c5.selectbox("Device", ["auto", "cpu", "cuda"] if has_gpu else ["auto", "cpu"], key="bm_device")
 suite_cases = cases_for(get_suite(workload, suite), mode)
 with st.expander("Options"):

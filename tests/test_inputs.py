@@ -12,8 +12,9 @@ import math
 import pytest
 import torch
 
+from tracker.common.vocabulary import RUN_MODES
 from tracker.workloads.qr_v2 import inputs
-from tracker.workloads.qr_v2.suites import MODES, QR_V2, SMOKE, SUITES, Case, cases_for, get_suite, hidden_seed
+from tracker.workloads.qr_v2.suites import QR_V2, SMOKE, SUITES, Case, cases_for, get_suite, hidden_seed
 
 EPS32 = 1.1920929e-07
 F32 = torch.float32
@@ -149,7 +150,7 @@ def test_qr_v2_benchmarks_and_input_counts_are_the_spec_table():
 def test_modes_pick_tests_or_benchmarks_and_bad_names_are_refused():
     assert cases_for(QR_V2, "test") == QR_V2.tests
     assert cases_for(QR_V2, "benchmark") == cases_for(QR_V2, "leaderboard") == QR_V2.benchmarks
-    assert set(MODES) == {"test", "benchmark", "leaderboard"}
+    assert set(RUN_MODES) == {"test", "benchmark", "leaderboard"}
     assert get_suite("smoke") is SMOKE and set(SUITES) >= {"qr_v2", "smoke"}
     with pytest.raises(ValueError, match="unknown suite 'nope'"):
         get_suite("nope")

@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-TIMED_MODES = ("benchmark", "leaderboard")
+from tracker.common.vocabulary import TIMED_MODES
 
 
 def choices(

@@ -14,10 +14,10 @@ from typing import Any
 from tracker import store as store_mod
 from tracker.common.errors import InputError
 from tracker.common.jsonfields import parse_flags
-from tracker.common.vocabulary import CASE_STATS, DEFAULT_WORKLOAD
+from tracker.common.vocabulary import CASE_STATS, DEFAULT_WORKLOAD, RUN_MODES
 from tracker.store.validate import row_problem
 from tracker.workloads import cases_for, get_suite, get_workload, no_geomean
-from tracker.workloads.base import BENCHMARK_SEED_STEP, MAX_INPUTS_PER_REP, MODES, combine_seed
+from tracker.workloads.base import BENCHMARK_SEED_STEP, MAX_INPUTS_PER_REP, combine_seed
 
 DEFAULT_TIMEOUT_S = 900.0
 DEFAULT_COMPILE_TIMEOUT_S = 900.0  # import and first calls: Triton JIT, load_inline builds
@@ -68,8 +68,8 @@ class RunRequest:
 
     def validate(self) -> None:
         """Raise ValueError with a clear message for any bad argument, before anything is started."""
-        if self.mode not in MODES:
-            raise InputError(f"unknown mode {self.mode!r}; choose from {', '.join(MODES)}")
+        if self.mode not in RUN_MODES:
+            raise InputError(f"unknown mode {self.mode!r}; choose from {', '.join(RUN_MODES)}")
         for label, value in (("family", self.family), ("parent", self.parent), ("note", self.note)):
             if value is not None and "\x00" in str(value):
                 raise InputError(f"the {label} contains a NUL character")

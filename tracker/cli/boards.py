@@ -186,12 +186,12 @@ def cmd_lineage(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    from tracker.workloads.base import MODES
+    from tracker.common.vocabulary import TIMED_MODES
 
     p = sub.add_parser("leaderboard", parents=[common], help="variants ranked by best geomean, best mean per case")
     p.add_argument("--suite", help="suite (default: the one whose runs passed most recently)")
     p.add_argument("--gpu", help="GPU model, or CPU (default: the one whose runs passed most recently)")
-    p.add_argument("--mode", default="benchmark", choices=[m for m in MODES if m != "test"],
+    p.add_argument("--mode", default="benchmark", choices=TIMED_MODES,
                    help="timing mode (default %(default)s)")  # fmt: skip
     p.add_argument("--family", help="only variants of this family")
     p.add_argument(

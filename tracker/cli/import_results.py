@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from tracker.cli.common import UsageError, fmt_us
+from tracker.common.vocabulary import RUN_MODES
 from tracker.store import Store
 
 
@@ -41,7 +42,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument(
         "--mode",
         default="leaderboard",
-        choices=("test", "benchmark", "leaderboard"),
+        choices=RUN_MODES,
         help="the contest mode the log came from (default %(default)s)",
     )
     p.add_argument("--note", help="one-line note stored with the run")

@@ -184,8 +184,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     from tracker.capture.runner import DEFAULT_COMPILE_TIMEOUT_S, DEFAULT_TIMEOUT_S
+    from tracker.common.vocabulary import RUN_MODES
     from tracker.workloads import get_workload
-    from tracker.workloads.base import MODES
 
     p = sub.add_parser(
         "run",
@@ -220,7 +220,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument(
         "--mode",
         default="benchmark",
-        choices=MODES,
+        choices=RUN_MODES,
         help="test: correctness only; benchmark: contest timing; leaderboard: longer timing (default %(default)s)",
     )
     p.add_argument("--cases", help="only these case numbers, e.g. 3,7")

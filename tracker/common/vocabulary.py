@@ -9,6 +9,9 @@ STORE_ENV = "KERNELBEAM_STORE"  # the store the CLI and the dashboard use unless
 # `skipped`: the variant cannot run on this machine (it needs CUDA or a compiler); never a regression.
 RUN_STATUSES = ("running", "passed", "failed", "timeout", "crashed", "cancelled", "skipped")
 FINISHED_STATUSES = tuple(s for s in RUN_STATUSES if s != "running")  # what an export holds: `running` rows stay
+# test checks the suite's test cases; benchmark and leaderboard time its benchmarks (a geomean), the latter longer.
+RUN_MODES = ("test", "benchmark", "leaderboard")
+TIMED_MODES = RUN_MODES[1:]
 RUN_METHODS = ("tracker", "contest")  # runs.method; NULL is the tracker's own (runs recorded before methods)
 # The statistics of a timed case over its samples, as case_results stores them (tracker.common.samplestats).
 CASE_STATS = ("runs", "mean_us", "std_us", "err_us", "best_us", "worst_us", "median_us")

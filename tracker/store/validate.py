@@ -21,7 +21,7 @@ import duckdb
 from tracker.common.errors import InputError
 from tracker.common.gitinfo import source_hash
 from tracker.common.jsonfields import json_problem
-from tracker.common.vocabulary import FINISHED_STATUSES
+from tracker.common.vocabulary import FINISHED_STATUSES, RUN_MODES
 from tracker.store.records import RunRow
 from tracker.store.schema import (
     GPU_STATE_COLUMNS,
@@ -37,7 +37,6 @@ RUN_ID_RE = re.compile(r"^[0-9a-z]{6,40}$")  # generated ids are 12 hex digits; 
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 COMMIT_RE = re.compile(r"^[0-9a-f]{7,40}$")
 NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-RUN_MODES = ("test", "benchmark", "leaderboard")
 TRIGGERS = ("cli", "ui")
 DEFAULT_MAX_CHARS = 4096
 # Larger caps for the columns that hold text by nature; each is well above what a run writes itself.

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from tracker.common.errors import InputError
+from tracker.common.vocabulary import RUN_MODES
 
-MODES = ("test", "benchmark", "leaderboard")
 # The contest harness flushes this much L2 before each timed repetition.
 L2_FLUSH_BYTES = 256 * 1024 * 1024
 # ... and times as many distinct inputs per repetition as fit this many bytes, at most MAX_INPUTS_PER_REP.
@@ -130,8 +130,8 @@ def get_suite(workload: Workload, name: str) -> SuiteLike:
 
 def cases_for(suite: SuiteLike, mode: str) -> tuple[Any, ...]:
     """Test mode checks the tests; benchmark and leaderboard modes time the benchmarks."""
-    if mode not in MODES:
-        raise InputError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
+    if mode not in RUN_MODES:
+        raise InputError(f"unknown mode {mode!r}; choose from {', '.join(RUN_MODES)}")
     return suite.tests if mode == "test" else suite.benchmarks
 
 

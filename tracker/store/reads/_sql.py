@@ -32,8 +32,6 @@ def case_label_sql(alias: str | None = None) -> str:
 CASE_LABEL_SQL = case_label_sql()
 
 
-TIMED_MODES = ("benchmark", "leaderboard")
-
 # The runs table with every run in a GPU context. A run that never reached a GPU (cancelled while it waited for the
 # device) records none, and grouped as it was it made a context of its own ("qr_v2 · None" beside the H200 runs of
 # its variant). It takes the GPU its variant last ran on in the same problem and suite, else its family's; only a run

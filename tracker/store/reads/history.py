@@ -8,11 +8,11 @@ from typing import Any
 
 import pandas as pd
 
+from tracker.common.vocabulary import TIMED_MODES
 from tracker.store.connection import connect
 from tracker.store.reads._sql import (
     IN_LIST_MAX,
     RUNS_IN_CONTEXT_SQL,
-    TIMED_MODES,
     _run_filters,
     case_label_sql,
     names_sql,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from tracker.common.errors import InputError
+from tracker.common.vocabulary import RUN_MODES
 from tracker.workloads.base import inputs_per_rep
 
 
@@ -150,7 +151,6 @@ SMOKE = Suite(
 )
 
 SUITES: dict[str, Suite] = {s.name: s for s in (QR_V2, SMOKE)}
-MODES = ("test", "benchmark", "leaderboard")
 
 
 def get_suite(name: str) -> Suite:
@@ -162,6 +162,6 @@ def get_suite(name: str) -> Suite:
 
 def cases_for(suite: Suite, mode: str) -> tuple[Case, ...]:
     """Test mode checks the tests; benchmark and leaderboard modes time the benchmarks."""
-    if mode not in MODES:
-        raise InputError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
+    if mode not in RUN_MODES:
+        raise InputError(f"unknown mode {mode!r}; choose from {', '.join(RUN_MODES)}")
     return suite.tests if mode == "test" else suite.benchmarks
