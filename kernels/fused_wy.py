@@ -43,6 +43,8 @@ reach, 8x2048 9,439 against 10,247-10,272 us and 2x4096 20,947 against 21,892-22
 (kernels/NOTES.md), their knobs gone. Session 33: knob _CHOLQR (leaf panels by CholeskyQR2 with Householder
 reconstruction, the Householder leaf for the matrices whose panel did not hold; scripts/cholqr_leaf_study.py),
 checked in Triton's interpreter, not yet run on a GPU.
+Session 36 (no GPU): knobs _T_TREE (the T builder merges leaf T's pairwise by levels) and _MIN_WARPS_MANY (one warp
+per leaf program for 640-matrix batches, with _EPT_MANY=128 and _LEAF_ELEMS_MANY=4096), interpreted, not yet run.
 """
 
 import os  # noqa: E402
@@ -241,6 +243,10 @@ _EPT = 64  # leaf tile elements per thread (parent: 32)
 _MANY = 256  # batches this large: leaf tile _LEAF_ELEMS_MANY with _EPT_MANY per thread (knobs; parent: as others)
 _LEAF_ELEMS_MANY = 8192  # measured on 640x512: fused_wy_leaf8k 7.40 ms vs 7.67 with 16384 (ept 64)
 _EPT_MANY = 32
+# 1 with _EPT_MANY=128 and _LEAF_ELEMS_MANY=4096: a warp per leaf program (512x8, 256x16, 128x32 leaves, ptxas sm_90a
+# 255 registers, 24 B of spills at 512x8): the step's reductions all shuffles, no barrier, and all 640 matrices of
+# 640x512 at once (8 warps per SM) instead of 264 programs of 8 warps in three waves per leaf
+_MIN_WARPS_MANY = 2
 
 
 _MIN_WARPS = 2  # 1: a 32x32 tile in one warp, its reductions all shuffles (ptxas sm_90a: 125 registers, no spills)
@@ -252,9 +258,10 @@ _LEAN_COOP = True  # _LEAN's step in the cooperative leaf (2x4096, 8x2048)
 _SMALL_FAST = True  # whole-matrix route eager through the compiled kernel's launcher: no graph, copies, binder
 
 
-def _warps(elems: int, ept: int = _EPT) -> int:
-    """About `ept` tile elements per thread (32: ptxas ~100-130 registers, no spills, sm_90a)."""
-    return max(_MIN_WARPS, min(16, elems // (32 * ept)))
+def _warps(elems: int, ept: int = _EPT, least: int | None = None) -> int:
+    """About `ept` tile elements per thread (32: ptxas ~100-130 registers, no spills, sm_90a), at least `least`
+    warps (default _MIN_WARPS)."""
+    return max(_MIN_WARPS if least is None else least, min(16, elems // (32 * ept)))
 
 
 def _small_args(a, h, tau):
@@ -330,7 +337,7 @@ def _leaf(p, tau, v, t, vt=None, src=None, held=None):
         s, p, tau, v, t, v if vt is None else vt, tau if held is None else held, m, w, min(m, w), s.stride(0),
         s.stride(1), p.stride(0), p.stride(1), tau.stride(0), v.stride(0), v.stride(1), t.stride(0), t.stride(1),
         *vts, BM=bm, BW=bw, WRITE_VT=True, WRITE_VTT=vt is not None, LEAN=_LEAN, SKIP_HELD=held is not None,
-        num_warps=_warps(bm * bw, _EPT_MANY if b >= _MANY else _EPT),
+        num_warps=_warps(bm * bw, _EPT_MANY, _MIN_WARPS_MANY) if b >= _MANY else _warps(bm * bw),
     )  # fmt: skip
 
 
@@ -504,17 +511,22 @@ _LEAF_VT = True  # leaf kernels write V^T; every fused update reads it (no torch
 _T_BUILD = True  # batch-rich panels: outer T by one kernel (Gram + blockwise merge) instead of ~4 launches per leaf
 _REUSE = True  # V, V^T and T buffers zeroed once per factorization, not once per outer panel
 _TB_PREC = "tf32x3"
+_T_TREE = False  # the T builder merges the leaf T's pairwise, 16 -> 32 -> 64 (two products a level), not one leaf
+# after another (two products a leaf): 4 dependent products instead of 6 at 16-wide leaves, 6 instead of 14 at 8
 
 if _HAVE_TRITON:
 
     @triton.jit
     def _t_build_kernel(
         v_ptr, t_ptr, M, K, v_sb, v_sm, t_sb, t_sk,
-        BM: tl.constexpr, BK: tl.constexpr, NB: tl.constexpr, PREC: tl.constexpr,
+        BM: tl.constexpr, BK: tl.constexpr, NB: tl.constexpr, PREC: tl.constexpr, LEVELS: tl.constexpr,
     ):  # fmt: skip
         """Outer T (K x K) of matrix program_id(0) from V (M x K) and the leaf T's on T's diagonal blocks (width
         NB): G = V^T V over all rows, then per block c0: T[:c0, c0:c0+NB] = -T[:c0, :c0] G[:c0, blk] T[blk, blk]
-        (LAPACK dlarft, blockwise), in registers; writes the whole K x K tile (zeros below the blocks)."""
+        (LAPACK dlarft, blockwise), in registers; writes the whole K x K tile (zeros below the blocks).
+        LEVELS > 0 (BK = NB * 2^LEVELS): the blocks merged in pairs instead, level by level (width s -> 2s): with T
+        block diagonal at width s, the off-diagonal block of every pair (A, B) is -T_A G_AB T_B = -(T X T)_AB, where
+        X is G on those blocks alone."""
         pid_b = tl.program_id(0).to(tl.int64)
         r = tl.arange(0, BK)
         kmask = r < K
@@ -528,7 +540,12 @@ if _HAVE_TRITON:
         tbase = t_ptr + pid_b * t_sb + r[:, None] * t_sk + r[None, :]
         inb = (r[:, None] // NB == r[None, :] // NB) & (r[:, None] <= r[None, :]) & kmask[:, None] & kmask[None, :]
         t = tl.load(tbase, mask=inb, other=0.0)
-        for c0 in tl.static_range(NB, BK, NB):
+        for lvl in tl.static_range(LEVELS):
+            blk_r, blk_c = r[:, None] // (NB << lvl), r[None, :] // (NB << lvl)
+            pair = (blk_r % 2 == 0) & (blk_c == blk_r + 1)
+            z = tl.dot(tl.dot(t, tl.where(pair, g, 0.0), input_precision=PREC), t, input_precision=PREC)
+            t = tl.where(pair, -z, t)
+        for c0 in tl.static_range(NB, NB if LEVELS > 0 else BK, NB):
             blkc = (r >= c0) & (r < c0 + NB)
             top = tl.where((r[:, None] < c0) & (r[None, :] < c0), t, 0.0)
             x = tl.where((r[:, None] < c0) & blkc[None, :], g, 0.0)
@@ -543,7 +560,7 @@ def _t_build(vo: torch.Tensor, t: torch.Tensor, nb: int) -> torch.Tensor:
     bk = max(16, triton.next_power_of_2(k))
     _t_build_kernel[(b,)](
         vo, t, m, k, vo.stride(0), vo.stride(1), t.stride(0), t.stride(1),
-        BM=64, BK=bk, NB=nb, PREC=_TB_PREC, num_warps=4,
+        BM=64, BK=bk, NB=nb, PREC=_TB_PREC, LEVELS=(bk // nb).bit_length() - 1 if _T_TREE else 0, num_warps=4,
     )  # fmt: skip
     return t
 

@@ -83,12 +83,14 @@ def test_variant_forced_routes(path):
 def test_fused_wy_launch_knobs_keep_the_gates():
     """fused_wy's GPU-only routes, interpreted: the leaf's V^T store, the reused buffers and the first panel read
     from the input (no copy of A into H) give the default route's output to rounding, and the input stays as it
-    was; the T builder (its own Gram and blockwise merge) passes the gates."""
+    was; the T builder (its own Gram and blockwise merge, leaf after leaf or pairwise by levels) passes the gates
+    and gives the other routes' output to rounding."""
     load_variant(os.path.join(ROOT, "kernels", "fused_wy.py"))
     mod = sys.modules["submission"]
     # fused kernels on CPU on every update, 8-wide leaves (several T merges per 64-wide panel)
-    route = {"_GEMM_ON_CPU": True, "_FUSED_MIN_PROGRAMS": 1, "_SMALL_MAX": 0, "_LEAF_ELEMS": 1024}
-    knobs = ("_LEAF_VT", "_REUSE", "_T_BUILD", "_SRC_FIRST")
+    route = {"_GEMM_ON_CPU": True, "_FUSED_MIN_PROGRAMS": 1, "_SMALL_MAX": 0, "_LEAF_ELEMS": 1024,
+             "_LEAF_ELEMS_FEW": 1024}  # fmt: skip
+    knobs = ("_LEAF_VT", "_REUSE", "_T_BUILD", "_SRC_FIRST", "_T_TREE")
     saved = {k: getattr(mod, k) for k in (*route, *knobs)}
     try:
         for k, v in route.items():
@@ -100,7 +102,7 @@ def test_fused_wy_launch_knobs_keep_the_gates():
         for batch, n, cond, case in [(2, 100, 1, "dense"), (2, 100, 2, "mixed"), (2, 72, 0, "rankdef")]:
             a = generate(Case(batch, n, cond, 99 + n, case))
             outs = []
-            settings = ((), ("_LEAF_VT", "_REUSE"), knobs[:3], knobs)
+            settings = ((), ("_LEAF_VT", "_REUSE"), knobs[:3], knobs[:4], knobs)
             for on in settings:
                 for k in knobs:
                     setattr(mod, k, k in on)
