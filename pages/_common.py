@@ -29,6 +29,7 @@ APP = ROOT / "app.py"
 STORE_KEY = "kb_store"
 GPU_KEY = "kb_gpu"
 ALL_GPUS = "All GPUs"
+ANY = "any"  # a filter's choice that filters nothing
 
 
 def page_setup() -> None:

@@ -14,7 +14,6 @@ from tracker.common.vocabulary import DEFAULT_WORKLOAD
 from tracker.store import Store
 from tracker.store.reads.variants import VARIANT_SORTS
 
-ANY = "any"
 MAX_POINTS = 5000
 
 common.page_setup()
@@ -28,14 +27,14 @@ search = urlstate.text_input(
     c_search, "Search", key="q", placeholder="variant, kernel path, family, note or hypothesis, verdict"
 )
 sort = urlstate.selectbox(c_sort, "Sort by", list(VARIANT_SORTS), key="sort")
-problem = ANY
+problem = common.ANY
 if len(facets["problem"]) > 1:  # a choice only when the store holds runs of more than one problem
-    problem = urlstate.selectbox(st, "Problem", [ANY, *facets["problem"]], key="problem")
+    problem = urlstate.selectbox(st, "Problem", [common.ANY, *facets["problem"]], key="problem")
 cols = st.columns([1, 1, 1, 1, 2])
-suite = urlstate.selectbox(cols[0], "Suite", [ANY, *facets["suite"]], key="suite")
-mode = urlstate.selectbox(cols[1], "Mode", [ANY, *facets["mode"]], key="mode")
-status = urlstate.selectbox(cols[2], "Status", [ANY, *facets["status"]], key="status")
-family = urlstate.selectbox(cols[3], "Family", [ANY, *facets["family"]], key="family")
+suite = urlstate.selectbox(cols[0], "Suite", [common.ANY, *facets["suite"]], key="suite")
+mode = urlstate.selectbox(cols[1], "Mode", [common.ANY, *facets["mode"]], key="mode")
+status = urlstate.selectbox(cols[2], "Status", [common.ANY, *facets["status"]], key="status")
+family = urlstate.selectbox(cols[3], "Family", [common.ANY, *facets["family"]], key="family")
 first = facets["first"].date() if facets["first"] is not None else dt.date.today()
 last = facets["last"].date() if facets["last"] is not None else dt.date.today()
 dates = cols[4].date_input(
@@ -48,15 +47,15 @@ until = dates[1] if len(dates) == 2 else None
 
 filters = {
     "gpu": gpu,
-    "suite": None if suite == ANY else suite,
-    "mode": None if mode == ANY else mode,
-    "family": None if family == ANY else family,
+    "suite": None if suite == common.ANY else suite,
+    "mode": None if mode == common.ANY else mode,
+    "family": None if family == common.ANY else family,
     "since": since,
     "until": until,
     "search": search or None,
-    "problem": None if problem == ANY else problem,
+    "problem": None if problem == common.ANY else problem,
 }
-filters_status = None if status == ANY else status
+filters_status = None if status == common.ANY else status
 table = common.read(Store.variant_table, status=filters_status, sort=sort, **filters)
 if table.empty:
     st.info("No runs match these filters" + (f" and the search “{common.md(search)}”." if search else "."))

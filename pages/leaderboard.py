@@ -12,8 +12,6 @@ from pages.ui import heatmap, paging, urlstate
 from tracker.analysis import context, gaps, margins, summaries
 from tracker.store import Store
 
-ANY = "any"
-
 common.page_setup()
 st.title("Leaderboard")
 common.require_runs()
@@ -31,15 +29,17 @@ suite = urlstate.selectbox(cols[1], "Suite", context.choices(contexts, "suite", 
 mode = urlstate.selectbox(cols[2], "Mode", context.choices(contexts, "mode", modes=timed, gpu=gpu, suite=suite),
                           key="mode")  # fmt: skip
 families = context.choices(contexts, "family", modes=(mode,), gpu=gpu, suite=suite)
-family = urlstate.selectbox(cols[3], "Family", [ANY, *families], key="family")
-data = common.read(Store.leaderboard_cells, suite=suite, mode=mode, gpu=gpu, family=None if family == ANY else family)
+family = urlstate.selectbox(cols[3], "Family", [common.ANY, *families], key="family")
+data = common.read(
+    Store.leaderboard_cells, suite=suite, mode=mode, gpu=gpu, family=None if family == common.ANY else family
+)
 ctx_key = (suite, mode, gpu, family)
 board = cached(summaries.leaderboard, ctx_key, data)
 if board["table"].empty:
     md = common.md
     st.info(
         f"No {md(mode)} runs of suite {md(suite)} on {md(gpu)}"
-        + (f" in family {md(family)}." if family != ANY else ".")
+        + (f" in family {md(family)}." if family != common.ANY else ".")
     )
     st.stop()
 sort = urlstate.selectbox(cols[4], "Sort by", ["geomean", *board["cases"]], key="sort")

@@ -11,8 +11,7 @@ from collections.abc import Callable
 import torch
 
 from tracker.workloads.base import CheckResult
-from tracker.workloads.qr_v2.gates import FACTOR_TOL, ORTH_TOL
-from tracker.workloads.qr_v2.inputs import EPS32
+from tracker.workloads.qr_v2.gates import EPS32, FACTOR_TOL, ORTH_TOL
 from tracker.workloads.qr_v2.numerics import checker_numerics
 
 

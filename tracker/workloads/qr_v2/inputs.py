@@ -11,9 +11,9 @@ from collections.abc import Callable
 import torch
 
 from tracker.workloads.base import BENCHMARK_SEED_STEP
+from tracker.workloads.qr_v2.gates import EPS32
 from tracker.workloads.qr_v2.suites import Case
 
-EPS32 = float(torch.finfo(torch.float32).eps)
 Profile = Callable[[torch.Tensor, float, torch.Generator], torch.Tensor]
 
 

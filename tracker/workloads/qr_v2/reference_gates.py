@@ -11,11 +11,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from tracker.workloads.qr_v2.gates import EPS32, FACTOR_TOL, ORTH_TOL
 from tracker.workloads.qr_v2.numerics import checker_numerics
-
-EPS32 = 1.1920929e-07
-FACTOR_TOL = 20.0
-ORTH_TOL = 100.0
 
 
 @dataclass
