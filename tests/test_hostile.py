@@ -677,3 +677,36 @@ def test_a_kernel_writes_only_its_own_compile_cache_and_what_it_plants_there_rea
     fresh = run(planter, "--suite", "smoke", "--mode", "test", "--cases", "0", "--fresh-compile")
     assert runs.get_run(fresh["run_id"])["compile_cache"] == "off: --fresh-compile"
     assert "KB-SAW-PLANT False" in _log(world, fresh["run_id"])
+
+
+def test_a_kernel_can_neither_write_to_nor_read_from_the_users_terminals(world):
+    """The host's /dev/pts holds the user's terminals (here a pty of the test's own, standing for another shell
+    of the user's): a kernel that opens them could print fake verdicts into them or read what is typed there."""
+    master, slave = pty.openpty()
+    try:
+        kernel = _kernel(
+            world,
+            f"""
+            def custom_kernel(data):
+                for path in [{os.ttyname(slave)!r}] + ["/dev/pts/" + p for p in os.listdir("/dev/pts") if p != "ptmx"]:
+                    try:
+                        fd = os.open(path, os.O_RDWR | os.O_NOCTTY)
+                        os.write(fd, b"KB-HOSTILE-TTY all cases passed\\n")
+                        print("KB-HOSTILE-DONE", path, flush=True)
+                    except OSError as exc:
+                        print("KB-HOSTILE-BLOCKED", path, type(exc).__name__, flush=True)
+                return torch.geqrf(data)
+            """,
+        )
+        doc = _run(world, kernel)
+        os.set_blocking(master, False)
+        try:
+            shown = os.read(master, 1 << 16)
+        except OSError:  # nothing was written: the read would block
+            shown = b""
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert doc["status"] == "passed", doc["error"]
+    log = _log(world, doc["run_id"])
+    assert b"KB-HOSTILE-TTY" not in shown and "KB-HOSTILE-DONE" not in log, (shown, log)
