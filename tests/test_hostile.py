@@ -13,10 +13,12 @@ import json
 import os
 import pty
 import signal
+import socket
 import subprocess
 import sys
 import sysconfig
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -710,3 +712,79 @@ def test_a_kernel_can_neither_write_to_nor_read_from_the_users_terminals(world):
     assert doc["status"] == "passed", doc["error"]
     log = _log(world, doc["run_id"])
     assert b"KB-HOSTILE-TTY" not in shown and "KB-HOSTILE-DONE" not in log, (shown, log)
+
+
+def test_a_kernel_cannot_reach_a_unix_socket_of_the_host(world, tmp_path):
+    """The root file system is bound read-only, but connecting to a Unix socket on it needs no write: the socket of
+    a host service (a session D-Bus, which can start programs outside the sandbox, an ssh agent, docker) would
+    take the kernel's requests. Here a listening socket of the test's own stands for it, a stream and a datagram
+    one, reached by socket() and by a socketpair re-pointed with connect()."""
+    heard: list[bytes] = []
+    stream_path, dgram_path = str(tmp_path / "service.sock"), str(tmp_path / "log.sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(stream_path)
+    server.listen(4)
+    server.settimeout(1.0)
+    dgram = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    dgram.bind(dgram_path)
+    dgram.settimeout(1.0)
+    stop = threading.Event()
+
+    def listen() -> None:
+        while not stop.is_set():
+            for sock in (server, dgram):
+                try:
+                    if sock is server:
+                        conn, _ = sock.accept()
+                        with conn:
+                            heard.append(conn.recv(100))
+                    else:
+                        heard.append(sock.recv(100))
+                except OSError:
+                    pass
+
+    thread = threading.Thread(target=listen, daemon=True)
+    thread.start()
+    kernel = _kernel(
+        world,
+        f"""
+        import socket
+
+        def attempt(what, fn):
+            try:
+                fn()
+                print("KB-HOSTILE-DONE", what, flush=True)
+            except OSError as exc:
+                print("KB-HOSTILE-BLOCKED", what, type(exc).__name__, flush=True)
+
+        def stream():
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect({stream_path!r})
+            s.sendall(b"KB-ESCAPED stream")
+
+        def datagram():
+            socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(b"KB-ESCAPED dgram", {dgram_path!r})
+
+        def repointed_pair():
+            a, _ = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+            a.connect({dgram_path!r})
+            a.send(b"KB-ESCAPED pair")
+
+        def custom_kernel(data):
+            attempt("stream", stream)
+            attempt("datagram", datagram)
+            attempt("pair", repointed_pair)
+            return torch.geqrf(data)
+        """,
+    )
+    try:
+        doc = _run(world, kernel)
+    finally:
+        stop.set()
+        thread.join(5)
+        server.close()
+        dgram.close()
+    assert doc["status"] == "passed", doc["error"]
+    log = _log(world, doc["run_id"])
+    assert heard == [] and "KB-HOSTILE-DONE" not in log, (heard, log)
+    assert log.count("KB-HOSTILE-BLOCKED") == 3, log

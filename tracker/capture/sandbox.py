@@ -1,12 +1,12 @@
 """The worker's sandbox: bubblewrap (the tool Flatpak uses) around the process that imports the kernel.
 
 Inside, the kernel sees its own PID namespace (it is pid 2, nothing of the tracker shows in /proc, and every
-process it starts dies with the sandbox, double-forked daemons included), no network, a read-only root
-filesystem in which only its own run folder (also its TMPDIR and HOME) and a private /dev/shm are writable
-(/tmp stays readable, so kernels and problem folders kept there work), the side-file key and the checker's
-folder hidden, and an environment of a few named variables (no tokens, no store path). /dev is a fresh one with the
-GPU's device nodes bound in (GPU_DEVICES), so the GPU works as outside while the user's terminals (/dev/pts) stay
-out of reach.
+process it starts dies with the sandbox, double-forked daemons included), no network and no Unix sockets
+(tracker.capture.seccomp_exec), a read-only root filesystem in which only its own run folder (also its TMPDIR
+and HOME) and a private /dev/shm are writable (/tmp stays readable, so kernels and problem folders kept there
+work), the side-file key and the checker's folder hidden, and an environment of a few named variables (no
+tokens, no store path). /dev is a fresh one with the GPU's device nodes bound in (GPU_DEVICES), so the GPU works
+as outside while the user's terminals (/dev/pts) stay out of reach.
 
 Where bwrap is missing or cannot make namespaces, `describe()` says why; the runner then runs the worker
 without it and records so. `--no-sandbox` turns it off on purpose. bwrap comes from the system (`apt-get
@@ -26,6 +26,9 @@ from pathlib import Path
 
 _CHECKOUT = Path(__file__).resolve().parents[2]
 CARRIED_BWRAP = _CHECKOUT / ".tools" / "bwrap"
+# Every sandboxed command starts under this launcher, which denies it Unix sockets (the network namespace leaves
+# sockets with a path, a host service's, within reach).
+SECCOMP_EXEC = Path(__file__).resolve().parent / "seccomp_exec.py"
 
 # Variables the worker may see (prefixes end in "_"): paths to binaries and libraries, CUDA and Triton settings,
 # thread counts and locale. Nothing else of the tracker's environment crosses, KERNELBEAM_* above all.
@@ -111,7 +114,7 @@ def command(
             cmd += ["--tmpfs", str(path)]
     for name, value in env.items():
         cmd += ["--setenv", name, value]
-    return [*cmd, "--", *argv]
+    return [*cmd, "--", sys.executable, "-I", "-S", str(SECCOMP_EXEC), *argv]
 
 
 def wrap(
