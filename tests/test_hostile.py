@@ -788,3 +788,33 @@ def test_a_kernel_cannot_reach_a_unix_socket_of_the_host(world, tmp_path):
     log = _log(world, doc["run_id"])
     assert heard == [] and "KB-HOSTILE-DONE" not in log, (heard, log)
     assert log.count("KB-HOSTILE-BLOCKED") == 3, log
+
+
+def test_a_package_planted_in_the_folder_the_tracker_runs_from_never_loads_outside_the_sandbox(world):
+    """A user runs `kernelbeam run k.py` from the agent's own folder, where the agent left a `tracker` package (the
+    console script keeps the working folder off sys.path, as `python -P` does here). The processes the tracker starts
+    with `python -m` (the checker, beside the sandbox) put the working folder first on their path and would run the
+    planted package as this user: it writes here only a canary, but could rewrite the store or pass every case."""
+    folder = world["tmp"] / "kernels"
+    kernel = _kernel(world, "def custom_kernel(data):\n    return torch.geqrf(data)\n")
+    planted = folder / "tracker" / "__init__.py"
+    planted.parent.mkdir()
+    planted.write_text(
+        textwrap.dedent(
+            f"""
+            import os, sys
+            open({str(world["canary"] / "planted-ran")!r}, "w").write(str(sys.argv))
+            real = next(p for p in sys.path[1:] if os.path.isfile(os.path.join(p, "tracker", "__init__.py")))
+            __path__[:] = [os.path.join(real, "tracker")]  # the real package goes on, so nothing seems amiss
+            exec(compile(open(os.path.join(real, "tracker", "__init__.py")).read(), __file__, "exec"))
+            """
+        )
+    )
+    cmd = [sys.executable, "-P", "-m", "tracker", "run", kernel.name, "--store", str(world["store"]), "--json",
+           "--quiet", "--suite", "smoke", "--mode", "test", "--cases", "0"]  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, timeout=200, env=env)
+    assert not (world["canary"] / "planted-ran").exists(), (world["canary"] / "planted-ran").read_text()
+    doc = json.loads(proc.stdout)
+    assert doc["status"] == "passed", (doc["error"], proc.stderr)
+    _assert_store_kept(world, doc["run_id"])
