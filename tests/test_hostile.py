@@ -818,3 +818,64 @@ def test_a_package_planted_in_the_folder_the_tracker_runs_from_never_loads_outsi
     doc = json.loads(proc.stdout)
     assert doc["status"] == "passed", (doc["error"], proc.stderr)
     _assert_store_kept(world, doc["run_id"])
+
+
+def test_a_cache_that_returns_garbage_for_the_call_on_fresh_inputs_fails(world):
+    """The call on fresh inputs after the loop is what shows a value-keyed cache: on a miss for a shape it has
+    already served, the kernel returns empty tensors at once, so the fresh call reads as fast as the loop. Those
+    outputs are judged by the checker like every other call's."""
+    kernel = _kernel(
+        world,
+        """
+        CACHE, SERVED = {}, set()
+
+        def custom_kernel(data):
+            key = (tuple(data.shape), tuple(data.reshape(-1)[:6].tolist()))
+            if key in CACHE:
+                SERVED.add(tuple(data.shape))
+                return CACHE[key]
+            if tuple(data.shape) in SERVED:  # new values of a shape served from the cache: the fresh call
+                return torch.empty_like(data), data.new_empty(data.shape[:-1])
+            for _ in range(30):  # the work the cache saves
+                out = torch.geqrf(data)
+            CACHE[key] = out
+            return out
+        """,
+    )
+    doc = _run(world, kernel, "--suite", "smoke", "--cases", "1")
+    assert doc["status"] == "failed", doc
+    assert doc["cases"][0]["message"].startswith("the call on fresh inputs: "), doc["cases"][0]["message"]
+
+
+def test_outputs_computed_at_import_for_the_suites_public_inputs_are_flagged(world):
+    """The suite's seeds are public, so a kernel can make every input of the run while it is imported (outside
+    any timed window; here with the tracker's own generator, reached by a name the scan does not read) and answer
+    the timed calls from a table. The fresh call's seed is drawn by the checker when the loop is over: the table
+    misses there, and the cache is flagged."""
+    kernel = _kernel(
+        world,
+        """
+        import importlib
+        wl = importlib.import_module("trac" + "ker.workloads")
+        workload = wl.get_workload(None)
+        TABLE = {}
+
+        def key(x):
+            return tuple(x.shape), tuple(x.reshape(-1)[:6].tolist())
+
+        for case in wl.cases_for(wl.get_suite(workload, "smoke"), "benchmark"):
+            for seeded in (case, workload.hidden_seed(case, 0x5EED)):  # 0x5EED: the fresh call's seed it read
+                for x in workload.benchmark_inputs(seeded, "cpu"):
+                    TABLE[key(x)] = torch.geqrf(x)
+
+        def custom_kernel(data):
+            hit = TABLE.get(key(data))
+            if hit is None:
+                for _ in range(30):  # the work the table saves
+                    hit = torch.geqrf(data)
+            return hit
+        """,
+    )
+    doc = _run(world, kernel, "--suite", "smoke", "--cases", "1")
+    assert doc["status"] == "passed", doc["error"]
+    assert "identity-cache" in _flags(doc), doc["flags"]
