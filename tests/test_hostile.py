@@ -879,3 +879,32 @@ def test_outputs_computed_at_import_for_the_suites_public_inputs_are_flagged(wor
     doc = _run(world, kernel, "--suite", "smoke", "--cases", "1")
     assert doc["status"] == "passed", doc["error"]
     assert "identity-cache" in _flags(doc), doc["flags"]
+
+
+def test_a_kernel_cannot_remount_the_read_only_root_even_when_the_tracker_runs_as_root(world):
+    """Run as root (as on a rented GPU machine), bwrap kept every capability for the sandboxed process, so the
+    kernel could remount the read-only root read-write and write anywhere: the store, the checkout, the canary."""
+    kernel = _kernel(
+        world,
+        f"""
+        import ctypes
+        CANARY = {str(world["canary"])!r}
+        MS_REMOUNT, MS_BIND = 32, 4096
+
+        def custom_kernel(data):
+            libc = ctypes.CDLL(None, use_errno=True)
+            for target in (b"/", CANARY.encode()):
+                done = libc.mount(None, target, None, MS_REMOUNT | MS_BIND, None)
+                print("KB-REMOUNT", target, done, os.strerror(ctypes.get_errno()), flush=True)
+            try:
+                open(CANARY + "/written", "w").write("x")
+                print("KB-HOSTILE-DONE", flush=True)
+            except OSError as exc:
+                print("KB-HOSTILE-BLOCKED", type(exc).__name__, flush=True)
+            return torch.geqrf(data)
+        """,
+    )
+    doc = _run(world, kernel)
+    assert doc["status"] == "passed", doc["error"]
+    log = _log(world, doc["run_id"])
+    assert "KB-HOSTILE-BLOCKED" in log and "KB-HOSTILE-DONE" not in log, log

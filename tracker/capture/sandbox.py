@@ -98,6 +98,7 @@ def command(
         "--proc", "/proc",
         "--bind", str(workdir), str(workdir),
         "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+        "--cap-drop", "ALL",  # run as root, bwrap keeps every capability: the kernel could remount / read-write
         "--die-with-parent",
         "--new-session",  # no TIOCSTI into the tracker's terminal
         "--clearenv",
