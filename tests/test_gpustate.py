@@ -18,7 +18,7 @@ import pytest
 
 from tests.conftest import BASE_US, T0, kernel_source, make_record
 from tracker.capture import gpustate
-from tracker.capture.evidence import FIRST_PASS
+from tracker.capture.evidence import FIRST_PASS, FRESH_PASS
 from tracker.capture.runner import RunRequest, judge
 from tracker.store import Store
 from tracker.store.schema import GPU_STATE_COLUMNS
@@ -88,7 +88,7 @@ def test_the_workers_word_for_the_gpu_state_is_dropped():
     forged = {"event": "case_done", "case_idx": 0, "passed": True, "samples": [5.0, 5.0], **state(sm=2500.0)}
     verdicts = [
         {"event": "verdict", "case_idx": 0, "rep": rep, "passed": True, "message": "", "received_s": 1.0 + rep}
-        for rep in (FIRST_PASS, 0, 1)
+        for rep in (FIRST_PASS, FRESH_PASS, 0, 1)
     ]
     judge([forged], verdicts, req)
     assert forged["passed"] and not any(c in forged for c in GPU_STATE_COLUMNS)

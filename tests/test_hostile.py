@@ -13,10 +13,12 @@ import json
 import os
 import pty
 import signal
+import socket
 import subprocess
 import sys
 import sysconfig
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -677,3 +679,232 @@ def test_a_kernel_writes_only_its_own_compile_cache_and_what_it_plants_there_rea
     fresh = run(planter, "--suite", "smoke", "--mode", "test", "--cases", "0", "--fresh-compile")
     assert runs.get_run(fresh["run_id"])["compile_cache"] == "off: --fresh-compile"
     assert "KB-SAW-PLANT False" in _log(world, fresh["run_id"])
+
+
+def test_a_kernel_can_neither_write_to_nor_read_from_the_users_terminals(world):
+    """The host's /dev/pts holds the user's terminals (here a pty of the test's own, standing for another shell
+    of the user's): a kernel that opens them could print fake verdicts into them or read what is typed there."""
+    master, slave = pty.openpty()
+    try:
+        kernel = _kernel(
+            world,
+            f"""
+            def custom_kernel(data):
+                for path in [{os.ttyname(slave)!r}] + ["/dev/pts/" + p for p in os.listdir("/dev/pts") if p != "ptmx"]:
+                    try:
+                        fd = os.open(path, os.O_RDWR | os.O_NOCTTY)
+                        os.write(fd, b"KB-HOSTILE-TTY all cases passed\\n")
+                        print("KB-HOSTILE-DONE", path, flush=True)
+                    except OSError as exc:
+                        print("KB-HOSTILE-BLOCKED", path, type(exc).__name__, flush=True)
+                return torch.geqrf(data)
+            """,
+        )
+        doc = _run(world, kernel)
+        os.set_blocking(master, False)
+        try:
+            shown = os.read(master, 1 << 16)
+        except OSError:  # nothing was written: the read would block
+            shown = b""
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert doc["status"] == "passed", doc["error"]
+    log = _log(world, doc["run_id"])
+    assert b"KB-HOSTILE-TTY" not in shown and "KB-HOSTILE-DONE" not in log, (shown, log)
+
+
+def test_a_kernel_cannot_reach_a_unix_socket_of_the_host(world, tmp_path):
+    """The root file system is bound read-only, but connecting to a Unix socket on it needs no write: the socket of
+    a host service (a session D-Bus, which can start programs outside the sandbox, an ssh agent, docker) would
+    take the kernel's requests. Here a listening socket of the test's own stands for it, a stream and a datagram
+    one, reached by socket() and by a socketpair re-pointed with connect()."""
+    heard: list[bytes] = []
+    stream_path, dgram_path = str(tmp_path / "service.sock"), str(tmp_path / "log.sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(stream_path)
+    server.listen(4)
+    server.settimeout(1.0)
+    dgram = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    dgram.bind(dgram_path)
+    dgram.settimeout(1.0)
+    stop = threading.Event()
+
+    def listen() -> None:
+        while not stop.is_set():
+            for sock in (server, dgram):
+                try:
+                    if sock is server:
+                        conn, _ = sock.accept()
+                        with conn:
+                            heard.append(conn.recv(100))
+                    else:
+                        heard.append(sock.recv(100))
+                except OSError:
+                    pass
+
+    thread = threading.Thread(target=listen, daemon=True)
+    thread.start()
+    kernel = _kernel(
+        world,
+        f"""
+        import socket
+
+        def attempt(what, fn):
+            try:
+                fn()
+                print("KB-HOSTILE-DONE", what, flush=True)
+            except OSError as exc:
+                print("KB-HOSTILE-BLOCKED", what, type(exc).__name__, flush=True)
+
+        def stream():
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect({stream_path!r})
+            s.sendall(b"KB-ESCAPED stream")
+
+        def datagram():
+            socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(b"KB-ESCAPED dgram", {dgram_path!r})
+
+        def repointed_pair():
+            a, _ = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+            a.connect({dgram_path!r})
+            a.send(b"KB-ESCAPED pair")
+
+        def custom_kernel(data):
+            attempt("stream", stream)
+            attempt("datagram", datagram)
+            attempt("pair", repointed_pair)
+            return torch.geqrf(data)
+        """,
+    )
+    try:
+        doc = _run(world, kernel)
+    finally:
+        stop.set()
+        thread.join(5)
+        server.close()
+        dgram.close()
+    assert doc["status"] == "passed", doc["error"]
+    log = _log(world, doc["run_id"])
+    assert heard == [] and "KB-HOSTILE-DONE" not in log, (heard, log)
+    assert log.count("KB-HOSTILE-BLOCKED") == 3, log
+
+
+def test_a_package_planted_in_the_folder_the_tracker_runs_from_never_loads_outside_the_sandbox(world):
+    """A user runs `kernelbeam run k.py` from the agent's own folder, where the agent left a `tracker` package (the
+    console script keeps the working folder off sys.path, as `python -P` does here). The processes the tracker starts
+    with `python -m` (the checker, beside the sandbox) put the working folder first on their path and would run the
+    planted package as this user: it writes here only a canary, but could rewrite the store or pass every case."""
+    folder = world["tmp"] / "kernels"
+    kernel = _kernel(world, "def custom_kernel(data):\n    return torch.geqrf(data)\n")
+    planted = folder / "tracker" / "__init__.py"
+    planted.parent.mkdir()
+    planted.write_text(
+        textwrap.dedent(
+            f"""
+            import os, sys
+            open({str(world["canary"] / "planted-ran")!r}, "w").write(str(sys.argv))
+            real = next(p for p in sys.path[1:] if os.path.isfile(os.path.join(p, "tracker", "__init__.py")))
+            __path__[:] = [os.path.join(real, "tracker")]  # the real package goes on, so nothing seems amiss
+            exec(compile(open(os.path.join(real, "tracker", "__init__.py")).read(), __file__, "exec"))
+            """
+        )
+    )
+    cmd = [sys.executable, "-P", "-m", "tracker", "run", kernel.name, "--store", str(world["store"]), "--json",
+           "--quiet", "--suite", "smoke", "--mode", "test", "--cases", "0"]  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, timeout=200, env=env)
+    assert not (world["canary"] / "planted-ran").exists(), (world["canary"] / "planted-ran").read_text()
+    doc = json.loads(proc.stdout)
+    assert doc["status"] == "passed", (doc["error"], proc.stderr)
+    _assert_store_kept(world, doc["run_id"])
+
+
+def test_a_cache_that_returns_garbage_for_the_call_on_fresh_inputs_fails(world):
+    """The call on fresh inputs after the loop is what shows a value-keyed cache: on a miss for a shape it has
+    already served, the kernel returns empty tensors at once, so the fresh call reads as fast as the loop. Those
+    outputs are judged by the checker like every other call's."""
+    kernel = _kernel(
+        world,
+        """
+        CACHE, SERVED = {}, set()
+
+        def custom_kernel(data):
+            key = (tuple(data.shape), tuple(data.reshape(-1)[:6].tolist()))
+            if key in CACHE:
+                SERVED.add(tuple(data.shape))
+                return CACHE[key]
+            if tuple(data.shape) in SERVED:  # new values of a shape served from the cache: the fresh call
+                return torch.empty_like(data), data.new_empty(data.shape[:-1])
+            for _ in range(30):  # the work the cache saves
+                out = torch.geqrf(data)
+            CACHE[key] = out
+            return out
+        """,
+    )
+    doc = _run(world, kernel, "--suite", "smoke", "--cases", "1")
+    assert doc["status"] == "failed", doc
+    assert doc["cases"][0]["message"].startswith("the call on fresh inputs: "), doc["cases"][0]["message"]
+
+
+def test_outputs_computed_at_import_for_the_suites_public_inputs_are_flagged(world):
+    """The suite's seeds are public, so a kernel can make every input of the run while it is imported (outside
+    any timed window; here with the tracker's own generator, reached by a name the scan does not read) and answer
+    the timed calls from a table. The fresh call's seed is drawn by the checker when the loop is over: the table
+    misses there, and the cache is flagged."""
+    kernel = _kernel(
+        world,
+        """
+        import importlib
+        wl = importlib.import_module("trac" + "ker.workloads")
+        workload = wl.get_workload(None)
+        TABLE = {}
+
+        def key(x):
+            return tuple(x.shape), tuple(x.reshape(-1)[:6].tolist())
+
+        for case in wl.cases_for(wl.get_suite(workload, "smoke"), "benchmark"):
+            for seeded in (case, workload.hidden_seed(case, 0x5EED)):  # 0x5EED: the fresh call's seed it read
+                for x in workload.benchmark_inputs(seeded, "cpu"):
+                    TABLE[key(x)] = torch.geqrf(x)
+
+        def custom_kernel(data):
+            hit = TABLE.get(key(data))
+            if hit is None:
+                for _ in range(30):  # the work the table saves
+                    hit = torch.geqrf(data)
+            return hit
+        """,
+    )
+    doc = _run(world, kernel, "--suite", "smoke", "--cases", "1")
+    assert doc["status"] == "passed", doc["error"]
+    assert "identity-cache" in _flags(doc), doc["flags"]
+
+
+def test_a_kernel_cannot_remount_the_read_only_root_even_when_the_tracker_runs_as_root(world):
+    """Run as root (as on a rented GPU machine), bwrap kept every capability for the sandboxed process, so the
+    kernel could remount the read-only root read-write and write anywhere: the store, the checkout, the canary."""
+    kernel = _kernel(
+        world,
+        f"""
+        import ctypes
+        CANARY = {str(world["canary"])!r}
+        MS_REMOUNT, MS_BIND = 32, 4096
+
+        def custom_kernel(data):
+            libc = ctypes.CDLL(None, use_errno=True)
+            for target in (b"/", CANARY.encode()):
+                done = libc.mount(None, target, None, MS_REMOUNT | MS_BIND, None)
+                print("KB-REMOUNT", target, done, os.strerror(ctypes.get_errno()), flush=True)
+            try:
+                open(CANARY + "/written", "w").write("x")
+                print("KB-HOSTILE-DONE", flush=True)
+            except OSError as exc:
+                print("KB-HOSTILE-BLOCKED", type(exc).__name__, flush=True)
+            return torch.geqrf(data)
+        """,
+    )
+    doc = _run(world, kernel)
+    assert doc["status"] == "passed", doc["error"]
+    log = _log(world, doc["run_id"])
+    assert "KB-HOSTILE-BLOCKED" in log and "KB-HOSTILE-DONE" not in log, log

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import secrets
 import shutil
 import signal
 import sys
@@ -24,7 +25,7 @@ from typing import Any
 
 from tracker.capture import handoff
 from tracker.capture.channel import Verdicts
-from tracker.capture.evidence import FIRST_PASS, failed_check
+from tracker.capture.evidence import FRESH_PASS, failed_check
 from tracker.capture.evidence import save as save_evidence
 
 PR_SET_PDEATHSIG = 1
@@ -105,6 +106,8 @@ def main() -> int:
     shadowed = job["mode"] != "test" and harness_rechecks_here(device.type)
     receiver = handoff.Receiver(device)
     held_pos, inputs, limit = None, None, 0
+    fresh: dict[int, tuple[int, list[Any]]] = {}  # per case, the seed and inputs of its call on fresh inputs
+    held_fresh = False  # whether `inputs` are a case's fresh ones
     evidence_kept: set[int] = set()
     while True:
         try:
@@ -120,18 +123,33 @@ def main() -> int:
             pos = message.get("pos")
             if fd is not None:
                 os.close(fd)
-            if job["mode"] != "test" and type(pos) is int and 0 <= pos < len(cases) and pos != held_pos:
+            if job["mode"] != "test" and type(pos) is int and 0 <= pos < len(cases) and (pos != held_pos or held_fresh):
                 inputs = None
-                held_pos, inputs = pos, case_inputs(pos)
+                held_pos, inputs, held_fresh = pos, case_inputs(pos), False
                 limit = 4 * _nbytes(inputs) + OUTPUT_SLACK_BYTES
+            continue
+        if message.get("fresh") is True:  # the call on fresh inputs: their seed is drawn now, here, so no kernel
+            pos = message.get("pos")  # can have computed their outputs beforehand (the suite's seeds are public)
+            if fd is not None:
+                os.close(fd)
+            if job["mode"] != "test" and type(pos) is int and 0 <= pos < len(cases) and pos not in fresh:
+                seed = secrets.randbits(31)
+                fresh[pos] = seed, workload.benchmark_inputs(workload.hidden_seed(cases[pos], seed), device)
+            handoff.send(sock, {"seed": fresh[pos][0] if pos in fresh else None})
             continue
         try:
             pos, rep = message.get("pos"), message.get("rep")
-            if type(pos) is not int or not 0 <= pos < len(cases) or type(rep) is not int or rep < FIRST_PASS:
+            if type(pos) is not int or not 0 <= pos < len(cases) or type(rep) is not int or rep < FRESH_PASS:
                 raise handoff.BadOutput("the worker named a case or repetition that does not exist")
-            if pos != held_pos:  # a new case: its inputs, made here exactly as the worker made its own
+            if rep == FRESH_PASS:  # judged like any other call: unchecked, its outputs could be anything
+                if pos not in fresh:
+                    raise handoff.BadOutput("the worker sent a call on fresh inputs the checker never drew")
                 inputs = None
-                held_pos, inputs = pos, case_inputs(pos)
+                held_pos, inputs, held_fresh = pos, fresh.pop(pos)[1], True
+                limit = 4 * _nbytes(inputs) + OUTPUT_SLACK_BYTES
+            elif pos != held_pos or held_fresh:  # a new case: its inputs, made here exactly as the worker made its own
+                inputs = None
+                held_pos, inputs, held_fresh = pos, case_inputs(pos), False
                 limit = 4 * _nbytes(inputs) + OUTPUT_SLACK_BYTES
             if message.get("error"):  # the worker refused the outputs itself (not plain tensors, ...)
                 raise handoff.BadOutput(str(message["error"])[:2000])

@@ -19,6 +19,7 @@ import numpy as np
 from tracker.common.errors import InputError
 
 FIRST_PASS = -1  # repetition of the untimed first pass (and of test mode's single call)
+FRESH_PASS = -2  # the call on fresh inputs after the timed loop (plausibility's identity-cache check)
 MAX_ELEMENTS = 3 * 4096 * 4096  # a, h and tau of one n = 4096 matrix fit; larger ones keep no arrays
 MAX_RUN_BYTES = 256 << 20  # arrays kept per run; later failed cases keep their metadata only
 RESIDUAL_KEYS = ("factor_res", "tril_res", "recon_res", "orth_res")

@@ -31,7 +31,7 @@ from typing import Any
 from tracker import store as store_mod
 from tracker.capture import compile_cache, devicelock, envinfo, gpustate, handoff, plausibility, sandbox, stopping
 from tracker.capture.channel import Lines
-from tracker.capture.evidence import FIRST_PASS, RESIDUAL_KEYS
+from tracker.capture.evidence import FIRST_PASS, FRESH_PASS, RESIDUAL_KEYS
 from tracker.capture.evidence import collect as collect_evidence
 from tracker.capture.record import (  # noqa: F401 - RunRequest and the defaults are this module's API too
     DEFAULT_COMPILE_TIMEOUT_S,
@@ -636,7 +636,8 @@ def judge(events: list[dict[str, Any]], verdicts: list[dict[str, Any]], req, gpu
         samples = event.get("samples") or []
         if not isinstance(samples, list) or not all(isinstance(x, int | float) for x in samples):
             samples = []
-        needed = {FIRST_PASS} if req.mode == "test" else {FIRST_PASS, *range(len(samples))}
+        # a passed benchmark case has had its call on fresh inputs judged too (plausibility reads its time)
+        needed = {FIRST_PASS} if req.mode == "test" else {FIRST_PASS, FRESH_PASS, *range(len(samples))}
         judged = {v["rep"] for v in mine}
         bad = next((v for v in mine if not v["passed"]), None)
         for k in [*RESIDUAL_KEYS, "evidence", *CASE_STATS, "wall_us", "columns", *GPU_STATE_COLUMNS]:
@@ -646,7 +647,9 @@ def judge(events: list[dict[str, Any]], verdicts: list[dict[str, Any]], req, gpu
         if any(not (0 < x < float("inf")) for x in samples):
             bad = {"rep": FIRST_PASS, "message": "the worker reported a time that is not positive and finite"}
         if bad is not None:
-            where = f"repetition {bad['rep']}: " if bad["rep"] != FIRST_PASS else ""
+            where = {FIRST_PASS: "", FRESH_PASS: "the call on fresh inputs: "}.get(
+                bad["rep"], f"repetition {bad['rep']}: "
+            )
             event.update(passed=False, message=where + str(bad["message"]), evidence=bad.get("evidence"))
         elif not event.get("passed"):
             event["passed"] = False  # the worker's own failure (the kernel raised, changed its input) stands

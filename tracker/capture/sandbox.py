@@ -1,11 +1,12 @@
 """The worker's sandbox: bubblewrap (the tool Flatpak uses) around the process that imports the kernel.
 
 Inside, the kernel sees its own PID namespace (it is pid 2, nothing of the tracker shows in /proc, and every
-process it starts dies with the sandbox, double-forked daemons included), no network, a read-only root
-filesystem in which only its own run folder (also its TMPDIR and HOME) and a private /dev/shm are writable
-(/tmp stays readable, so kernels and problem folders kept there work), the side-file key and the checker's
-folder hidden, and an environment of a few named variables (no tokens, no store path). /dev stays as it is, so the GPU
-works as outside.
+process it starts dies with the sandbox, double-forked daemons included), no network and no Unix sockets
+(tracker.capture.seccomp_exec), a read-only root filesystem in which only its own run folder (also its TMPDIR
+and HOME) and a private /dev/shm are writable (/tmp stays readable, so kernels and problem folders kept there
+work), the side-file key and the checker's folder hidden, and an environment of a few named variables (no
+tokens, no store path). /dev is a fresh one with the GPU's device nodes bound in (GPU_DEVICES), so the GPU works
+as outside while the user's terminals (/dev/pts) stay out of reach.
 
 Where bwrap is missing or cannot make namespaces, `describe()` says why; the runner then runs the worker
 without it and records so. `--no-sandbox` turns it off on purpose. bwrap comes from the system (`apt-get
@@ -16,6 +17,7 @@ unpacks Debian's package there, for machines without a package index).
 from __future__ import annotations
 
 import functools
+import glob
 import os
 import shutil
 import subprocess
@@ -24,6 +26,9 @@ from pathlib import Path
 
 _CHECKOUT = Path(__file__).resolve().parents[2]
 CARRIED_BWRAP = _CHECKOUT / ".tools" / "bwrap"
+# Every sandboxed command starts under this launcher, which denies it Unix sockets (the network namespace leaves
+# sockets with a path, a host service's, within reach).
+SECCOMP_EXEC = Path(__file__).resolve().parent / "seccomp_exec.py"
 
 # Variables the worker may see (prefixes end in "_"): paths to binaries and libraries, CUDA and Triton settings,
 # thread counts and locale. Nothing else of the tracker's environment crosses, KERNELBEAM_* above all.
@@ -44,6 +49,11 @@ PASSED_ENV = (
     "PYTORCH_",
     "VIRTUAL_ENV",
 )
+
+
+# Device nodes a GPU needs (NVIDIA's, the DRM render nodes, ROCm's), bound into the sandbox's own /dev. Nothing else
+# of the host's /dev: its /dev/pts holds the user's terminals, which a kernel could write fake lines to or read.
+GPU_DEVICES = ("/dev/nvidia*", "/dev/dri", "/dev/kfd")
 
 
 def find_bwrap() -> str | None:
@@ -83,16 +93,19 @@ def command(
     cmd = [
         bwrap,
         "--ro-bind", "/", "/",
-        "--dev-bind", "/dev", "/dev",
+        "--dev", "/dev",
         "--tmpfs", "/dev/shm",
         "--proc", "/proc",
         "--bind", str(workdir), str(workdir),
         "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+        "--cap-drop", "ALL",  # run as root, bwrap keeps every capability: the kernel could remount / read-write
         "--die-with-parent",
         "--new-session",  # no TIOCSTI into the tracker's terminal
         "--clearenv",
         "--chdir", str(workdir),
     ]  # fmt: skip
+    for path in sorted(p for pattern in GPU_DEVICES for p in glob.glob(pattern)):
+        cmd += ["--dev-bind", path, path]
     for path in writable:
         cmd += ["--bind", str(path), str(path)]
     for path in hidden:
@@ -102,7 +115,7 @@ def command(
             cmd += ["--tmpfs", str(path)]
     for name, value in env.items():
         cmd += ["--setenv", name, value]
-    return [*cmd, "--", *argv]
+    return [*cmd, "--", sys.executable, "-I", "-S", str(SECCOMP_EXEC), *argv]
 
 
 def wrap(

@@ -35,7 +35,7 @@ from typing import Any
 
 from tracker.capture import handoff
 from tracker.capture.channel import Events
-from tracker.capture.evidence import FIRST_PASS
+from tracker.capture.evidence import FIRST_PASS, FRESH_PASS
 
 SHIM_DIR = Path(__file__).resolve().parent / "shim"
 PR_SET_PDEATHSIG = 1
@@ -99,6 +99,14 @@ class RemoteCheck:
 
         return verdict
 
+    def fresh_seed(self, pos: int) -> int:
+        """The seed of the case's call on fresh inputs, drawn by the checker only now (it makes the same inputs)."""
+        handoff.send(self._sock, {"pos": pos, "fresh": True})
+        reply, _ = handoff.recv(self._sock)
+        if reply is None or type(reply.get("seed")) is not int:
+            raise RuntimeError("the checker drew no seed for the call on fresh inputs")
+        return reply["seed"]
+
     def __call__(self, pos: int, rep: int, outputs: list) -> Any:
         return self.submit(pos, rep, outputs)()
 
@@ -151,9 +159,6 @@ def rep_reporter(emit: Callable[..., None], case_idx: int, rules) -> Callable[[i
     return on_rep
 
 
-FRESH_SEED = 0x5EED  # the seed the fresh call's inputs are drawn with (combined with the case's)
-
-
 def run_benchmark_case(kernel, case, pos, device, clock, rules, workload, remote, on_rep=None) -> dict[str, Any]:
     from tracker.capture.timing import clone_data, first_pass, harness_rechecks_here, run_loop
 
@@ -192,12 +197,16 @@ def run_benchmark_case(kernel, case, pos, device, clock, rules, workload, remote
     }  # fmt: skip
     if timed.passed:
         try:  # one more call on fresh inputs (new objects, other values of the same shapes): a cache keyed by the
-            # input object misses, and so does one keyed by the values (a hash of a few of them)
-            fresh = workload.benchmark_inputs(workload.hidden_seed(case, FRESH_SEED), device)
-            seconds, _ = clock.time_loop(lambda: [kernel(x) for x in fresh])
+            # input object misses, and so does one keyed by the values, even one filled at import time (the seed is
+            # the checker's, drawn now); the checker judges these outputs too, so a miss cannot return garbage fast
+            fresh = workload.benchmark_inputs(workload.hidden_seed(case, remote.fresh_seed(pos)), device)
+            seconds, outputs = clock.time_loop(lambda: [kernel(x) for x in fresh])
             result["fresh_us"] = seconds / len(fresh) * 1e6
         except BaseException as exc:
             return {"passed": False, "message": _kernel_error(exc)}
+        checked = remote(pos, FRESH_PASS, outputs)
+        if not checked.passed:
+            return {**result, "passed": False, "message": f"the call on fresh inputs: {checked.message}"}
     return result
 
 

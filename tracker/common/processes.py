@@ -9,8 +9,11 @@ import psutil
 
 
 def child_env(root: str | os.PathLike, **extra: str) -> dict[str, str]:
-    """This process's environment for a child Python that imports our package from `root` before anything else."""
-    env = dict(os.environ, **extra)
+    """This process's environment for a child Python that imports our package from `root` before anything else.
+
+    PYTHONSAFEPATH: `python -m` would put the working folder first on the child's path, and the tracker may be run
+    from an agent's own folder, where a planted `tracker` or `torch` package would run as this user."""
+    env = dict(os.environ, PYTHONSAFEPATH="1", **extra)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH")) if p)
     return env
 

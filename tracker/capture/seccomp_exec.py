@@ -1,0 +1,86 @@
+"""Runs a command with no way to open a Unix socket: the first program of every sandbox (tracker.capture.sandbox).
+
+The sandbox binds the root file system read-only, but connecting to a Unix socket on it needs no write, and the
+network namespace does not cover sockets with a path: a host service's socket (the session D-Bus, which starts
+programs outside the sandbox; an ssh agent; docker) would take a kernel's requests. A seccomp filter, installed
+here and kept across exec by every process the command starts, refuses with EACCES: socket(AF_UNIX, ...), a
+datagram socketpair (one could be pointed at any datagram socket with connect), io_uring (whose operations open
+and connect sockets past the filter), and any system call of another ABI (i386 or x32 calls from a 64-bit process).
+The sockets the worker inherits are connected stream pairs, which connect() cannot point elsewhere.
+
+Run as a script (`python -I -S seccomp_exec.py PROGRAM ARG...`): standard library only, before anything else.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import struct
+import sys
+
+# Per architecture: its audit number, socket, socketpair, and the first number of a foreign ABI sharing it (x32).
+ARCHES = {
+    "x86_64": (0xC000003E, 41, 53, 0x40000000),
+    "aarch64": (0xC00000B7, 198, 199, None),
+}
+IO_URING_SETUP = 425  # the same number on every architecture
+AF_UNIX, SOCK_DGRAM, SOCK_TYPE_MASK = 1, 2, 0xF
+ALLOW, DENY = 0x7FFF0000, 0x00050000 | 13  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EACCES
+LD, JEQ, JGE, AND, RET = 0x20, 0x15, 0x35, 0x54, 0x06  # BPF_LD|W|ABS, JMP|JEQ|K, JMP|JGE|K, ALU|AND|K, RET|K
+NR, ARCH, ARG0, ARG1 = 0, 4, 16, 24  # offsets in struct seccomp_data (the low half of each argument)
+
+
+def program(machine: str) -> bytes:
+    """The filter (struct sock_filter[]) for this machine; KeyError for an architecture it does not know."""
+    audit, socket_nr, pair_nr, foreign = ARCHES[machine]
+    code = [
+        (LD, 0, 0, ARCH),
+        (JEQ, 1, 0, audit),
+        (RET, 0, 0, DENY),  # another ABI's call
+        (LD, 0, 0, NR),
+        (JGE, 0, 1, foreign if foreign is not None else 0xFFFFFFFF),
+        (RET, 0, 0, DENY),
+        (JEQ, 0, 1, IO_URING_SETUP),
+        (RET, 0, 0, DENY),
+        (JEQ, 2, 0, socket_nr),
+        (JEQ, 3, 0, pair_nr),
+        (RET, 0, 0, ALLOW),
+        (LD, 0, 0, ARG0),  # socket(domain, ...)
+        (JEQ, 5, 6, AF_UNIX),
+        (LD, 0, 0, ARG0),  # socketpair(domain, type, ...)
+        (JEQ, 0, 4, AF_UNIX),
+        (LD, 0, 0, ARG1),
+        (AND, 0, 0, SOCK_TYPE_MASK),
+        (JEQ, 0, 1, SOCK_DGRAM),
+        (RET, 0, 0, DENY),
+        (RET, 0, 0, ALLOW),
+    ]
+    return b"".join(struct.pack("HBBI", *insn) for insn in code)
+
+
+class _Prog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+
+
+def install() -> None:
+    """Install the filter on this process (and so on everything it execs or forks); OSError if it cannot."""
+    code = program(platform.machine())
+    libc = ctypes.CDLL(None, use_errno=True)
+    prog = _Prog(len(code) // 8, code)
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS: required for an unprivileged filter
+        raise OSError(ctypes.get_errno(), "PR_SET_NO_NEW_PRIVS failed")
+    if libc.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+        raise OSError(ctypes.get_errno(), "the seccomp filter was refused")
+
+
+def main() -> None:
+    try:
+        install()
+    except (KeyError, OSError) as exc:
+        sys.exit(f"seccomp_exec: cannot confine Unix sockets on {platform.machine()}: {exc}")
+    os.execvp(sys.argv[1], sys.argv[1:])
+
+
+if __name__ == "__main__":
+    main()
