@@ -908,3 +908,36 @@ def test_a_kernel_cannot_remount_the_read_only_root_even_when_the_tracker_runs_a
     assert doc["status"] == "passed", doc["error"]
     log = _log(world, doc["run_id"])
     assert "KB-HOSTILE-BLOCKED" in log and "KB-HOSTILE-DONE" not in log, log
+
+
+def test_a_kernel_cannot_stop_or_write_the_sandboxs_first_process(world):
+    """bwrap's own process inside the sandbox (pid 1, its reaper) ran without the socket filter and could be traced:
+    a kernel that attached to it stopped it (the run hung until its timeout, holding the device) and could have
+    written code into it through /proc/1/mem. The worker is the sandbox's first process now: pid 1 is the kernel's
+    own, filtered, and there is no other process inside to take over."""
+    kernel = _kernel(
+        world,
+        """
+        import ctypes
+        PTRACE_ATTACH = 16
+
+        def custom_kernel(data):
+            libc = ctypes.CDLL(None, use_errno=True)
+            mine = os.getpid() == 1
+            attached = libc.ptrace(PTRACE_ATTACH, 1, None, None) == 0
+            print("KB-PID1", "self" if mine else "other", "attached" if attached else "refused", flush=True)
+            try:
+                with open("/proc/1/mem", "wb"):
+                    wrote = "opened"
+            except OSError as exc:
+                wrote = type(exc).__name__
+            print("KB-PID1-MEM", wrote, flush=True)
+            return torch.geqrf(data)
+        """,
+    )
+    t0 = time.monotonic()
+    doc = _run(world, kernel, "--suite", "smoke", "--mode", "test", "--cases", "0", "--timeout", "60")
+    assert doc["status"] == "passed", doc["error"]
+    assert time.monotonic() - t0 < 50
+    log = _log(world, doc["run_id"])
+    assert "KB-PID1 self refused" in log, log

@@ -1,6 +1,6 @@
 """The worker's sandbox: bubblewrap (the tool Flatpak uses) around the process that imports the kernel.
 
-Inside, the kernel sees its own PID namespace (it is pid 2, nothing of the tracker shows in /proc, and every
+Inside, the kernel sees its own PID namespace (it is pid 1, nothing of the tracker shows in /proc, and every
 process it starts dies with the sandbox, double-forked daemons included), no network and no Unix sockets
 (tracker.capture.seccomp_exec), a read-only root filesystem in which only its own run folder (also its TMPDIR
 and HOME) and a private /dev/shm are writable (/tmp stays readable, so kernels and problem folders kept there
@@ -98,6 +98,8 @@ def command(
         "--proc", "/proc",
         "--bind", str(workdir), str(workdir),
         "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+        # the command is pid 1, no bwrap reaper: that one ran unfiltered and a kernel could trace it or write its memory
+        "--as-pid-1",
         "--cap-drop", "ALL",  # run as root, bwrap keeps every capability: the kernel could remount / read-write
         "--die-with-parent",
         "--new-session",  # no TIOCSTI into the tracker's terminal

@@ -275,12 +275,14 @@ def _exit(code: int) -> None:
     os._exit(code)
 
 
-def _die_with_parent(parent: int | None) -> None:
+def _die_with_parent(parent: int) -> None:
     """Without a sandbox: PR_SET_PDEATHSIG (Linux) turns the tracker's death into SIGTERM here, and a thread
-    polling getppid() covers the rest; either ends this process group. In a sandbox bwrap does this."""
+    polling getppid() covers the rest; either ends this process group. In a sandbox bwrap does this: the worker is
+    the namespace's first process with bwrap's SIGKILL as its parent-death signal (a SIGTERM set here would replace
+    it, and a kernel can ignore SIGTERM), and its death ends every process in the namespace."""
 
     def orphaned(*_: Any) -> None:
-        if parent is not None and os.getppid() == parent:  # a SIGTERM while the tracker lives
+        if os.getppid() == parent:  # a SIGTERM while the tracker lives
             return
         try:
             os.killpg(os.getpgid(0), signal.SIGKILL)  # the kernel's children too, and this process
@@ -292,8 +294,6 @@ def _die_with_parent(parent: int | None) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     except (OSError, AttributeError):
         pass
-    if parent is None:
-        return
 
     def watch() -> None:
         while True:
@@ -324,7 +324,8 @@ def main() -> int:
     key = bytes.fromhex(job.pop("key"))
     events = Events(job.pop("channel_fd"), key)
     del key
-    _die_with_parent(job.get("runner_pid"))
+    if job.get("runner_pid") is not None:  # else in the sandbox, whose SIGKILL on the tracker's death must stand
+        _die_with_parent(job["runner_pid"])
     import torch
 
     want = job.get("device", "auto")
