@@ -286,3 +286,32 @@ def test_the_cli_takes_kernelbeam_store_as_its_default_store_as_the_dashboard_do
 
     assert ids["cpu"] in listed("list") and len(listed("list")) == Store(path).count_runs()
     assert listed("list", "--store", str(other)) == [] and listed("--store", str(other), "list") == []
+
+
+def test_compare_says_what_it_compares_as_the_compare_page(demo_store):
+    """`compare` of a partial run against a full one said only "geomean ratio B/A: 1.1" (over 2 of 12 cases), and of
+    a test run against a benchmark run "no case comparable on both sides": like the Compare page, one line says how
+    many cases are timed in both and why, and the ratio names the cases it covers (--json: coverage)."""
+    from datetime import timedelta
+
+    from conftest import BASE_US, T0, make_record
+
+    from tracker.store import Store
+
+    path, ids = demo_store
+    part = make_record("part0aaaaaaa", variant="part", source="# part\n", path="kernels/part.py", family=None,
+                       started=T0 + timedelta(days=3), means=[b * 1.1 for b in BASE_US])  # fmt: skip
+    part.cases[:] = [c for c in part.cases if c["case_idx"] in (0, 3)]
+    part.samples[:] = [s for s in part.samples if s[0] in (0, 3)]
+    test_run = make_record("test0aaaaaaa", variant="t", source="# t\n", path="kernels/t.py", family=None,
+                           started=T0 + timedelta(days=3, hours=1), means=None, mode="test")  # fmt: skip
+    for record in (part, test_run):
+        assert Store(path).finish_run(record) is None
+    text = cli("compare", ids["before_regression"], "part0aaaaaaa", "--store", str(path))
+    assert text.returncode == 0, text.stderr
+    assert "2 of 12 cases are timed in both runs" in text.stdout and "10 only in A, 0 only in B" in text.stdout
+    assert "over 20x32 c1 dense, 640x512 c2 dense" in text.stdout.split("geomean ratio B/A")[1].splitlines()[0]
+    doc = json.loads(cli("compare", "test0aaaaaaa", ids["before_regression"], "--json", "--store", str(path)).stdout)
+    assert "A is a test run" in doc["coverage"]["line"] and doc["coverage"]["both"] == []
+    text = cli("compare", "test0aaaaaaa", ids["before_regression"], "--store", str(path))
+    assert "A is a test run (correctness cases, untimed)" in text.stdout

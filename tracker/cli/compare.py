@@ -8,7 +8,7 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
-from tracker.analysis.series import problem_args
+from tracker.analysis.series import coverage, problem_args
 from tracker.cli.common import (
     UsageError,
     fraction,
@@ -59,6 +59,7 @@ def compare_doc(args: argparse.Namespace) -> dict[str, Any]:
     ids, a, b, cmp = _compare(args)
     methods = [r["run"].get("method") or "tracker" for r in (a, b)]
     doc = {"a": ids[0], "b": ids[1], **asdict(cmp), "gpu_state": _state_notes(a, b), "methods": methods}
+    doc["coverage"] = coverage(cmp, a["run"], b["run"])
     doc["pair"] = _pair(args, a, b)
     doc["fidelity"] = _fidelity(args, a, b, methods)
     return json.loads(json.dumps(doc, default=str))
@@ -118,7 +119,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
         ]
     )
     ci = f" (95% CI {cmp.geomean_ci[0]:.3f}-{cmp.geomean_ci[1]:.3f})" if cmp.geomean_ci else ""
-    print(f"geomean ratio B/A: {_fmt(cmp.geomean_ratio, '.3f')}{ci}; {cmp.reason}")
+    # as on the Compare page: which cases the ratio covers, and why the runs' case sets differ
+    cover = coverage(cmp, a["run"], b["run"])
+    over = f" {cover['ratio_over']}" if cmp.geomean_ratio is not None else ""
+    print(f"geomean ratio B/A{over}: {_fmt(cmp.geomean_ratio, '.3f')}{ci}; {cmp.reason}")
+    if cover["line"]:
+        print(cover["line"])
     pair = _pair(args, a, b)
     if pair is not None:
         from tracker.cli.ab import print_pair
