@@ -30,8 +30,8 @@ st.session_state["reg_kind"] = "Kernel file" if (qp_path and not qp_family) or f
 def _set_scope() -> None:
     kind = st.session_state["reg_kind"]
     value = st.session_state.get("reg_family" if kind == "Family" else "reg_path")
-    st.query_params.pop("family", None)
-    st.query_params.pop("path", None)
+    for param in ("family", "path", "suite", "problem"):  # another scope: its own contexts
+        st.query_params.pop(param, None)
     if kind == "Kernel file" and not paths.empty:  # the URL names the file even when it is the default one
         value = value if value in set(paths["path"]) else paths["path"].iloc[0]
     if value:
@@ -78,8 +78,34 @@ ctx_labels = [
     f"{r['problem'] + ' · ' if many else ''}{r['suite']} · {r['gpu']} ({r['runs']} runs)"
     for r in contexts.to_dict("records")
 ]
+ctx_records = contexts.to_dict("records")
+
+
+def _ctx_to_url() -> None:
+    """The context picked goes into the URL as `suite` (with `problem` where the store holds several), and `gpu`
+    (the sidebar's) only where those leave a choice of GPUs: a link, a reload or Back shows it again."""
+    pick = ctx_records[st.session_state["reg_ctx"]]
+    params = {"suite": pick["suite"]} | ({"problem": pick["problem"]} if many else {})
+    same = [r for r in ctx_records if (r["suite"], r["problem"]) == (pick["suite"], pick["problem"])]
+    if len(same) > 1 and isinstance(pick["gpu"], str):
+        params["gpu"] = pick["gpu"]
+    st.query_params.update(params)  # in one call: one browser history entry
+
+
+want = {k: st.query_params.get(k) for k in ("suite", "problem")}
+matches = [i for i, r in enumerate(ctx_records) if all(v is None or r[k] == v for k, v in want.items())]
+if want["suite"] is not None and not matches:  # a stale or hand-written link: the first context, and say so
+    st.warning(
+        f"No timed runs along {label.lower()} **{common.md(scope_value)}** in suite “{common.md(want['suite'])}”: "
+        f"showing {common.md(ctx_labels[0])}.",
+        icon=":material/link_off:",
+    )
+    st.query_params.pop("suite", None)
+    st.query_params.pop("problem", None)
+st.session_state["reg_ctx"] = matches[0] if matches else 0
 c1, c2, c3 = st.columns([2, 1, 1])
-ctx_idx = c1.selectbox("Suite · GPU", range(len(ctx_labels)), format_func=ctx_labels.__getitem__, key="reg_ctx")
+ctx_idx = c1.selectbox("Suite · GPU", range(len(ctx_labels)), format_func=ctx_labels.__getitem__, key="reg_ctx",
+                       on_change=_ctx_to_url)  # fmt: skip
 window = c2.selectbox("History", list(WINDOWS), index=1, key="reg_window")
 show_improvements = c3.toggle("Also improvements", value=False, key="reg_impr")
 ctx = contexts.iloc[ctx_idx or 0]

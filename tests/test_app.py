@@ -1142,6 +1142,36 @@ def test_regressions_follow_the_url_on_back_and_forward(demo_store):
     assert at.radio(key="reg_kind").value == "Kernel file" and at.selectbox(key="reg_path").value == shown
 
 
+def test_regressions_suite_and_gpu_live_in_the_url(demo_store):
+    """A family timed in two contexts: the Suite · GPU picked was in no URL, so a reload, a link or Back showed the
+    first context again. It goes into the URL as `suite` (and `gpu` where the suite leaves a choice), as on the
+    Leaderboard and Lineage pages."""
+    path, _ = demo_store
+    for k in range(2):  # wy's runs on the CPU smoke suite too
+        rec = make_record(
+            f"wycpu{k}aaaaaa",
+            variant="wy_v0",
+            source="# wy cpu\n",
+            path="kernels/wy.py",
+            family="wy",
+            started=T0 + timedelta(days=3, hours=k),
+            means=list(BASE_US[:4]),
+            suite="smoke",
+            gpu="CPU",
+        )
+        assert Store(path).finish_run(rec) is None
+    at = open_url("pages/regressions.py", family="wy")
+    labels = at.selectbox(key="reg_ctx").options  # as shown
+    other = next(k for k, label in enumerate(labels) if label.startswith("smoke"))
+    at.selectbox(key="reg_ctx").set_value(other).run()
+    assert at.query_params["suite"] in ("smoke", ["smoke"]) and at.query_params["family"] in ("wy", ["wy"])
+    again = open_url("pages/regressions.py", family="wy", suite="smoke")  # the link, or Back to it
+    assert again.selectbox(key="reg_ctx").value == other
+    stale = open_url("pages/regressions.py", family="wy", suite="nope")
+    assert stale.selectbox(key="reg_ctx").value == 0 and "suite" not in stale.query_params
+    assert "nope" in texts(stale.warning)
+
+
 def test_run_page_says_how_far_a_stopped_or_partial_run_got(demo_store):
     """A run stopped in case 10 of 12 read "Cases passed 10 / 11" with case 10 "FAIL"; a run of cases 0 and 3 read
     "– µs" with no reason. The runner records the case it was stopped in as not passed, with the run's error."""
