@@ -13,10 +13,9 @@ from tracker.common.jsonfields import parse_flags
 from tracker.common.vocabulary import DEFAULT_WORKLOAD
 from tracker.store import VERDICTS, Store, StoreLockedError
 
+# Times keep common.table's format (0.1 µs, thousands separators), as in the per-case table beside.
 PROFILE_KERNEL_COLUMNS = {
     "kernel": st.column_config.TextColumn("kernel", help="Short name; the whole signature is in the last column"),
-    "device (µs)": st.column_config.NumberColumn(format="%.1f"),
-    "self (µs)": st.column_config.NumberColumn(format="%.1f"),
     "full name": st.column_config.TextColumn("full name", width="large"),
 }
 

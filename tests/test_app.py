@@ -1258,6 +1258,8 @@ def test_numbers_and_commits_read_the_same_on_every_page(demo_store):
     assert _column_formats(at, "before (µs)") == ["localized"]
     row = table(at, "reg_table").iloc[0]
     assert row["before (µs)"] == round(row["before (µs)"], 1)
+    at = open_url("pages/run.py", id=ids["profiled"])  # top kernels read 19173.8 beside the per-case 3,610.6
+    assert set(_column_formats(at, "device (µs)") + _column_formats(at, "self (µs)")) == {"localized"}
     commit = ids["commits"][1]
     if commit:  # the demo store names the checkout's commits (none without git history)
         at = open_url("pages/run.py", id=ids["regressed"])
