@@ -451,6 +451,8 @@ def test_compare_per_case_marks_charts_and_diff(demo_store):
     assert bars["encoding"]["xOffset"]["field"] == "side" and bar["encoding"]["y"]["scale"]["type"] == "log"
     assert means.groupby("side").size().tolist() == [12, 12]  # grouped: A and B per case
     assert errors["encoding"]["y"]["field"] == "lo" and (means["hi"] - means["mean"]).gt(0).all()  # error bars
+    # At 800 px the two runs' names side by side ran past the chart: "B: kb/fused_wy (157f275d5" was cut. One a row.
+    assert bar["encoding"]["color"]["legend"]["columns"] == 1
     bar, text, _ = speedup["layer"]
     assert bar["encoding"]["y2"] == {"datum": 1.0} and bar["encoding"]["y"]["scale"]["type"] == "log"  # from 1.0
     slow = ratios.iloc[3]

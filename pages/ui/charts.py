@@ -232,7 +232,9 @@ def grouped_bars_chart(cmp: RunComparison, a: Mapping[str, Any], b: Mapping[str,
         "layer": [
             {"mark": {"type": "bar"},
              "encoding": {"y": y, "y2": {"datum": floor}, "color": side | {"scale": {"range": ["#1f77b4", "#ff7f0e"]},
-                                                   "legend": {"orient": "top", "title": None, "labelLimit": 500}},
+                                                   # a run a row: side by side, they ran past an 800 px page
+                                                   "legend": {"orient": "top", "title": None, "labelLimit": 500,
+                                                              "columns": 1}},
                           "tooltip": [{"field": "case"}, {"field": "side", "title": "run"},
                                       {"field": "mean", "title": "mean (µs)", "format": ",.2f"},
                                       {"field": "err", "title": "± standard error (µs)", "format": ",.2f"}]}},
