@@ -796,6 +796,16 @@ def test_store_from_script_argument(demo_store, monkeypatch):
     assert len(table(at, "variants")) == 14
 
 
+def test_an_emptied_store_box_opens_the_dashboards_store_again(demo_store):
+    """Clearing the sidebar's Store box opened "experiments.duckdb" in the server's folder ("There is no store at
+    experiments.duckdb"), not the store the dashboard was started on ($KERNELBEAM_STORE here)."""
+    path, _ = demo_store
+    at = open_page()
+    at.sidebar.text_input(key="kb_store").set_value("").run()
+    assert not at.error, texts(at.error)
+    assert at.sidebar.text_input(key="kb_store").value == str(path) and len(table(at, "variants")) == 14
+
+
 # ----------------------------------------------------------------------------------------- concurrency
 
 
