@@ -956,6 +956,21 @@ def test_leaderboard_without_timed_runs_on_the_newest_gpu(tmp_path, monkeypatch)
     assert at.selectbox(key="gpu").options == [H200] and list(at.dataframe[0].value["variant"]) == ["v_h1"]
 
 
+def test_the_leaderboard_keeps_problems_apart(tmp_path, monkeypatch):
+    """A vectoradd run beside a qr_v2 one, both smoke on the CPU, shared one board: 1 µs vector sums ranked against
+    QR factorisations. A Problem choice (in the URL as `problem`) when the suite and GPU hold several."""
+    from test_views_cli import _two_problems_store
+
+    path = tmp_path / "two.duckdb"
+    _two_problems_store(path)
+    monkeypatch.setenv("KERNELBEAM_STORE", str(path))
+    at = open_page("pages/leaderboard.py")
+    assert at.selectbox(key="problem").options == ["vectoradd", "qr_v2"]  # the newest first
+    assert list(at.dataframe[0].value["variant"]) == ["vec_k"]
+    at = open_url("pages/leaderboard.py", problem="qr_v2")
+    assert list(at.dataframe[0].value["variant"]) == ["qr_k"] and "qr_v2 · smoke" in texts(at.caption)
+
+
 def test_the_leaderboard_on_a_new_cpu_run_links_the_other_boards(demo_store):
     """A CPU smoke run newer than the H200 runs moves the default board to CPU: the H200 board is one link away."""
     at = open_page("pages/leaderboard.py")

@@ -315,3 +315,36 @@ def test_compare_says_what_it_compares_as_the_compare_page(demo_store):
     assert "A is a test run" in doc["coverage"]["line"] and doc["coverage"]["both"] == []
     text = cli("compare", "test0aaaaaaa", ids["before_regression"], "--store", str(path))
     assert "A is a test run (correctness cases, untimed)" in text.stdout
+
+
+def _two_problems_store(path) -> None:
+    """A qr_v2 smoke run on the CPU (its problem unrecorded, as in older stores: qr_v2), then a vectoradd one."""
+    from datetime import timedelta
+
+    from conftest import BASE_US, T0, make_record
+
+    from tracker.store import Store
+
+    qr = make_record("qrsmoke0000a", variant="qr_k", source="# qr\n", path="kernels/qr_k.py", family=None,
+                     started=T0, means=BASE_US[:4], suite="smoke", gpu="CPU")  # fmt: skip
+    add = make_record("vecadd00000a", variant="vec_k", source="# vec\n", path="problems/v/submission.py",
+                      family=None, started=T0 + timedelta(hours=1), means=[1.0] * 4, suite="smoke",
+                      gpu="CPU")  # fmt: skip
+    add.run.problem = "vectoradd"
+    for record in (qr, add):
+        assert Store(path).finish_run(record) is None
+
+
+def test_leaderboard_keeps_problems_apart(tmp_path):
+    """A vectoradd run beside a qr_v2 one, both smoke on the CPU: the board ranked vector sums of 1 µs against QR
+    factorisations, on each other's cases. One problem a board: the newest by default, --problem for another."""
+    path = tmp_path / "two.duckdb"
+    _two_problems_store(path)
+    doc = json.loads(cli("leaderboard", "--json", "--store", str(path)).stdout)
+    assert doc["problem"] == "vectoradd" and [v["variant"] for v in doc["variants"]] == ["vec_k"]
+    doc = json.loads(cli("leaderboard", "--problem", "qr_v2", "--json", "--store", str(path)).stdout)
+    assert doc["problem"] == "qr_v2" and [v["variant"] for v in doc["variants"]] == ["qr_k"]
+    text = cli("leaderboard", "--problem", "qr_v2", "--store", str(path)).stdout
+    assert text.splitlines()[0] == "qr_v2 · smoke · benchmark · CPU" and "vec_k" not in text
+    bad = cli("leaderboard", "--problem", "nope", "--store", str(path))
+    assert bad.returncode == 2 and "vectoradd" in bad.stderr and "Traceback" not in bad.stderr
