@@ -348,3 +348,21 @@ def test_leaderboard_keeps_problems_apart(tmp_path):
     assert text.splitlines()[0] == "qr_v2 · smoke · benchmark · CPU" and "vec_k" not in text
     bad = cli("leaderboard", "--problem", "nope", "--store", str(path))
     assert bad.returncode == 2 and "vectoradd" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_since_bests_keep_problems_apart(tmp_path):
+    """`since` judged a vectoradd run's geomean against the qr_v2 runs of the same suite and GPU: a new best of 1 µs,
+    "below" the QR factorisations, and the qr_v2 run's own new best went unsaid. Each problem's bests its own."""
+    from datetime import timedelta
+
+    from conftest import T0
+
+    path = tmp_path / "two.duckdb"
+    _two_problems_store(path)
+
+    def overall(when) -> dict[str, float | None]:
+        doc = json.loads(cli("since", when.isoformat(), "--json", "--store", str(path)).stdout)
+        return {b["run_id"]: b["previous_best_us"] for b in doc["new_bests"] if b["case"] == "overall"}
+
+    assert overall(T0 - timedelta(hours=1)) == {"qrsmoke0000a": None, "vecadd00000a": None}
+    assert overall(T0 + timedelta(minutes=30)) == {"vecadd00000a": None}  # the qr_v2 run before is no baseline
