@@ -350,12 +350,12 @@ def test_leaderboard_keeps_problems_apart(tmp_path):
     assert bad.returncode == 2 and "vectoradd" in bad.stderr and "Traceback" not in bad.stderr
 
 
-def test_since_bests_keep_problems_apart(tmp_path):
+def test_since_bests_keep_problems_apart(tmp_path, monkeypatch):
     """`since` judged a vectoradd run's geomean against the qr_v2 runs of the same suite and GPU: a new best of 1 µs,
     "below" the QR factorisations, and the qr_v2 run's own new best went unsaid. Each problem's bests its own."""
     from datetime import timedelta
 
-    from conftest import T0
+    from conftest import T0, open_url
 
     path = tmp_path / "two.duckdb"
     _two_problems_store(path)
@@ -366,3 +366,7 @@ def test_since_bests_keep_problems_apart(tmp_path):
 
     assert overall(T0 - timedelta(hours=1)) == {"qrsmoke0000a": None, "vecadd00000a": None}
     assert overall(T0 + timedelta(minutes=30)) == {"vecadd00000a": None}  # the qr_v2 run before is no baseline
+    monkeypatch.setenv("KERNELBEAM_STORE", str(path))  # the Since page names the problem of each
+    at = open_url("pages/since.py", since=(T0 - timedelta(hours=1)).isoformat())
+    geomeans = next(df.value for df in at.dataframe if "previous geomean (µs)" in df.value.columns)
+    assert sorted(geomeans["problem"]) == ["qr_v2", "vectoradd"]  # two rows of smoke · CPU: which is which

@@ -56,7 +56,7 @@ def _records(df: pd.DataFrame, cols: list[str]) -> list[dict[str, Any]]:
 
 
 def _best(row: dict[str, Any], case: str, value: float, before: Any) -> dict[str, Any]:
-    keys = ("suite", "mode", "gpu", "run_id")
+    keys = ("problem", "suite", "mode", "gpu", "run_id")
     return {"case": case, **{k: row[k] for k in keys}, "mean_us": value, "previous_best_us": before}
 
 
