@@ -370,3 +370,25 @@ def test_since_bests_keep_problems_apart(tmp_path, monkeypatch):
     at = open_url("pages/since.py", since=(T0 - timedelta(hours=1)).isoformat())
     geomeans = next(df.value for df in at.dataframe if "previous geomean (µs)" in df.value.columns)
     assert sorted(geomeans["problem"]) == ["qr_v2", "vectoradd"]  # two rows of smoke · CPU: which is which
+
+
+def test_regressions_says_improvements_were_found_but_not_listed(tmp_path):
+    """A history whose one step is an improvement printed "no change points found" (the page: "No regression
+    detected (1 improvement(s); tick “Also improvements”…)"). It says what --all would list."""
+    from datetime import timedelta
+
+    from conftest import BASE_US, T0, make_record
+
+    from tracker.store import Store
+
+    path = tmp_path / "faster.duckdb"
+    for k in range(10):
+        means = [m / 1.5 if (i == 3 and k >= 5) else m for i, m in enumerate(BASE_US)]
+        rec = make_record(f"fast{k:02d}aaaaaa", variant="v", source="# v\n", path="kernels/v.py", family="f",
+                          started=T0 + timedelta(hours=k), means=means, seed=k)  # fmt: skip
+        assert Store(path).finish_run(rec) is None
+    text = cli("regressions", "--path", "kernels/v.py", "--store", str(path))
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.splitlines()[-1] == "no regression found (1 improvement: --all lists it)"
+    listed = cli("regressions", "--path", "kernels/v.py", "--all", "--store", str(path)).stdout
+    assert "improvement" in listed and "640x512 c2 dense" in listed

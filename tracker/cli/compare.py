@@ -187,6 +187,7 @@ def cmd_regressions(args: argparse.Namespace) -> int:
 
     found: list[dict[str, Any]] = []
     paths: list[tuple[str, str | None, list[str]]] = []
+    unlisted = 0  # improvements, listed with --all only
     for problem, suite, gpu in zip(contexts["problem"], contexts["suite"], contexts["gpu"], strict=True):
         gpu = gpu if isinstance(gpu, str) else None
         lineage = _lineage_path(args.store, args.family, suite, gpu, args.to) if args.family else None
@@ -203,6 +204,7 @@ def cmd_regressions(args: argparse.Namespace) -> int:
         states = states_by_run_case(Store(args.store).gpu_states(tuple(hist["runs"]["run_id"])))
         notes = change_point_notes(changes, points, states)
         for cps in changes.values():
+            unlisted += sum(cp.kind != "regression" for cp in cps) if not args.all else 0
             for cp in cps:
                 if args.all or cp.kind == "regression":
                     note = notes.get((cp.case, cp.run_id))
@@ -215,8 +217,9 @@ def cmd_regressions(args: argparse.Namespace) -> int:
         return 0
     for suite, gpu, along in paths:  # which line of descent, as the page's caption says it
         print(f"{suite} · {gpu}: along {' → '.join(along)}")
-    if not found:
-        print("no change points found")
+    if not found:  # as the page: no regression, but say what --all would list
+        some = f"{unlisted} improvement{'s' if unlisted > 1 else ''}: --all lists {'them' if unlisted > 1 else 'it'}"
+        print(f"no regression found ({some})" if unlisted else "no change points found")
         return 0
     print_columns(
         [
