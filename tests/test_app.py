@@ -1247,6 +1247,9 @@ def test_progress_chart_fits_its_axis_to_a_narrow_range():
     inside = [t for t in ticks if lo <= t <= hi]
     px = [spec["height"] * math.log(t / lo) / math.log(hi / lo) for t in inside]
     assert len(inside) >= 3 and min(b - a for a, b in zip(px, px[1:], strict=False)) >= 50
+    # Two runs of a family sat on the plot's left and right edges, each dot cut in half: the x axis has room
+    for x in charts_mod.PROGRESS_X:
+        assert charts_mod.progress_chart(points, x)[1]["layer"][0]["encoding"]["x"]["scale"]["padding"] >= 8
 
 
 def test_speedup_axis_fits_small_factors(demo_store):
