@@ -7,13 +7,14 @@ import streamlit as st
 
 from pages import _common as common
 from pages._derived import cached
-from pages.ui import charts
+from pages.ui import charts, urlstate
 from pages.ui import tables as views
 from tracker.analysis import context, gpustate, summaries
 from tracker.analysis import series as analysis
 from tracker.store import Store
 
 # Change detection is quadratic in the number of runs: the default window keeps the page under a second.
+SCOPED = ("family", "path", "suite", "problem", "variant")  # the URL's parameters that belong to one scope
 WINDOWS = {"last 100 runs": 100, "last 200 runs": 200, "last 500 runs": 500, "last 1000 runs": 1000, "all runs": None}
 
 common.page_setup()
@@ -30,12 +31,11 @@ st.session_state["reg_kind"] = "Kernel file" if (qp_path and not qp_family) or f
 def _set_scope() -> None:
     kind = st.session_state["reg_kind"]
     value = st.session_state.get("reg_family" if kind == "Family" else "reg_path")
-    for param in ("family", "path", "suite", "problem"):  # another scope: its own contexts
-        st.query_params.pop(param, None)
     if kind == "Kernel file" and not paths.empty:  # the URL names the file even when it is the default one
         value = value if value in set(paths["path"]) else paths["path"].iloc[0]
-    if value:
-        st.query_params["family" if kind == "Family" else "path"] = value
+    # another scope keeps none of this one's context or lineage path; in one call: one browser history entry
+    keep = {k: v for k, v in st.query_params.to_dict().items() if k not in SCOPED}
+    st.query_params.from_dict(keep | ({"family" if kind == "Family" else "path": value} if value else {}))
 
 
 c_kind, c_value = st.columns([1, 3])
@@ -89,7 +89,8 @@ def _ctx_to_url() -> None:
     same = [r for r in ctx_records if (r["suite"], r["problem"]) == (pick["suite"], pick["problem"])]
     if len(same) > 1 and isinstance(pick["gpu"], str):
         params["gpu"] = pick["gpu"]
-    st.query_params.update(params)  # in one call: one browser history entry
+    keep = {k: v for k, v in st.query_params.to_dict().items() if k not in ("suite", "problem", "variant")}
+    st.query_params.from_dict(keep | params)  # another context: its own lineage path; one call, one history entry
 
 
 want = {k: st.query_params.get(k) for k in ("suite", "problem")}
@@ -119,10 +120,12 @@ if kind == "Family":  # one line of descent: a variant's runs and its ancestors'
         # Unique labels: Streamlit keeps a selectbox's choice as its label, so two options named alike would
         # resolve to the other one on the next rerun.
         names = common.variant_labels(nodes)
-        leaf = st.selectbox("Lineage path to", leaves, format_func=lambda s: names.get(s, s[:12]),
-                            key="reg_leaf", help="The history follows this variant and its ancestors (parent "
-                            "links, as on the Lineage page); default: the variant run most recently")  # fmt: skip
-        path = summaries.lineage_path(nodes, leaf)
+        by_label = {names.get(s, s[:12]): s for s in leaves}
+        # In the URL as `variant` (as `regressions --to`), by its name: a link, a reload and Back show the path
+        label = urlstate.selectbox(st, "Lineage path to", list(by_label), key="reg_leaf", param="variant",
+                                   help="The history follows this variant and its ancestors (parent links, as on "
+                                   "the Lineage page); default: the variant run most recently")  # fmt: skip
+        path = summaries.lineage_path(nodes, by_label[label])
         lineage = {"variants": tuple(path)}
         st.caption("Along " + " → ".join(common.md(names[s]) for s in path if s in names))
 hist, points, changes = common.history(

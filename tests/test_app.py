@@ -1035,6 +1035,12 @@ def test_regressions_follow_one_line_of_descent(tmp_path, monkeypatch):
     slow = next(o for o in leaf.options if o != leaf.value and leaf.format_func(o) == "slow")
     at.selectbox(key="reg_leaf").set_value(slow).run()
     assert set(table(at, "reg_table")["run"]) == {"s0"}
+    # the path chosen is in the URL as `variant` (as `regressions --to`): a link, a reload and Back show it again
+    assert at.query_params["variant"] in ("slow", ["slow"])
+    at = open_url("pages/regressions.py", family="fam", variant="slow")
+    assert set(table(at, "reg_table")["run"]) == {"s0"}
+    at = open_url("pages/regressions.py", family="fam", variant="nope")
+    assert "nope" in texts(at.warning) and "variant" not in at.query_params and not find_tables(at, "reg_table")
 
 
 def test_compare_says_what_it_compares(demo_store, tmp_path):
