@@ -114,7 +114,8 @@ gpu_value = ctx["gpu"] if isinstance(ctx["gpu"], str) else None
 
 lineage = {}
 if kind == "Family":  # one line of descent: a variant's runs and its ancestors', never its siblings'
-    nodes = common.read(Store.lineage_nodes, family=scope_value, suite=ctx["suite"], gpu=gpu_value)
+    nodes = common.read(Store.lineage_nodes, family=scope_value, suite=ctx["suite"], gpu=gpu_value,
+                        problem=ctx["problem"] if isinstance(ctx["problem"], str) else None)  # fmt: skip
     leaves = summaries.path_leaves(nodes)
     if leaves:
         # Unique labels: Streamlit keeps a selectbox's choice as its label, so two options named alike would

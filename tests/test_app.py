@@ -1205,6 +1205,24 @@ def test_regressions_suite_and_gpu_live_in_the_url(demo_store):
     assert "nope" in texts(stale.warning)
 
 
+def test_regressions_lineage_follows_the_problem_of_its_context(tmp_path, monkeypatch):
+    """A family with vectoradd runs and, later, a qr_v2 run on the same suite and GPU: in the vectoradd context the
+    "Lineage path to" offered the qr_v2 variant (run most recently) and showed "No cases recorded along this
+    history". The path is one of the context's own problem."""
+    path = tmp_path / "fam.duckdb"
+    runs = (("vec0aaaaaaaa", "vec", "vectoradd"), ("vec1aaaaaaaa", "vec", "vectoradd"), ("qr00aaaaaaaa", "qr", None))
+    for k, (run_id, name, problem) in enumerate(runs):
+        rec = make_record(run_id, variant=name, source=f"# {name}\n", path=f"kernels/{name}.py", family="fam",
+                          started=T0 + timedelta(hours=k), means=BASE_US[:4], suite="smoke", gpu="CPU",
+                          seed=k)  # fmt: skip
+        rec.run.problem = problem
+        assert Store(path).finish_run(rec) is None
+    monkeypatch.setenv("KERNELBEAM_STORE", str(path))
+    at = open_url("pages/regressions.py", family="fam", suite="smoke", problem="vectoradd")
+    assert at.selectbox(key="reg_leaf").options == ["vec"] and "No cases recorded" not in texts(at.info)
+    assert {m.label: m.value for m in at.metric}["Runs in history"] == "2" and vega_charts(at)
+
+
 def test_run_page_says_how_far_a_stopped_or_partial_run_got(demo_store):
     """A run stopped in case 10 of 12 read "Cases passed 10 / 11" with case 10 "FAIL"; a run of cases 0 and 3 read
     "– µs" with no reason. The runner records the case it was stopped in as not passed, with the run's error."""

@@ -145,7 +145,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _lineage_path(
-    store: str, family: str, suite: str, gpu: str | None, to: str | None
+    store: str, family: str, suite: str, gpu: str | None, to: str | None, problem: str | None = None
 ) -> list[tuple[str, str | None]] | None:
     """The one line of descent a family's history follows in a context, as on the Regressions page: (sha256, name;
     None for an ancestor of another family) from the root to `to` (a variant name or sha256 prefix), else to the
@@ -154,7 +154,7 @@ def _lineage_path(
     those that have."""
     from tracker.analysis import summaries
 
-    nodes = Store(store).lineage_nodes(family=family, suite=suite, gpu=gpu)
+    nodes = Store(store).lineage_nodes(family=family, suite=suite, gpu=gpu, problem=problem)
     leaves = summaries.path_leaves(nodes)
     if not leaves:
         return None
@@ -190,12 +190,14 @@ def cmd_regressions(args: argparse.Namespace) -> int:
     unlisted = 0  # improvements, listed with --all only
     for problem, suite, gpu in zip(contexts["problem"], contexts["suite"], contexts["gpu"], strict=True):
         gpu = gpu if isinstance(gpu, str) else None
-        lineage = _lineage_path(args.store, args.family, suite, gpu, args.to) if args.family else None
+        problem = problem if isinstance(problem, str) else None
+        lineage = _lineage_path(args.store, args.family, suite, gpu, args.to, problem) if args.family else None
         if lineage == []:
             continue  # --to has no timed run in this context
         along = [name for _, name in lineage or [] if name]  # as the page's caption: the family's own
         if lineage:
-            paths.append((suite, gpu, along))
+            # named by its problem where the suite does not name it (as the leaderboard's header)
+            paths.append((f"{problem} · {suite}" if problem not in (None, suite) else suite, gpu, along))
         variants = None if lineage is None else tuple(sha for sha, _ in lineage)
         hist = Store(args.store).case_history(**scope, suite=suite, gpu=gpu, last=None, problem=problem,
                                               variants=variants)  # fmt: skip
