@@ -293,6 +293,12 @@ def metric_row() -> Any:
     return st.container(horizontal=True, gap="large")
 
 
+def filter_row() -> Any:
+    """A page's row of filters: each select box keeps its width and the row wraps onto a new line where the page
+    is narrow (in five or six equal st.columns an 800 px page showed "an", "b" or nothing of their values)."""
+    return st.container(horizontal=True, gap="small")
+
+
 def rows_height(n: int, max_rows: int = 40) -> int:
     """A dataframe height that shows n rows without an inner scrollbar (up to max_rows)."""
     return 35 * (min(n, max_rows) + 1) + 3

@@ -22,20 +22,20 @@ timed = context.TIMED_MODES
 # Each choice offers only what has timed runs under the choices before it, most recently passed first.
 # One problem a board (another problem's cases are not the same cases): a Problem choice where the store has several.
 many = contexts.loc[contexts["mode"].isin(timed), "problem"].nunique() > 1
-c_gpu, c_suite, *c_problem, c_mode, c_family, c_sort = st.columns([2, 1, 1, 1, 1, 2] if many else [2, 1, 1, 1, 2])
+row = common.filter_row()
 gpus = context.choices(contexts, "gpu", modes=timed, prefer=common.gpu_filter())
 if not gpus:
     st.info("No benchmark or leaderboard runs yet: the leaderboard ranks timed runs (`--mode test` runs are untimed).")
     st.stop()
-gpu = urlstate.selectbox(c_gpu, "GPU", gpus, key="gpu",
+gpu = urlstate.selectbox(row, "GPU", gpus, key="gpu",
                          help="One GPU model at a time: timings of different GPUs are never ranked")  # fmt: skip
-suite = urlstate.selectbox(c_suite, "Suite", context.choices(contexts, "suite", modes=timed, gpu=gpu), key="suite")
+suite = urlstate.selectbox(row, "Suite", context.choices(contexts, "suite", modes=timed, gpu=gpu), key="suite")
 problems = context.choices(contexts, "problem", modes=timed, gpu=gpu, suite=suite)
-problem = urlstate.selectbox(c_problem[0], "Problem", problems, key="problem") if many else next(iter(problems), None)
-mode = urlstate.selectbox(c_mode, "Mode", context.choices(contexts, "mode", modes=timed, gpu=gpu, suite=suite,
+problem = urlstate.selectbox(row, "Problem", problems, key="problem") if many else next(iter(problems), None)
+mode = urlstate.selectbox(row, "Mode", context.choices(contexts, "mode", modes=timed, gpu=gpu, suite=suite,
                                                           problem=problem), key="mode")  # fmt: skip
 families = context.choices(contexts, "family", modes=(mode,), gpu=gpu, suite=suite, problem=problem)
-family = urlstate.selectbox(c_family, "Family", [ANY, *families], key="family")
+family = urlstate.selectbox(row, "Family", [ANY, *families], key="family")
 data = common.read(Store.leaderboard_cells, suite=suite, mode=mode, gpu=gpu, family=None if family == ANY else family,
                    problem=problem)  # fmt: skip
 ctx_key = (suite, mode, gpu, family, problem)
@@ -47,7 +47,7 @@ if board["table"].empty:
         + (f" in family {md(family)}." if family != ANY else ".")
     )
     st.stop()
-sort = urlstate.selectbox(c_sort, "Sort by", ["geomean", *board["cases"]], key="sort")
+sort = urlstate.selectbox(row, "Sort by", ["geomean", *board["cases"]], key="sort")
 if sort != "geomean":
     board = cached(summaries.leaderboard, (*ctx_key, sort), data, sort=sort)
 

@@ -104,11 +104,11 @@ if want["suite"] is not None and not matches:  # a stale or hand-written link: t
     st.query_params.pop("suite", None)
     st.query_params.pop("problem", None)
 st.session_state["reg_ctx"] = matches[0] if matches else 0
-c1, c2, c3 = st.columns([2, 1, 1])
-ctx_idx = c1.selectbox("Suite · GPU", range(len(ctx_labels)), format_func=ctx_labels.__getitem__, key="reg_ctx",
+row = common.filter_row()
+ctx_idx = row.selectbox("Suite · GPU", range(len(ctx_labels)), format_func=ctx_labels.__getitem__, key="reg_ctx",
                        on_change=_ctx_to_url)  # fmt: skip
-window = c2.selectbox("History", list(WINDOWS), index=1, key="reg_window")
-show_improvements = c3.toggle("Also improvements", value=False, key="reg_impr")
+window = row.selectbox("History", list(WINDOWS), index=1, key="reg_window", width=170)
+show_improvements = row.toggle("Also improvements", value=False, key="reg_impr", width="content")
 ctx = contexts.iloc[ctx_idx or 0]
 gpu_value = ctx["gpu"] if isinstance(ctx["gpu"], str) else None
 
