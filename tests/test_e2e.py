@@ -621,7 +621,7 @@ def test_run_page_fits_its_page_and_stays_on_the_verdict_tab(server, page):
     assert Store(path).run_bundle(run)["verdicts"].iloc[0]["verdict"] == "rejected"
     page.set_viewport_size({"width": 800, "height": 1800})
     for url in (f"run?id={run}", "", f"compare?a={ids['before_regression']}&b={ids['regressed']}", "regressions",
-                "leaderboard"):  # fmt: skip
+                "leaderboard", "lineage"):  # fmt: skip
         goto(page, f"{base}/{url}")
         no_exception(page)
         page.wait_for_timeout(500)  # the layout after the window's change
