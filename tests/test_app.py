@@ -483,6 +483,19 @@ def test_compare_bad_ids(demo_store):
     assert "Choose a baseline run A" in texts(at.info)
 
 
+def test_run_and_compare_take_a_variant_name_as_the_cli_does(demo_store):
+    """`compare householder_v4 householder_v5` worked in the CLI (a variant name: its newest run), and the same
+    link, `compare?a=householder_v4&b=householder_v5`, said "No run matches householder_v4"."""
+    _, ids = demo_store
+    at = open_url("pages/compare.py", a="householder_v4", b="householder_v5")
+    assert not at.error and len(table(at, "cmp_table")) == 12
+    assert f"`{ids['before_regression']}`" in texts(at.markdown) and f"`{ids['regressed']}`" in texts(at.markdown)
+    at = open_url("pages/run.py", id="householder_v5")
+    assert not at.error and ids["regressed"] in texts(at.caption)
+    at = open_url("pages/run.py", id="nope")
+    assert "give a run id, a unique prefix or a variant name" in texts(at.error)
+
+
 def test_compare_pick_from_recent_runs(demo_store):
     _, ids = demo_store
     at = open_page("pages/compare.py")
