@@ -75,7 +75,7 @@ if contexts.empty:
     st.stop()
 many = contexts["problem"].nunique() > 1  # name the problem only when the store holds more than one
 ctx_labels = [
-    f"{r['problem'] + ' · ' if many else ''}{r['suite']} · {r['gpu']} ({r['runs']} runs)"
+    f"{r['problem'] + ' · ' if many and r['problem'] != r['suite'] else ''}{r['suite']} · {r['gpu']} ({r['runs']} runs)"
     for r in contexts.to_dict("records")
 ]
 ctx_records = contexts.to_dict("records")

@@ -239,6 +239,20 @@ def test_a_run_cancelled_before_it_got_a_gpu_is_shown_with_its_variant(demo_stor
     assert at.selectbox(key="reg_ctx").options == ["qr_v2 · NVIDIA H200 (5 runs)"]  # three runs, two cancelled
 
 
+def test_contexts_name_a_problem_once(demo_store):
+    """With a vectoradd run in the store the contexts read "qr_v2 · qr_v2 · NVIDIA H200": the problem is named
+    where its suite does not name it already."""
+    path, _ = demo_store
+    rec = make_record("vecadd0aaaaa", variant="vec", source="# vec\n", path="kernels/vec.py", family="wy",
+                      started=T0 + timedelta(days=3), means=BASE_US[:4], suite="smoke", gpu="CPU")  # fmt: skip
+    rec.run.problem = "vectoradd"
+    assert Store(path).finish_run(rec) is None
+    options = [o.rsplit(" (", 1)[0] for o in open_page().selectbox(key="chart_ctx").options]  # less "(N runs)"
+    assert options == ["qr_v2 · NVIDIA H200", "qr_v2 · smoke · CPU", "vectoradd · smoke · CPU"], options
+    options = open_url("pages/regressions.py", family="wy").selectbox(key="reg_ctx").options
+    assert options[0].startswith("qr_v2 · NVIDIA H200 (") and any(o.startswith("vectoradd · smoke") for o in options)
+
+
 def test_experiments_progress_chart_follows_every_filter(demo_store):
     def scatter_points(at):
         ((_, frame),) = vega_charts(at)
