@@ -145,7 +145,7 @@ def require_token() -> None:
     st.stop()
 
 
-if common.STORE_KEY not in st.session_state:  # on the first run, from this script's own arguments
+if not st.session_state.get(common.STORE_KEY):  # the first run, or a box emptied: this script's own arguments
     st.session_state[common.STORE_KEY] = default_store()
 require_token()
 

@@ -244,13 +244,16 @@ def require_runs() -> int:
 
 
 def resolve_run(text: str) -> str | None:
-    """A run id or unique prefix typed or passed in the URL, resolved; None (with a message) if unknown."""
+    """A run id or unique prefix typed or passed in the URL, else a variant name (its newest run, as the CLI takes
+    it), resolved; None (with a message) if unknown."""
     text = (text or "").strip()
     if not text:
         return None
     run_id = read(Store.resolve_run_id, text)
     if run_id is None:
         candidates = read(Store.run_candidates, text)
+        if len(candidates) <= 1 and (named := read(Store.latest_run_of_variant, text)) is not None:
+            return named
         if len(candidates) > 1:
             st.error(f"**{md(text)}** is ambiguous: {len(candidates)} runs start with it. Give more characters:")
             table(
@@ -258,7 +261,7 @@ def resolve_run(text: str) -> str | None:
                 column_config={"run": st.column_config.LinkColumn("run", display_text=r"run\?id=(.*)")},
             )
         else:
-            st.error(f"No run matches **{md(text)}** in {store()} (give a run id or a unique prefix).")
+            st.error(f"No run matches **{md(text)}** in {store()} (give a run id, a unique prefix or a variant name).")
     return run_id
 
 
@@ -292,6 +295,12 @@ def metric_row() -> Any:
     """A row of st.metric (drawn with width="content"), each as wide as its value, wrapping onto a new line where
     the page is narrow: in equal st.columns an 800 px page cut the values ("2,72…", "7e1…")."""
     return st.container(horizontal=True, gap="large")
+
+
+def filter_row() -> Any:
+    """A page's row of filters: each select box keeps its width and the row wraps onto a new line where the page
+    is narrow (in five or six equal st.columns an 800 px page showed "an", "b" or nothing of their values)."""
+    return st.container(horizontal=True, gap="small")
 
 
 def rows_height(n: int, max_rows: int = 40) -> int:

@@ -35,7 +35,7 @@ labels = {r["run_id"]: views.run_choice(r, when=True) for r in recent.to_dict("r
 typed_a, typed_b = st.query_params.get("a", ""), st.query_params.get("b", "")
 st.session_state["a"], st.session_state["b"] = typed_a, typed_b
 col_a, col_b = st.columns(2)
-hint = "run id or unique prefix"
+hint = "run id, unique prefix or variant name"
 col_a.text_input("Run A (baseline)", key="a", on_change=_to_url, args=("a", "a"), placeholder=hint)
 col_b.text_input("Run B (candidate)", key="b", on_change=_to_url, args=("b", "b"), placeholder=hint)
 with st.expander("Pick from recent runs", expanded=not (typed_a and typed_b)):

@@ -22,24 +22,24 @@ common.require_runs()
 facets = common.read(Store.facets)
 gpu = common.gpu_filter()
 
-c_search, c_sort = st.columns([3, 1])
+top = common.filter_row()
 search = urlstate.text_input(
-    c_search, "Search", key="q", placeholder="variant, kernel path, family, note or hypothesis, verdict"
+    top, "Search", key="q", placeholder="variant, kernel path, family, note or hypothesis, verdict"
 )
-sort = urlstate.selectbox(c_sort, "Sort by", list(VARIANT_SORTS), key="sort")
+sort = urlstate.selectbox(top, "Sort by", list(VARIANT_SORTS), key="sort", width=200)
 problem = common.ANY
 if len(facets["problem"]) > 1:  # a choice only when the store holds runs of more than one problem
     problem = urlstate.selectbox(st, "Problem", [common.ANY, *facets["problem"]], key="problem")
-cols = st.columns([1, 1, 1, 1, 2])
-suite = urlstate.selectbox(cols[0], "Suite", [common.ANY, *facets["suite"]], key="suite")
-mode = urlstate.selectbox(cols[1], "Mode", [common.ANY, *facets["mode"]], key="mode")
-status = urlstate.selectbox(cols[2], "Status", [common.ANY, *facets["status"]], key="status")
-family = urlstate.selectbox(cols[3], "Family", [common.ANY, *facets["family"]], key="family")
+row = common.filter_row()
+suite = urlstate.selectbox(row, "Suite", [common.ANY, *facets["suite"]], key="suite")
+mode = urlstate.selectbox(row, "Mode", [common.ANY, *facets["mode"]], key="mode")
+status = urlstate.selectbox(row, "Status", [common.ANY, *facets["status"]], key="status")
+family = urlstate.selectbox(row, "Family", [common.ANY, *facets["family"]], key="family")
 first = facets["first"].date() if facets["first"] is not None else dt.date.today()
 last = facets["last"].date() if facets["last"] is not None else dt.date.today()
-dates = cols[4].date_input(
+dates = row.date_input(
     "Dates", value=[], min_value=first, max_value=max(last, dt.date.today()), key="dates",
-    help="Empty: every date. Pick a first and a last day.", format="YYYY-MM-DD",
+    help="Empty: every date. Pick a first and a last day.", format="YYYY-MM-DD", width=250,  # a range's two dates
 )  # fmt: skip
 # An empty range is no filter, so runs that arrive later (another day) are never hidden by a stale default.
 since = dates[0] if len(dates) >= 1 else None
@@ -84,7 +84,8 @@ else:
 if not points.empty:
     ctx = points["suite"] + " · " + points["gpu"].fillna("?")
     if points["problem"].nunique() > 1:  # name the problem only when the selection holds more than one
-        ctx = points["problem"].fillna(DEFAULT_WORKLOAD) + " · " + ctx
+        problem = points["problem"].fillna(DEFAULT_WORKLOAD)
+        ctx = ctx.where(problem == points["suite"], problem + " · " + ctx)  # once: "qr_v2 · qr_v2" read twice
     counts = points.assign(ctx=ctx).groupby("ctx", sort=False)["context_runs"].first()  # runs, not points drawn
     counts = counts.sort_values(ascending=False, kind="stable")
     if len(counts) > 1:  # geomeans of different problems, suites or GPUs do not share an axis

@@ -18,22 +18,25 @@ common.require_runs()
 contexts = common.read(Store.run_contexts)
 timed = context.TIMED_MODES
 # Each choice offers only what has timed runs under the choices before it, most recently passed first.
-cols = st.columns([2, 1, 1, 1, 2])
+# One problem a board (another problem's cases are not the same cases): a Problem choice where the store has several.
+many = contexts.loc[contexts["mode"].isin(timed), "problem"].nunique() > 1
+row = common.filter_row()
 gpus = context.choices(contexts, "gpu", modes=timed, prefer=common.gpu_filter())
 if not gpus:
     st.info("No benchmark or leaderboard runs yet: the leaderboard ranks timed runs (`--mode test` runs are untimed).")
     st.stop()
-gpu = urlstate.selectbox(cols[0], "GPU", gpus, key="gpu",
+gpu = urlstate.selectbox(row, "GPU", gpus, key="gpu",
                          help="One GPU model at a time: timings of different GPUs are never ranked")  # fmt: skip
-suite = urlstate.selectbox(cols[1], "Suite", context.choices(contexts, "suite", modes=timed, gpu=gpu), key="suite")
-mode = urlstate.selectbox(cols[2], "Mode", context.choices(contexts, "mode", modes=timed, gpu=gpu, suite=suite),
-                          key="mode")  # fmt: skip
-families = context.choices(contexts, "family", modes=(mode,), gpu=gpu, suite=suite)
-family = urlstate.selectbox(cols[3], "Family", [common.ANY, *families], key="family")
-data = common.read(
-    Store.leaderboard_cells, suite=suite, mode=mode, gpu=gpu, family=None if family == common.ANY else family
-)
-ctx_key = (suite, mode, gpu, family)
+suite = urlstate.selectbox(row, "Suite", context.choices(contexts, "suite", modes=timed, gpu=gpu), key="suite")
+problems = context.choices(contexts, "problem", modes=timed, gpu=gpu, suite=suite)
+problem = urlstate.selectbox(row, "Problem", problems, key="problem") if many else next(iter(problems), None)
+mode = urlstate.selectbox(row, "Mode", context.choices(contexts, "mode", modes=timed, gpu=gpu, suite=suite,
+                                                          problem=problem), key="mode")  # fmt: skip
+families = context.choices(contexts, "family", modes=(mode,), gpu=gpu, suite=suite, problem=problem)
+family = urlstate.selectbox(row, "Family", [common.ANY, *families], key="family")
+chosen_family = None if family == common.ANY else family
+data = common.read(Store.leaderboard_cells, suite=suite, mode=mode, gpu=gpu, family=chosen_family, problem=problem)
+ctx_key = (suite, mode, gpu, family, problem)
 board = cached(summaries.leaderboard, ctx_key, data)
 if board["table"].empty:
     md = common.md
@@ -42,7 +45,7 @@ if board["table"].empty:
         + (f" in family {md(family)}." if family != common.ANY else ".")
     )
     st.stop()
-sort = urlstate.selectbox(cols[4], "Sort by", ["geomean", *board["cases"]], key="sort")
+sort = urlstate.selectbox(row, "Sort by", ["geomean", *board["cases"]], key="sort")
 if sort != "geomean":
     board = cached(summaries.leaderboard, (*ctx_key, sort), data, sort=sort)
 
@@ -51,7 +54,8 @@ ROWS = 100
 table, rows_shown = paging.page_of(board["table"], per_page=ROWS, key="lb_page")
 ratio = board["ratio"].loc[table.index]
 st.caption(
-    f"{len(board['table']):,} variants · {len(board['cases'])} cases · {suite} · {mode} · {gpu}. "
+    f"{len(board['table']):,} variants · {len(board['cases'])} cases · {f'{problem} · ' if many else ''}{suite} · "
+    f"{mode} · {gpu}. "
     "A cell is the best mean (µs) on that case of the variant's passed runs (blank: none passed); green is the best "
     "in its column, red 2x or more slower. Select a cell to open its run. " + rows_shown
 )

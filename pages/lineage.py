@@ -20,16 +20,16 @@ st.title("Lineage")
 common.require_runs()
 contexts = common.read(Store.run_contexts)
 families = common.read(Store.variant_families)
-c = st.columns([2, 2, 1])
-family = urlstate.selectbox(c[0], "Family", [ALL, *families], key="family")
+row = common.filter_row()
+family = urlstate.selectbox(row, "Family", [ALL, *families], key="family")
 # GPU and suite follow the runs (of the family, when one is chosen), most recently passed first.
 fam = None if family == ALL else family
 gpus = cached(context.choices, ("gpu", common.gpu_filter(), fam), contexts, "gpu", prefer=common.gpu_filter(),
               family=fam, loose=("family",))  # fmt: skip
-gpu = urlstate.selectbox(c[1], "GPU", gpus or ["CPU"], key="gpu",
+gpu = urlstate.selectbox(row, "GPU", gpus or ["CPU"], key="gpu",
                          help="Geomeans and runs are taken in this suite and GPU")  # fmt: skip
 suites = cached(context.choices, ("suite", gpu, fam), contexts, "suite", gpu=gpu, family=fam, loose=("family",))
-suite = urlstate.selectbox(c[2], "Suite", suites or ["smoke"], key="suite")
+suite = urlstate.selectbox(row, "Suite", suites or ["smoke"], key="suite")
 nodes = common.read(Store.lineage_nodes, family=None if family == ALL else family, suite=suite, gpu=gpu)
 tree = cached(summaries.lineage_tree, (family, suite, gpu), nodes)
 names = cached(common.variant_labels, (family, suite, gpu), nodes)  # sources named alike: name@sha8

@@ -7,13 +7,14 @@ import streamlit as st
 
 from pages import _common as common
 from pages._derived import cached
-from pages.ui import charts
+from pages.ui import charts, urlstate
 from pages.ui import tables as views
 from tracker.analysis import context, gpustate, summaries
 from tracker.analysis import series as analysis
 from tracker.store import Store
 
 # Change detection is quadratic in the number of runs: the default window keeps the page under a second.
+SCOPED = ("family", "path", "suite", "problem", "variant")  # the URL's parameters that belong to one scope
 WINDOWS = {"last 100 runs": 100, "last 200 runs": 200, "last 500 runs": 500, "last 1000 runs": 1000, "all runs": None}
 
 common.page_setup()
@@ -30,12 +31,11 @@ st.session_state["reg_kind"] = "Kernel file" if (qp_path and not qp_family) or f
 def _set_scope() -> None:
     kind = st.session_state["reg_kind"]
     value = st.session_state.get("reg_family" if kind == "Family" else "reg_path")
-    st.query_params.pop("family", None)
-    st.query_params.pop("path", None)
     if kind == "Kernel file" and not paths.empty:  # the URL names the file even when it is the default one
         value = value if value in set(paths["path"]) else paths["path"].iloc[0]
-    if value:
-        st.query_params["family" if kind == "Family" else "path"] = value
+    # another scope keeps none of this one's context or lineage path; in one call: one browser history entry
+    keep = {k: v for k, v in st.query_params.to_dict().items() if k not in SCOPED}
+    st.query_params.from_dict(keep | ({"family" if kind == "Family" else "path": value} if value else {}))
 
 
 c_kind, c_value = st.columns([1, 3])
@@ -75,28 +75,58 @@ if contexts.empty:
     st.stop()
 many = contexts["problem"].nunique() > 1  # name the problem only when the store holds more than one
 ctx_labels = [
-    f"{r['problem'] + ' · ' if many else ''}{r['suite']} · {r['gpu']} ({r['runs']} runs)"
+    f"{r['problem'] + ' · ' if many and r['problem'] != r['suite'] else ''}{r['suite']} · {r['gpu']} ({r['runs']} runs)"
     for r in contexts.to_dict("records")
 ]
-c1, c2, c3 = st.columns([2, 1, 1])
-ctx_idx = c1.selectbox("Suite · GPU", range(len(ctx_labels)), format_func=ctx_labels.__getitem__, key="reg_ctx")
-window = c2.selectbox("History", list(WINDOWS), index=1, key="reg_window")
-show_improvements = c3.toggle("Also improvements", value=False, key="reg_impr")
+ctx_records = contexts.to_dict("records")
+
+
+def _ctx_to_url() -> None:
+    """The context picked goes into the URL as `suite` (with `problem` where the store holds several), and `gpu`
+    (the sidebar's) only where those leave a choice of GPUs: a link, a reload or Back shows it again."""
+    pick = ctx_records[st.session_state["reg_ctx"]]
+    params = {"suite": pick["suite"]} | ({"problem": pick["problem"]} if many else {})
+    same = [r for r in ctx_records if (r["suite"], r["problem"]) == (pick["suite"], pick["problem"])]
+    if len(same) > 1 and isinstance(pick["gpu"], str):
+        params["gpu"] = pick["gpu"]
+    keep = {k: v for k, v in st.query_params.to_dict().items() if k not in ("suite", "problem", "variant")}
+    st.query_params.from_dict(keep | params)  # another context: its own lineage path; one call, one history entry
+
+
+want = {k: st.query_params.get(k) for k in ("suite", "problem")}
+matches = [i for i, r in enumerate(ctx_records) if all(v is None or r[k] == v for k, v in want.items())]
+if want["suite"] is not None and not matches:  # a stale or hand-written link: the first context, and say so
+    st.warning(
+        f"No timed runs along {label.lower()} **{common.md(scope_value)}** in suite “{common.md(want['suite'])}”: "
+        f"showing {common.md(ctx_labels[0])}.",
+        icon=":material/link_off:",
+    )
+    st.query_params.pop("suite", None)
+    st.query_params.pop("problem", None)
+st.session_state["reg_ctx"] = matches[0] if matches else 0
+row = common.filter_row()
+ctx_idx = row.selectbox("Suite · GPU", range(len(ctx_labels)), format_func=ctx_labels.__getitem__, key="reg_ctx",
+                       on_change=_ctx_to_url)  # fmt: skip
+window = row.selectbox("History", list(WINDOWS), index=1, key="reg_window", width=170)
+show_improvements = row.toggle("Also improvements", value=False, key="reg_impr", width="content")
 ctx = contexts.iloc[ctx_idx or 0]
 gpu_value = ctx["gpu"] if isinstance(ctx["gpu"], str) else None
 
 lineage = {}
 if kind == "Family":  # one line of descent: a variant's runs and its ancestors', never its siblings'
-    nodes = common.read(Store.lineage_nodes, family=scope_value, suite=ctx["suite"], gpu=gpu_value)
+    nodes = common.read(Store.lineage_nodes, family=scope_value, suite=ctx["suite"], gpu=gpu_value,
+                        problem=ctx["problem"] if isinstance(ctx["problem"], str) else None)  # fmt: skip
     leaves = summaries.path_leaves(nodes)
     if leaves:
         # Unique labels: Streamlit keeps a selectbox's choice as its label, so two options named alike would
         # resolve to the other one on the next rerun.
         names = common.variant_labels(nodes)
-        leaf = st.selectbox("Lineage path to", leaves, format_func=lambda s: names.get(s, s[:12]),
-                            key="reg_leaf", help="The history follows this variant and its ancestors (parent "
-                            "links, as on the Lineage page); default: the variant run most recently")  # fmt: skip
-        path = summaries.lineage_path(nodes, leaf)
+        by_label = {names.get(s, s[:12]): s for s in leaves}
+        # In the URL as `variant` (as `regressions --to`), by its name: a link, a reload and Back show the path
+        label = urlstate.selectbox(st, "Lineage path to", list(by_label), key="reg_leaf", param="variant",
+                                   help="The history follows this variant and its ancestors (parent links, as on "
+                                   "the Lineage page); default: the variant run most recently")  # fmt: skip
+        path = summaries.lineage_path(nodes, by_label[label])
         lineage = {"variants": tuple(path)}
         st.caption("Along " + " → ".join(common.md(names[s]) for s in path if s in names))
 hist, points, changes = common.history(

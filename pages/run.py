@@ -13,10 +13,9 @@ from tracker.common.jsonfields import parse_flags
 from tracker.common.vocabulary import DEFAULT_WORKLOAD
 from tracker.store import VERDICTS, Store, StoreLockedError
 
+# Times keep common.table's format (0.1 µs, thousands separators), as in the per-case table beside.
 PROFILE_KERNEL_COLUMNS = {
     "kernel": st.column_config.TextColumn("kernel", help="Short name; the whole signature is in the last column"),
-    "device (µs)": st.column_config.NumberColumn(format="%.1f"),
-    "self (µs)": st.column_config.NumberColumn(format="%.1f"),
     "full name": st.column_config.TextColumn("full name", width="large"),
 }
 
@@ -38,7 +37,9 @@ def _to_url(key: str) -> None:
 # The URL is the source of truth: opening run?id=X, or Back to it, shows X in the box and the picker.
 typed = st.query_params.get("id", "")
 st.session_state["id"] = typed
-st.text_input("Run id", key="id", on_change=_to_url, args=("id",), placeholder="a run id or a unique prefix")
+st.text_input(
+    "Run id", key="id", on_change=_to_url, args=("id",), placeholder="a run id, a unique prefix or a variant name"
+)
 run_id = common.resolve_run(typed)
 find = st.text_input("Search runs", key="run_search", placeholder="variant, path, family, note or run id")
 recent = common.read(Store.run_choices, gpu=common.gpu_filter(), limit=500, search=find or None)

@@ -82,8 +82,10 @@ def _table(key: str, title: str, empty: str, rows: pd.DataFrame | None = None) -
 
 
 # A run's geomean (case OVERALL) is never shown as a case's mean: two tables, as the CLI's two sections.
-bests = pd.DataFrame(summary["new_bests"], columns=["case", "suite", "mode", "gpu", "run_id", "mean_us",
+bests = pd.DataFrame(summary["new_bests"], columns=["case", "problem", "suite", "mode", "gpu", "run_id", "mean_us",
                                                     "previous_best_us"])  # fmt: skip
+if bests["problem"].nunique() < 2:  # named where bests of several problems stand side by side
+    bests = bests.drop(columns="problem")
 overall = bests["case"] == summaries.OVERALL
 geomeans = bests[overall].drop(columns="case")
 geomeans = geomeans.rename(columns={"mean_us": "geomean_us", "previous_best_us": "previous_geomean_us"})

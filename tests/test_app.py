@@ -239,6 +239,20 @@ def test_a_run_cancelled_before_it_got_a_gpu_is_shown_with_its_variant(demo_stor
     assert at.selectbox(key="reg_ctx").options == ["qr_v2 · NVIDIA H200 (5 runs)"]  # three runs, two cancelled
 
 
+def test_contexts_name_a_problem_once(demo_store):
+    """With a vectoradd run in the store the contexts read "qr_v2 · qr_v2 · NVIDIA H200": the problem is named
+    where its suite does not name it already."""
+    path, _ = demo_store
+    rec = make_record("vecadd0aaaaa", variant="vec", source="# vec\n", path="kernels/vec.py", family="wy",
+                      started=T0 + timedelta(days=3), means=BASE_US[:4], suite="smoke", gpu="CPU")  # fmt: skip
+    rec.run.problem = "vectoradd"
+    assert Store(path).finish_run(rec) is None
+    options = [o.rsplit(" (", 1)[0] for o in open_page().selectbox(key="chart_ctx").options]  # less "(N runs)"
+    assert options == ["qr_v2 · NVIDIA H200", "qr_v2 · smoke · CPU", "vectoradd · smoke · CPU"], options
+    options = open_url("pages/regressions.py", family="wy").selectbox(key="reg_ctx").options
+    assert options[0].startswith("qr_v2 · NVIDIA H200 (") and any(o.startswith("vectoradd · smoke") for o in options)
+
+
 def test_experiments_progress_chart_follows_every_filter(demo_store):
     def scatter_points(at):
         ((_, frame),) = vega_charts(at)
@@ -451,6 +465,8 @@ def test_compare_per_case_marks_charts_and_diff(demo_store):
     assert bars["encoding"]["xOffset"]["field"] == "side" and bar["encoding"]["y"]["scale"]["type"] == "log"
     assert means.groupby("side").size().tolist() == [12, 12]  # grouped: A and B per case
     assert errors["encoding"]["y"]["field"] == "lo" and (means["hi"] - means["mean"]).gt(0).all()  # error bars
+    # At 800 px the two runs' names side by side ran past the chart: "B: kb/fused_wy (157f275d5" was cut. One a row.
+    assert bar["encoding"]["color"]["legend"]["columns"] == 1
     bar, text, _ = speedup["layer"]
     assert bar["encoding"]["y2"] == {"datum": 1.0} and bar["encoding"]["y"]["scale"]["type"] == "log"  # from 1.0
     slow = ratios.iloc[3]
@@ -479,6 +495,19 @@ def test_compare_bad_ids(demo_store):
     assert "No run matches **nope'\\-\\-**" in texts(at.error)
     at = open_page("pages/compare.py")
     assert "Choose a baseline run A" in texts(at.info)
+
+
+def test_run_and_compare_take_a_variant_name_as_the_cli_does(demo_store):
+    """`compare householder_v4 householder_v5` worked in the CLI (a variant name: its newest run), and the same
+    link, `compare?a=householder_v4&b=householder_v5`, said "No run matches householder_v4"."""
+    _, ids = demo_store
+    at = open_url("pages/compare.py", a="householder_v4", b="householder_v5")
+    assert not at.error and len(table(at, "cmp_table")) == 12
+    assert f"`{ids['before_regression']}`" in texts(at.markdown) and f"`{ids['regressed']}`" in texts(at.markdown)
+    at = open_url("pages/run.py", id="householder_v5")
+    assert not at.error and ids["regressed"] in texts(at.caption)
+    at = open_url("pages/run.py", id="nope")
+    assert "give a run id, a unique prefix or a variant name" in texts(at.error)
 
 
 def test_compare_pick_from_recent_runs(demo_store):
@@ -794,6 +823,16 @@ def test_store_from_script_argument(demo_store, monkeypatch):
     assert len(table(at, "variants")) == 14
 
 
+def test_an_emptied_store_box_opens_the_dashboards_store_again(demo_store):
+    """Clearing the sidebar's Store box opened "experiments.duckdb" in the server's folder ("There is no store at
+    experiments.duckdb"), not the store the dashboard was started on ($KERNELBEAM_STORE here)."""
+    path, _ = demo_store
+    at = open_page()
+    at.sidebar.text_input(key="kb_store").set_value("").run()
+    assert not at.error, texts(at.error)
+    assert at.sidebar.text_input(key="kb_store").value == str(path) and len(table(at, "variants")) == 14
+
+
 # ----------------------------------------------------------------------------------------- concurrency
 
 
@@ -944,6 +983,21 @@ def test_leaderboard_without_timed_runs_on_the_newest_gpu(tmp_path, monkeypatch)
     assert at.selectbox(key="gpu").options == [H200] and list(at.dataframe[0].value["variant"]) == ["v_h1"]
 
 
+def test_the_leaderboard_keeps_problems_apart(tmp_path, monkeypatch):
+    """A vectoradd run beside a qr_v2 one, both smoke on the CPU, shared one board: 1 µs vector sums ranked against
+    QR factorisations. A Problem choice (in the URL as `problem`) when the suite and GPU hold several."""
+    from test_views_cli import _two_problems_store
+
+    path = tmp_path / "two.duckdb"
+    _two_problems_store(path)
+    monkeypatch.setenv("KERNELBEAM_STORE", str(path))
+    at = open_page("pages/leaderboard.py")
+    assert at.selectbox(key="problem").options == ["vectoradd", "qr_v2"]  # the newest first
+    assert list(at.dataframe[0].value["variant"]) == ["vec_k"]
+    at = open_url("pages/leaderboard.py", problem="qr_v2")
+    assert list(at.dataframe[0].value["variant"]) == ["qr_k"] and "qr_v2 · smoke" in texts(at.caption)
+
+
 def test_the_leaderboard_on_a_new_cpu_run_links_the_other_boards(demo_store):
     """A CPU smoke run newer than the H200 runs moves the default board to CPU: the H200 board is one link away."""
     at = open_page("pages/leaderboard.py")
@@ -1008,6 +1062,12 @@ def test_regressions_follow_one_line_of_descent(tmp_path, monkeypatch):
     slow = next(o for o in leaf.options if o != leaf.value and leaf.format_func(o) == "slow")
     at.selectbox(key="reg_leaf").set_value(slow).run()
     assert set(table(at, "reg_table")["run"]) == {"s0"}
+    # the path chosen is in the URL as `variant` (as `regressions --to`): a link, a reload and Back show it again
+    assert at.query_params["variant"] in ("slow", ["slow"])
+    at = open_url("pages/regressions.py", family="fam", variant="slow")
+    assert set(table(at, "reg_table")["run"]) == {"s0"}
+    at = open_url("pages/regressions.py", family="fam", variant="nope")
+    assert "nope" in texts(at.warning) and "variant" not in at.query_params and not find_tables(at, "reg_table")
 
 
 def test_compare_says_what_it_compares(demo_store, tmp_path):
@@ -1142,6 +1202,54 @@ def test_regressions_follow_the_url_on_back_and_forward(demo_store):
     assert at.radio(key="reg_kind").value == "Kernel file" and at.selectbox(key="reg_path").value == shown
 
 
+def test_regressions_suite_and_gpu_live_in_the_url(demo_store):
+    """A family timed in two contexts: the Suite · GPU picked was in no URL, so a reload, a link or Back showed the
+    first context again. It goes into the URL as `suite` (and `gpu` where the suite leaves a choice), as on the
+    Leaderboard and Lineage pages."""
+    path, _ = demo_store
+    for k in range(2):  # wy's runs on the CPU smoke suite too
+        rec = make_record(
+            f"wycpu{k}aaaaaa",
+            variant="wy_v0",
+            source="# wy cpu\n",
+            path="kernels/wy.py",
+            family="wy",
+            started=T0 + timedelta(days=3, hours=k),
+            means=list(BASE_US[:4]),
+            suite="smoke",
+            gpu="CPU",
+        )
+        assert Store(path).finish_run(rec) is None
+    at = open_url("pages/regressions.py", family="wy")
+    labels = at.selectbox(key="reg_ctx").options  # as shown
+    other = next(k for k, label in enumerate(labels) if label.startswith("smoke"))
+    at.selectbox(key="reg_ctx").set_value(other).run()
+    assert at.query_params["suite"] in ("smoke", ["smoke"]) and at.query_params["family"] in ("wy", ["wy"])
+    again = open_url("pages/regressions.py", family="wy", suite="smoke")  # the link, or Back to it
+    assert again.selectbox(key="reg_ctx").value == other
+    stale = open_url("pages/regressions.py", family="wy", suite="nope")
+    assert stale.selectbox(key="reg_ctx").value == 0 and "suite" not in stale.query_params
+    assert "nope" in texts(stale.warning)
+
+
+def test_regressions_lineage_follows_the_problem_of_its_context(tmp_path, monkeypatch):
+    """A family with vectoradd runs and, later, a qr_v2 run on the same suite and GPU: in the vectoradd context the
+    "Lineage path to" offered the qr_v2 variant (run most recently) and showed "No cases recorded along this
+    history". The path is one of the context's own problem."""
+    path = tmp_path / "fam.duckdb"
+    runs = (("vec0aaaaaaaa", "vec", "vectoradd"), ("vec1aaaaaaaa", "vec", "vectoradd"), ("qr00aaaaaaaa", "qr", None))
+    for k, (run_id, name, problem) in enumerate(runs):
+        rec = make_record(run_id, variant=name, source=f"# {name}\n", path=f"kernels/{name}.py", family="fam",
+                          started=T0 + timedelta(hours=k), means=BASE_US[:4], suite="smoke", gpu="CPU",
+                          seed=k)  # fmt: skip
+        rec.run.problem = problem
+        assert Store(path).finish_run(rec) is None
+    monkeypatch.setenv("KERNELBEAM_STORE", str(path))
+    at = open_url("pages/regressions.py", family="fam", suite="smoke", problem="vectoradd")
+    assert at.selectbox(key="reg_leaf").options == ["vec"] and "No cases recorded" not in texts(at.info)
+    assert {m.label: m.value for m in at.metric}["Runs in history"] == "2" and vega_charts(at)
+
+
 def test_run_page_says_how_far_a_stopped_or_partial_run_got(demo_store):
     """A run stopped in case 10 of 12 read "Cases passed 10 / 11" with case 10 "FAIL"; a run of cases 0 and 3 read
     "– µs" with no reason. The runner records the case it was stopped in as not passed, with the run's error."""
@@ -1190,6 +1298,9 @@ def test_progress_chart_fits_its_axis_to_a_narrow_range():
     inside = [t for t in ticks if lo <= t <= hi]
     px = [spec["height"] * math.log(t / lo) / math.log(hi / lo) for t in inside]
     assert len(inside) >= 3 and min(b - a for a, b in zip(px, px[1:], strict=False)) >= 50
+    # Two runs of a family sat on the plot's left and right edges, each dot cut in half: the x axis has room
+    for x in charts_mod.PROGRESS_X:
+        assert charts_mod.progress_chart(points, x)[1]["layer"][0]["encoding"]["x"]["scale"]["padding"] >= 8
 
 
 def test_speedup_axis_fits_small_factors(demo_store):
@@ -1228,6 +1339,8 @@ def test_numbers_and_commits_read_the_same_on_every_page(demo_store):
     assert _column_formats(at, "before (µs)") == ["localized"]
     row = table(at, "reg_table").iloc[0]
     assert row["before (µs)"] == round(row["before (µs)"], 1)
+    at = open_url("pages/run.py", id=ids["profiled"])  # top kernels read 19173.8 beside the per-case 3,610.6
+    assert set(_column_formats(at, "device (µs)") + _column_formats(at, "self (µs)")) == {"localized"}
     commit = ids["commits"][1]
     if commit:  # the demo store names the checkout's commits (none without git history)
         at = open_url("pages/run.py", id=ids["regressed"])

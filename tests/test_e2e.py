@@ -591,6 +591,11 @@ NO_SIDEWAYS = """() => {
     const block = document.querySelector("[data-testid='stMainBlockContainer']");
     return block.scrollWidth <= block.clientWidth + 1;
 }"""
+# A filter's short value cut to a letter or two ("an", "b"): in five or six equal columns on an 800 px page. (A
+# long choice, as Run's "Open a run", may end in an ellipsis.)
+CUT_FILTERS = """() => [...document.querySelectorAll("[data-testid='stMain'] [data-testid='stSelectbox'] input")]
+    .filter(i => i.value && i.value.length <= 16 && i.scrollWidth > i.clientWidth + 1)
+    .map(i => i.getAttribute('aria-label') + ': ' + i.value)"""
 CUT_METRICS = """() => [...document.querySelectorAll(
         "[data-testid='stMetricValue'] div, [data-testid='stMetricLabel'] p")]
     .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent)"""
@@ -615,11 +620,13 @@ def test_run_page_fits_its_page_and_stays_on_the_verdict_tab(server, page):
     expect(page.get_by_role("tab", name="Verdict")).to_have_attribute("aria-selected", "true")
     assert Store(path).run_bundle(run)["verdicts"].iloc[0]["verdict"] == "rejected"
     page.set_viewport_size({"width": 800, "height": 1800})
-    for url in (f"run?id={run}", "", f"compare?a={ids['before_regression']}&b={ids['regressed']}", "regressions"):
+    for url in (f"run?id={run}", "", f"compare?a={ids['before_regression']}&b={ids['regressed']}", "regressions",
+                "leaderboard", "lineage"):  # fmt: skip
         goto(page, f"{base}/{url}")
         no_exception(page)
         page.wait_for_timeout(500)  # the layout after the window's change
         assert page.evaluate(CUT_METRICS) == [], url
+        assert page.evaluate(CUT_FILTERS) == [], url
     shot(page, "run_800")
     # At 800 px the Regressions timelines (three a row) and the box plots (four a row) ran past the window's right
     # edge, out of sight: now a panel per case, as wide as the page.

@@ -286,3 +286,109 @@ def test_the_cli_takes_kernelbeam_store_as_its_default_store_as_the_dashboard_do
 
     assert ids["cpu"] in listed("list") and len(listed("list")) == Store(path).count_runs()
     assert listed("list", "--store", str(other)) == [] and listed("--store", str(other), "list") == []
+
+
+def test_compare_says_what_it_compares_as_the_compare_page(demo_store):
+    """`compare` of a partial run against a full one said only "geomean ratio B/A: 1.1" (over 2 of 12 cases), and of
+    a test run against a benchmark run "no case comparable on both sides": like the Compare page, one line says how
+    many cases are timed in both and why, and the ratio names the cases it covers (--json: coverage)."""
+    from datetime import timedelta
+
+    from conftest import BASE_US, T0, make_record
+
+    from tracker.store import Store
+
+    path, ids = demo_store
+    part = make_record("part0aaaaaaa", variant="part", source="# part\n", path="kernels/part.py", family=None,
+                       started=T0 + timedelta(days=3), means=[b * 1.1 for b in BASE_US])  # fmt: skip
+    part.cases[:] = [c for c in part.cases if c["case_idx"] in (0, 3)]
+    part.samples[:] = [s for s in part.samples if s[0] in (0, 3)]
+    test_run = make_record("test0aaaaaaa", variant="t", source="# t\n", path="kernels/t.py", family=None,
+                           started=T0 + timedelta(days=3, hours=1), means=None, mode="test")  # fmt: skip
+    for record in (part, test_run):
+        assert Store(path).finish_run(record) is None
+    text = cli("compare", ids["before_regression"], "part0aaaaaaa", "--store", str(path))
+    assert text.returncode == 0, text.stderr
+    assert "2 of 12 cases are timed in both runs" in text.stdout and "10 only in A, 0 only in B" in text.stdout
+    assert "over 20x32 c1 dense, 640x512 c2 dense" in text.stdout.split("geomean ratio B/A")[1].splitlines()[0]
+    doc = json.loads(cli("compare", "test0aaaaaaa", ids["before_regression"], "--json", "--store", str(path)).stdout)
+    assert "A is a test run" in doc["coverage"]["line"] and doc["coverage"]["both"] == []
+    text = cli("compare", "test0aaaaaaa", ids["before_regression"], "--store", str(path))
+    assert "A is a test run (correctness cases, untimed)" in text.stdout
+
+
+def _two_problems_store(path) -> None:
+    """A qr_v2 smoke run on the CPU (its problem unrecorded, as in older stores: qr_v2), then a vectoradd one."""
+    from datetime import timedelta
+
+    from conftest import BASE_US, T0, make_record
+
+    from tracker.store import Store
+
+    qr = make_record("qrsmoke0000a", variant="qr_k", source="# qr\n", path="kernels/qr_k.py", family=None,
+                     started=T0, means=BASE_US[:4], suite="smoke", gpu="CPU")  # fmt: skip
+    add = make_record("vecadd00000a", variant="vec_k", source="# vec\n", path="problems/v/submission.py",
+                      family=None, started=T0 + timedelta(hours=1), means=[1.0] * 4, suite="smoke",
+                      gpu="CPU")  # fmt: skip
+    add.run.problem = "vectoradd"
+    for record in (qr, add):
+        assert Store(path).finish_run(record) is None
+
+
+def test_leaderboard_keeps_problems_apart(tmp_path):
+    """A vectoradd run beside a qr_v2 one, both smoke on the CPU: the board ranked vector sums of 1 µs against QR
+    factorisations, on each other's cases. One problem a board: the newest by default, --problem for another."""
+    path = tmp_path / "two.duckdb"
+    _two_problems_store(path)
+    doc = json.loads(cli("leaderboard", "--json", "--store", str(path)).stdout)
+    assert doc["problem"] == "vectoradd" and [v["variant"] for v in doc["variants"]] == ["vec_k"]
+    doc = json.loads(cli("leaderboard", "--problem", "qr_v2", "--json", "--store", str(path)).stdout)
+    assert doc["problem"] == "qr_v2" and [v["variant"] for v in doc["variants"]] == ["qr_k"]
+    text = cli("leaderboard", "--problem", "qr_v2", "--store", str(path)).stdout
+    assert text.splitlines()[0] == "qr_v2 · smoke · benchmark · CPU" and "vec_k" not in text
+    bad = cli("leaderboard", "--problem", "nope", "--store", str(path))
+    assert bad.returncode == 2 and "vectoradd" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_since_bests_keep_problems_apart(tmp_path, monkeypatch):
+    """`since` judged a vectoradd run's geomean against the qr_v2 runs of the same suite and GPU: a new best of 1 µs,
+    "below" the QR factorisations, and the qr_v2 run's own new best went unsaid. Each problem's bests its own."""
+    from datetime import timedelta
+
+    from conftest import T0, open_url
+
+    path = tmp_path / "two.duckdb"
+    _two_problems_store(path)
+
+    def overall(when) -> dict[str, float | None]:
+        doc = json.loads(cli("since", when.isoformat(), "--json", "--store", str(path)).stdout)
+        return {b["run_id"]: b["previous_best_us"] for b in doc["new_bests"] if b["case"] == "overall"}
+
+    assert overall(T0 - timedelta(hours=1)) == {"qrsmoke0000a": None, "vecadd00000a": None}
+    assert overall(T0 + timedelta(minutes=30)) == {"vecadd00000a": None}  # the qr_v2 run before is no baseline
+    monkeypatch.setenv("KERNELBEAM_STORE", str(path))  # the Since page names the problem of each
+    at = open_url("pages/since.py", since=(T0 - timedelta(hours=1)).isoformat())
+    geomeans = next(df.value for df in at.dataframe if "previous geomean (µs)" in df.value.columns)
+    assert sorted(geomeans["problem"]) == ["qr_v2", "vectoradd"]  # two rows of smoke · CPU: which is which
+
+
+def test_regressions_says_improvements_were_found_but_not_listed(tmp_path):
+    """A history whose one step is an improvement printed "no change points found" (the page: "No regression
+    detected (1 improvement(s); tick “Also improvements”…)"). It says what --all would list."""
+    from datetime import timedelta
+
+    from conftest import BASE_US, T0, make_record
+
+    from tracker.store import Store
+
+    path = tmp_path / "faster.duckdb"
+    for k in range(10):
+        means = [m / 1.5 if (i == 3 and k >= 5) else m for i, m in enumerate(BASE_US)]
+        rec = make_record(f"fast{k:02d}aaaaaa", variant="v", source="# v\n", path="kernels/v.py", family="f",
+                          started=T0 + timedelta(hours=k), means=means, seed=k)  # fmt: skip
+        assert Store(path).finish_run(rec) is None
+    text = cli("regressions", "--path", "kernels/v.py", "--store", str(path))
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.splitlines()[-1] == "no regression found (1 improvement: --all lists it)"
+    listed = cli("regressions", "--path", "kernels/v.py", "--all", "--store", str(path)).stdout
+    assert "improvement" in listed and "640x512 c2 dense" in listed

@@ -110,11 +110,13 @@ def progress_chart(points: pd.DataFrame, x: str = "run order") -> Chart:
         y_scale |= {"domain": [10 ** ticks["range"][0], 10 ** ticks["range"][1]], "nice": False}
     y = {"field": "y", "type": "quantitative", "scale": y_scale, "title": "geomean (µs, log)",
          "axis": {"format": ",~r"} | ({"values": ticks["tickvals"]} if ticks else {})}  # fmt: skip
+    # pixels beside the first and the last run: a dot on the plot's edge was cut in half (two runs: both)
+    pad = 12
     if x == "time":
-        x_enc = {"field": "x", "type": "temporal", "title": "started (UTC)"}
+        x_enc = {"field": "x", "type": "temporal", "title": "started (UTC)", "scale": {"padding": pad}}
     else:
         x_enc = {"field": "x", "type": "quantitative", "title": "run order (passed runs of this suite and GPU)",
-                 "axis": {"format": "d", "tickMinStep": 1}, "scale": {"zero": False}}  # fmt: skip
+                 "axis": {"format": "d", "tickMinStep": 1}, "scale": {"zero": False, "padding": pad}}  # fmt: skip
     families = sorted(frame.loc[frame["layer"] == "run", "family"].unique())
     spec = {
         "title": "Geomean per passed run and best so far",
@@ -232,7 +234,9 @@ def grouped_bars_chart(cmp: RunComparison, a: Mapping[str, Any], b: Mapping[str,
         "layer": [
             {"mark": {"type": "bar"},
              "encoding": {"y": y, "y2": {"datum": floor}, "color": side | {"scale": {"range": ["#1f77b4", "#ff7f0e"]},
-                                                   "legend": {"orient": "top", "title": None, "labelLimit": 500}},
+                                                   # a run a row: side by side, they ran past an 800 px page
+                                                   "legend": {"orient": "top", "title": None, "labelLimit": 500,
+                                                              "columns": 1}},
                           "tooltip": [{"field": "case"}, {"field": "side", "title": "run"},
                                       {"field": "mean", "title": "mean (µs)", "format": ",.2f"},
                                       {"field": "err", "title": "± standard error (µs)", "format": ",.2f"}]}},

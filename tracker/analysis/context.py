@@ -57,11 +57,11 @@ def default_context(
     loose: tuple[str, ...] = (),
     **given: str | None,
 ) -> dict[str, str | None]:
-    """GPU, then suite, then mode: a given value where there is one (None when the store has no such runs),
+    """GPU, then suite, problem and mode: a given value where there is one (None when the store has no such runs),
     else the first of the choices under the values given and those picked before. With modes=None and
     loose=("family",), a family's context as the Lineage page picks it (`lineage`, `variants`)."""
     out: dict[str, str | None] = {}
-    for column in ("gpu", "suite", "mode"):
+    for column in ("gpu", "suite", "problem", "mode"):
         others = {k: v for k, v in given.items() if k != column and k not in out}
         options = choices(contexts, column, modes=modes, loose=loose, **out, **others)
         wanted = given.get(column)

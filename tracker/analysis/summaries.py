@@ -15,6 +15,7 @@ import pandas as pd
 
 from tracker.analysis.series import detect_all, history_points, run_before
 from tracker.common.errors import InputError
+from tracker.common.vocabulary import DEFAULT_WORKLOAD
 
 FAILURES = ("failed", "crashed", "timeout", "cancelled")
 OVERALL = "overall"  # the case of a new best that is a run's geomean, not one case's mean
@@ -55,14 +56,14 @@ def _records(df: pd.DataFrame, cols: list[str]) -> list[dict[str, Any]]:
 
 
 def _best(row: dict[str, Any], case: str, value: float, before: Any) -> dict[str, Any]:
-    keys = ("suite", "mode", "gpu", "run_id")
+    keys = ("problem", "suite", "mode", "gpu", "run_id")
     return {"case": case, **{k: row[k] for k in keys}, "mean_us": value, "previous_best_us": before}
 
 
 def since_summary(activity: dict[str, pd.DataFrame]) -> dict[str, list[dict[str, Any]]]:
     """{runs, new_bests, regressions, failures, verdicts} from Store.since_activity.
 
-    new_bests: per case (suite, mode, GPU, case) a passed mean below every earlier one, and per context a
+    new_bests: per case (problem, suite, mode, GPU, case) a passed mean below every earlier one, and per context a
     geomean below every earlier one (case "overall"). regressions: the change points of kind regression that the
     Regressions view finds in a kernel file's history (tracker.analysis.series.detect_all) at one of the new runs:
     `baseline_run` the last good run before it, `mean_us`/`baseline_us` the levels after and before."""
@@ -75,19 +76,21 @@ def since_summary(activity: dict[str, pd.DataFrame]) -> dict[str, list[dict[str,
     # a best is a ranked result (passed, by the tracker's own method: store.reads.ranked_sql)
     timed = cases[cases["ranked"].fillna(False).astype(bool) & cases["mean_us"].notna()]
     if not timed.empty:
-        idx = timed.groupby(["suite", "mode", "gpu", "label"], dropna=False)["mean_us"].idxmin()
+        idx = timed.groupby(["problem", "suite", "mode", "gpu", "label"], dropna=False)["mean_us"].idxmin()
         for row in timed.loc[idx].to_dict("records"):
             before = row["best_before_us"]
             if before is None or pd.isna(before) or row["mean_us"] < before:
                 bests.append(_best(row, row["label"], row["mean_us"], before))
     geo = runs[runs["ranked"].fillna(False).astype(bool) & runs["geomean_us"].notna()]
+    # per problem too (an older store's unrecorded problem is the built-in one): another's geomean is no baseline
+    geo = geo.assign(problem=geo["problem"].fillna(DEFAULT_WORKLOAD))
     if not geo.empty:
         prior = activity["best_geomean"]
-        for row in geo.loc[geo.groupby(["suite", "mode", "gpu"], dropna=False)["geomean_us"].idxmin()].to_dict(
-            "records"
-        ):
+        for row in geo.loc[
+            geo.groupby(["problem", "suite", "mode", "gpu"], dropna=False)["geomean_us"].idxmin()
+        ].to_dict("records"):
             match = prior[
-                (prior["suite"] == row["suite"]) & (prior["mode"] == row["mode"])
+                (prior["problem"] == row["problem"]) & (prior["suite"] == row["suite"]) & (prior["mode"] == row["mode"])
                 & ((prior["gpu"] == row["gpu"]) | (prior["gpu"].isna() & pd.isna(row["gpu"])))
             ]  # fmt: skip
             before = match["best_before_us"].min() if not match.empty else None

@@ -35,12 +35,18 @@ def _context(args: argparse.Namespace) -> dict[str, Any]:
     from tracker.analysis import context
 
     _given_context(args)
-    picked = context.default_context(Store(args.store).run_contexts(), modes=(args.mode,), gpu=args.gpu,
-                                     suite=args.suite)  # fmt: skip
+    contexts = Store(args.store).run_contexts()
+    problems = sorted(set(contexts["problem"].dropna()))
+    if args.problem is not None and args.problem not in problems:
+        raise UsageError(f"no runs of problem {args.problem!r}; problems: {', '.join(problems) or 'none'}")
+    picked = context.default_context(contexts, modes=(args.mode,), gpu=args.gpu, suite=args.suite,
+                                     problem=args.problem)  # fmt: skip
     if picked["suite"] is None or picked["gpu"] is None:
-        where = "".join(f" {k} {v}" for k, v in (("on", args.gpu), ("of suite", args.suite)) if v)
+        where = "".join(f" {k} {v}" for k, v in (("on", args.gpu), ("of suite", args.suite),
+                                                  ("of problem", args.problem)) if v)  # fmt: skip
         raise UsageError(f"no {args.mode} runs{where} in {args.store}")
-    return {"suite": picked["suite"], "gpu": picked["gpu"]}
+    # one problem a board: another's cases are not the same cases
+    return {"suite": picked["suite"], "gpu": picked["gpu"], "problem": picked["problem"]}
 
 
 def lineage_context(args: argparse.Namespace) -> dict[str, str | None]:
@@ -85,7 +91,7 @@ def leaderboard_doc(args: argparse.Namespace) -> dict[str, Any]:
     known_family(args.store, args.family)
     ctx = _context(args)
     data = Store(args.store).leaderboard_cells(suite=ctx["suite"], mode=args.mode, gpu=ctx["gpu"],
-                                     family=args.family)  # fmt: skip
+                                               family=args.family, problem=ctx["problem"])  # fmt: skip
     head = {**ctx, "mode": args.mode, "family": args.family}
     if args.gaps:
         return {**head, **gaps.case_gaps(data, _board_name(args.store, data["variants"], args.variant))}
@@ -103,7 +109,11 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(doc))
         return 0
-    print(f"{doc['suite']} · {doc['mode']} · {doc['gpu']}" + (f" · family {doc['family']}" if doc["family"] else ""))
+    problem = f"{doc['problem']} · " if doc["problem"] not in (None, doc["suite"]) else ""  # qr_v2 · qr_v2: once
+    print(
+        f"{problem}{doc['suite']} · {doc['mode']} · {doc['gpu']}"
+        + (f" · family {doc['family']}" if doc["family"] else "")
+    )
     if args.gaps:
         cs = doc["cases"]
         mean, best = time_columns([("mean", [c["mean_us"] for c in cs]), ("best", [c["best_us"] for c in cs])])
@@ -194,6 +204,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--mode", default="benchmark", choices=TIMED_MODES,
                    help="timing mode (default %(default)s)")  # fmt: skip
     p.add_argument("--family", help="only variants of this family")
+    p.add_argument("--problem", help="qr_v2 or a problem folder's name (default: the one whose runs passed most "
+                   "recently in that suite and GPU); one problem a board")  # fmt: skip
     p.add_argument(
         "--gaps",
         action="store_true",

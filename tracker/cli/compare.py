@@ -8,7 +8,7 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
-from tracker.analysis.series import problem_args
+from tracker.analysis.series import coverage, problem_args
 from tracker.cli.common import (
     UsageError,
     fraction,
@@ -59,6 +59,7 @@ def compare_doc(args: argparse.Namespace) -> dict[str, Any]:
     ids, a, b, cmp = _compare(args)
     methods = [r["run"].get("method") or "tracker" for r in (a, b)]
     doc = {"a": ids[0], "b": ids[1], **asdict(cmp), "gpu_state": _state_notes(a, b), "methods": methods}
+    doc["coverage"] = coverage(cmp, a["run"], b["run"])
     doc["pair"] = _pair(args, a, b)
     doc["fidelity"] = _fidelity(args, a, b, methods)
     return json.loads(json.dumps(doc, default=str))
@@ -118,7 +119,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
         ]
     )
     ci = f" (95% CI {cmp.geomean_ci[0]:.3f}-{cmp.geomean_ci[1]:.3f})" if cmp.geomean_ci else ""
-    print(f"geomean ratio B/A: {_fmt(cmp.geomean_ratio, '.3f')}{ci}; {cmp.reason}")
+    # as on the Compare page: which cases the ratio covers, and why the runs' case sets differ
+    cover = coverage(cmp, a["run"], b["run"])
+    over = f" {cover['ratio_over']}" if cmp.geomean_ratio is not None else ""
+    print(f"geomean ratio B/A{over}: {_fmt(cmp.geomean_ratio, '.3f')}{ci}; {cmp.reason}")
+    if cover["line"]:
+        print(cover["line"])
     pair = _pair(args, a, b)
     if pair is not None:
         from tracker.cli.ab import print_pair
@@ -139,7 +145,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _lineage_path(
-    store: str, family: str, suite: str, gpu: str | None, to: str | None
+    store: str, family: str, suite: str, gpu: str | None, to: str | None, problem: str | None = None
 ) -> list[tuple[str, str | None]] | None:
     """The one line of descent a family's history follows in a context, as on the Regressions page: (sha256, name;
     None for an ancestor of another family) from the root to `to` (a variant name or sha256 prefix), else to the
@@ -148,7 +154,7 @@ def _lineage_path(
     those that have."""
     from tracker.analysis import summaries
 
-    nodes = Store(store).lineage_nodes(family=family, suite=suite, gpu=gpu)
+    nodes = Store(store).lineage_nodes(family=family, suite=suite, gpu=gpu, problem=problem)
     leaves = summaries.path_leaves(nodes)
     if not leaves:
         return None
@@ -181,14 +187,17 @@ def cmd_regressions(args: argparse.Namespace) -> int:
 
     found: list[dict[str, Any]] = []
     paths: list[tuple[str, str | None, list[str]]] = []
+    unlisted = 0  # improvements, listed with --all only
     for problem, suite, gpu in zip(contexts["problem"], contexts["suite"], contexts["gpu"], strict=True):
         gpu = gpu if isinstance(gpu, str) else None
-        lineage = _lineage_path(args.store, args.family, suite, gpu, args.to) if args.family else None
+        problem = problem if isinstance(problem, str) else None
+        lineage = _lineage_path(args.store, args.family, suite, gpu, args.to, problem) if args.family else None
         if lineage == []:
             continue  # --to has no timed run in this context
         along = [name for _, name in lineage or [] if name]  # as the page's caption: the family's own
         if lineage:
-            paths.append((suite, gpu, along))
+            # named by its problem where the suite does not name it (as the leaderboard's header)
+            paths.append((f"{problem} · {suite}" if problem not in (None, suite) else suite, gpu, along))
         variants = None if lineage is None else tuple(sha for sha, _ in lineage)
         hist = Store(args.store).case_history(**scope, suite=suite, gpu=gpu, last=None, problem=problem,
                                               variants=variants)  # fmt: skip
@@ -197,6 +206,7 @@ def cmd_regressions(args: argparse.Namespace) -> int:
         states = states_by_run_case(Store(args.store).gpu_states(tuple(hist["runs"]["run_id"])))
         notes = change_point_notes(changes, points, states)
         for cps in changes.values():
+            unlisted += sum(cp.kind != "regression" for cp in cps) if not args.all else 0
             for cp in cps:
                 if args.all or cp.kind == "regression":
                     note = notes.get((cp.case, cp.run_id))
@@ -209,8 +219,9 @@ def cmd_regressions(args: argparse.Namespace) -> int:
         return 0
     for suite, gpu, along in paths:  # which line of descent, as the page's caption says it
         print(f"{suite} · {gpu}: along {' → '.join(along)}")
-    if not found:
-        print("no change points found")
+    if not found:  # as the page: no regression, but say what --all would list
+        some = f"{unlisted} improvement{'s' if unlisted > 1 else ''}: --all lists {'them' if unlisted > 1 else 'it'}"
+        print(f"no regression found ({some})" if unlisted else "no change points found")
         return 0
     print_columns(
         [

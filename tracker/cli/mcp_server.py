@@ -206,10 +206,14 @@ def build_server(store: str):
 
     @server.tool()
     def leaderboard(
-        suite: str | None = None, gpu: str | None = None, mode: str | None = None, family: str | None = None
+        suite: str | None = None,
+        gpu: str | None = None,
+        mode: str | None = None,
+        family: str | None = None,
+        problem: str | None = None,
     ) -> dict[str, Any]:
-        """Variants by best passed geomean with their best mean per case (as `leaderboard --json`)."""
-        opts = {"suite": suite, "gpu": gpu, "mode": mode, "family": family}
+        """Variants by best passed geomean with their best mean per case (as `leaderboard --json`), one problem's."""
+        opts = {"suite": suite, "gpu": gpu, "mode": mode, "family": family, "problem": problem}
         return tools.command(boards.leaderboard_doc, "leaderboard", **opts)
 
     @server.tool()
@@ -219,10 +223,11 @@ def build_server(store: str):
         gpu: str | None = None,
         mode: str | None = None,
         family: str | None = None,
+        problem: str | None = None,
     ) -> dict[str, Any]:
         """Where a variant's geomean goes (as `leaderboard --gaps --json`): per case its share of the log-geomean,
         the best mean any variant reached and which, the ratio to it, and the geomean best-per-case would give."""
-        opts = {"suite": suite, "gpu": gpu, "mode": mode, "family": family, "variant": variant}
+        opts = {"suite": suite, "gpu": gpu, "mode": mode, "family": family, "variant": variant, "problem": problem}
         return tools.command(boards.leaderboard_doc, "leaderboard", gaps=True, **opts)
 
     @server.tool()

@@ -43,11 +43,11 @@ def _all(row: dict) -> bool:
 SECTIONS = (
     ("runs", "Runs", _all, [("run_id", "run"), ("variant", "variant"), ("status", "status"), ("suite", "suite"),
                             ("gpu", "gpu"), ("geomean_us", "geomean")]),
-    ("new_bests", "New best means (a case faster than every earlier passed run in its suite and GPU)",
+    ("new_bests", "New best means (a case faster than every earlier passed run of its problem, suite and GPU)",
      lambda r: r["case"] != OVERALL,
      [("case", "case"), ("suite", "suite"), ("gpu", "gpu"), ("run_id", "run"), ("mean_us", "mean"),
       ("previous_best_us", "previous best")]),
-    ("new_bests", "New best geomeans (a run's geomean below every earlier one in its suite and GPU)",
+    ("new_bests", "New best geomeans (a run's geomean below every earlier one of its problem, suite and GPU)",
      lambda r: r["case"] == OVERALL,
      [("suite", "suite"), ("gpu", "gpu"), ("run_id", "run"), ("mean_us", "geomean"),
       ("previous_best_us", "previous best")]),

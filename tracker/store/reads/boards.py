@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 
+from tracker.common.vocabulary import DEFAULT_WORKLOAD
 from tracker.store.connection import connect
 from tracker.store.reads._sql import (
     _has_column,
@@ -27,25 +28,28 @@ class BoardReads:
         mode: str = "benchmark",
         gpu: str | None = None,
         family: str | None = None,
+        problem: str | None = None,
     ) -> dict[str, pd.DataFrame]:
         """The leaderboard in one aggregate pass: per (variant, case) the best mean of its passed runs and that run
         (not a case that passed in a run cancelled or failed elsewhere: a row's cells and geomean come from runs
         that finished), and per variant its name, path, family, runs (every finished one), how many passed and the
-        best passed geomean. GPU None means every run without a GPU. Runs of the tracker's own method only: a
+        best passed geomean. GPU None means every run without a GPU; problem None, every problem's (another
+        problem's cases are not the same cases: callers name one). Runs of the tracker's own method only: a
         contest-method run is the harness's report, which the kernel shares a process with and can write itself."""
         gpu_clause = "gpu = ?" if gpu is not None else "gpu IS NULL"
         params: list[Any] = [suite, mode] + ([gpu] if gpu is not None else [])
         with connect(self.path, read_only=True) as con:
             vfam = "v.family" if _has_column(con, "variants", "family") else "NULL"
             fam = f" AND coalesce(r.family, {vfam}) = ?" if family else ""
+            prob = " AND coalesce(r.problem, ?) = ?" if problem else ""
             ours = f" AND {tracker_method_sql(con, 'r')}"
             con.execute(
                 "CREATE TEMP TABLE lb_runs AS SELECT r.run_id, r.variant_sha256, r.status, r.geomean_us, r.started_at, "
                 f"r.variant, r.path, coalesce(r.family, {vfam}) AS family FROM runs r "
                 "LEFT JOIN variants v ON v.sha256 = r.variant_sha256 WHERE r.status NOT IN ('skipped', 'running') "
                 f"AND r.suite = ? AND r.mode = ? AND r.{gpu_clause}"
-                f"{fam}{ours}",
-                params + ([family] if family else []),
+                f"{fam}{prob}{ours}",
+                params + ([family] if family else []) + ([DEFAULT_WORKLOAD, problem] if problem else []),
             )
             variants = con.execute(
                 "SELECT variant_sha256, arg_max(variant, started_at) AS variant, arg_max(path, started_at) AS path, "

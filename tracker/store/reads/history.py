@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from tracker.common.vocabulary import TIMED_MODES
+from tracker.common.vocabulary import DEFAULT_WORKLOAD, TIMED_MODES
 from tracker.store.connection import connect
 from tracker.store.reads._sql import (
     IN_LIST_MAX,
@@ -213,31 +213,33 @@ class HistoryReads:
             cases = con.execute(
                 f"""
                 WITH nc AS (
-                    SELECT c.run_id, n.suite, n.mode, n.gpu, n.path, n.started_at, c.case_idx,
+                    SELECT c.run_id, coalesce(n.problem, $wl) AS problem, n.suite, n.mode, n.gpu, n.path,
+                        n.started_at, c.case_idx,
                         {case_label_sql("c")} AS label, c.passed AND n.ranked AS ranked, c.mean_us
                     FROM case_results c JOIN new_runs n USING (run_id)
                 ),
                 before AS (
-                    SELECT suite, mode, gpu, {case_label_sql("g")} AS label, best_before_us FROM (
-                        SELECT r.suite, r.mode, r.gpu, c.case_idx, any_value(c.batch) AS batch, any_value(c.n) AS n,
+                    SELECT problem, suite, mode, gpu, {case_label_sql("g")} AS label, best_before_us FROM (
+                        SELECT coalesce(r.problem, $wl) AS problem, r.suite, r.mode, r.gpu, c.case_idx,
+                            any_value(c.batch) AS batch, any_value(c.n) AS n,
                             any_value(c.cond) AS cond, any_value(c.case_name) AS case_name, any_value(c.label) AS label,
                             min(c.mean_us) AS best_before_us
                         FROM case_results c JOIN runs r USING (run_id)
-                        WHERE r.started_at < CAST(? AS TIMESTAMPTZ) AND {ranked_sql(con, "r")} AND c.passed
+                        WHERE r.started_at < CAST($since AS TIMESTAMPTZ) AND {ranked_sql(con, "r")} AND c.passed
                             AND c.mean_us IS NOT NULL
-                        GROUP BY r.suite, r.mode, r.gpu, c.case_idx) g
+                        GROUP BY ALL) g
                 )
                 SELECT nc.*, b.best_before_us FROM nc LEFT JOIN before b
-                ON b.suite = nc.suite AND b.mode = nc.mode AND b.gpu IS NOT DISTINCT FROM nc.gpu AND b.label = nc.label
+                ON b.problem = nc.problem AND b.suite = nc.suite AND b.mode = nc.mode
+                    AND b.gpu IS NOT DISTINCT FROM nc.gpu AND b.label = nc.label
                 ORDER BY nc.started_at, nc.case_idx
                 """,
-                [since],
+                {"since": since, "wl": DEFAULT_WORKLOAD},
             ).df()
-            best_geo = con.execute(
-                f"SELECT suite, mode, gpu, min(geomean_us) AS best_before_us FROM runs WHERE {ranked_sql(con)} "
-                "AND started_at < CAST(? AS TIMESTAMPTZ) "
-                "GROUP BY ALL",
-                [since],
+            best_geo = con.execute(  # per problem too: another problem's geomean is no baseline
+                "SELECT coalesce(problem, ?) AS problem, suite, mode, gpu, min(geomean_us) AS best_before_us FROM runs "
+                f"WHERE {ranked_sql(con)} AND started_at < CAST(? AS TIMESTAMPTZ) GROUP BY ALL",
+                [DEFAULT_WORKLOAD, since],
             ).df()
             modes = ", ".join("?" * len(TIMED_MODES))
             contexts = con.execute(

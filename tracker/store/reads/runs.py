@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 
+from tracker.common.vocabulary import DEFAULT_WORKLOAD
 from tracker.store.connection import SchemaTooNewError, connect, schema_version
 from tracker.store.reads._sql import (
     RUN_LIST_COLUMNS,
@@ -263,10 +264,11 @@ class RunReads:
                 return pd.DataFrame(
                     columns=["problem", "suite", "mode", "gpu", "family", "runs", "passed", "last_passed"]
                 )
-            return con.execute(
-                "SELECT problem, suite, mode, gpu, family, count(*) AS runs, count(*) FILTER (WHERE status = 'passed') "
-                "AS passed, max(started_at) FILTER (WHERE status = 'passed') AS last_passed "
-                f"FROM {RUNS_IN_CONTEXT_SQL} WHERE status <> 'running' GROUP BY ALL"
+            return con.execute(  # a run of a store from before problems were recorded is the built-in one's
+                "SELECT coalesce(problem, ?) AS problem, suite, mode, gpu, family, count(*) AS runs, "
+                "count(*) FILTER (WHERE status = 'passed') AS passed, max(started_at) FILTER (WHERE status = 'passed') "
+                f"AS last_passed FROM {RUNS_IN_CONTEXT_SQL} WHERE status <> 'running' GROUP BY ALL",
+                [DEFAULT_WORKLOAD],
             ).df()
 
     def run_choices(self, *, gpu: str | None = None, limit: int = 300, search: str | None = None) -> pd.DataFrame:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from tracker.common.vocabulary import DEFAULT_WORKLOAD
 from tracker.store.connection import connect
 from tracker.store.reads._sql import (
     RUNS_IN_CONTEXT_SQL,
@@ -213,12 +214,20 @@ class VariantReads:
             return con.execute(sql, params).df()
 
     def lineage_nodes(
-        self, *, family: str | None = None, suite: str | None = None, gpu: str | None = None
+        self,
+        *,
+        family: str | None = None,
+        suite: str | None = None,
+        gpu: str | None = None,
+        problem: str | None = None,
     ) -> pd.DataFrame:
         """Every variant (of a family) with its parent variant: from registration, else from its first run's
-        parent run (of any suite and GPU). With its runs, best passed run and geomean, latest run (in the suite and
-        GPU if given) and verdict."""
+        parent run (of any suite and GPU). With its runs, best passed run and geomean, latest run (in the suite,
+        GPU and problem if given: another problem's runs of a suite are other cases) and verdict."""
         clauses, params = ["status <> 'running'"], []
+        if problem:
+            clauses.append("coalesce(problem, ?) = ?")
+            params += [DEFAULT_WORKLOAD, problem]
         if suite:
             clauses.append("suite = ?")
             params.append(suite)
