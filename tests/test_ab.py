@@ -61,11 +61,11 @@ def test_a_planted_slowdown_is_detected_and_an_a_a_pair_stays_near_one(store, tm
     runs = Store(store).pair_runs(doc["pair_id"])["runs"]
     assert list(runs["pair_side"]) == ["A", "B", "B", "A"]  # round 2 runs B first
     # A/A: a stored variant by name against itself. Two rounds on a loaded 2-core CPU cannot establish "same" (a
-    # first-run effect of ~10% was seen in CI; the A/A statistics belong to the H200, issue 19 item 6), but the
-    # pair must be nowhere near the planted 2x.
+    # first-run effect of ~10% was seen in CI, 0.79 beside another test process; the A/A statistics belong to the
+    # H200, issue 19 item 6), but the pair must be nowhere near the planted ~3.6x.
     same = ab(store, "geqrf_reference", "geqrf_reference")
     aa = same["cases"][0]
-    assert aa["rounds"] == 2 and 0.8 < aa["ratio"] < 1.25, same["cases"]
+    assert aa["rounds"] == 2 and 1 / 1.5 < aa["ratio"] < 1.5, same["cases"]
     # real CPU runs: the GPU state is left empty and nothing fails for it
     states = Store(store).gpu_states(doc["a"]["runs"] + same["b"]["runs"])
     assert len(states) == 4 and states["sm_mhz_median"].isna().all() and states["throttle"].isna().all()

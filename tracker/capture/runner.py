@@ -659,7 +659,8 @@ def judge(events: list[dict[str, Any]], verdicts: list[dict[str, Any]], req, gpu
                          "never shown to the checker: the worker's results cannot be trusted")  # fmt: skip
         else:
             event["passed"] = True
-        last = (bad or (mine[-1] if mine else None)) or {}
+        # a passed case's residuals are its own inputs', never those of the call on fresh ones (a seed drawn per run)
+        last = bad or next((v for v in reversed(mine) if v.get("rep") != FRESH_PASS), None) or {}
         event.update({k: v for k, v in (last.get("residuals") or {}).items() if k in RESIDUAL_KEYS})
         event["flops"], event["bytes"] = workload.work(cases[idx])
         event["check_s"] = sum(float(v.get("check_s") or 0.0) for v in mine)  # for the run's time split, not stored
