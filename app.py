@@ -21,6 +21,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from pages import _common as common  # noqa: E402
+from tracker.common.text import counted  # noqa: E402
 from tracker.common.vocabulary import STORE_ENV  # noqa: E402
 from tracker.store import (  # noqa: E402
     NotAStoreError,
@@ -161,7 +162,7 @@ with st.sidebar:
     added, problem = _seed(store, Store(store).store_version()) if common.is_own_store(store) else (0, None)
     problem = problem or _problem(store, Store(store).store_version())
     if added:
-        st.success(f"Seeded {added} runs from samples/ into the empty store {store}.")
+        st.success(f"Seeded {counted(added, 'run')} from samples/ into the empty store {store}.")
     n_runs, _ = common.try_read(Store.count_runs) if not problem else (0, None)
     facts, _ = common.try_read(Store.facets) if n_runs else (None, None)
     gpu_help = "Only runs on this GPU model (timings of different GPUs are never compared)"

@@ -10,6 +10,7 @@ from pages import _common as common
 from pages._derived import cached
 from pages.ui import charts, paging, urlstate
 from pages.ui import tables as views
+from tracker.common.text import counted
 from tracker.common.vocabulary import DEFAULT_WORKLOAD
 from tracker.store import Store
 from tracker.store.reads.variants import VARIANT_SORTS
@@ -90,7 +91,10 @@ if not points.empty:
     counts = counts.sort_values(ascending=False, kind="stable")
     if len(counts) > 1:  # geomeans of different problems, suites or GPUs do not share an axis
         chosen = st.selectbox(
-            "Progress chart of", list(counts.index), format_func=lambda c: f"{c} ({counts[c]} runs)", key="chart_ctx"
+            "Progress chart of",
+            list(counts.index),
+            format_func=lambda c: f"{c} ({counted(counts[c], 'run')})",
+            key="chart_ctx",
         )
         points = points[ctx == chosen]
     x = urlstate.radio(st, "Against", charts.PROGRESS_X, horizontal=True, key="x",

@@ -10,6 +10,7 @@ from pages import _common as common
 from pages._derived import cached
 from pages.ui import heatmap, paging, urlstate
 from tracker.analysis import context, gaps, margins, summaries
+from tracker.common.text import counted
 from tracker.store import Store
 
 common.page_setup()
@@ -54,8 +55,8 @@ ROWS = 100
 table, rows_shown = paging.page_of(board["table"], per_page=ROWS, key="lb_page")
 ratio = board["ratio"].loc[table.index]
 st.caption(
-    f"{len(board['table']):,} variants · {len(board['cases'])} cases · {f'{problem} · ' if many else ''}{suite} · "
-    f"{mode} · {gpu}. "
+    f"{counted(len(board['table']), 'variant')} · {counted(len(board['cases']), 'case')} · "
+    f"{f'{problem} · ' if many else ''}{suite} · {mode} · {gpu}. "
     "A cell is the best mean (µs) on that case of the variant's passed runs (blank: none passed); green is the best "
     "in its column, red 2x or more slower. Select a cell to open its run. " + rows_shown
 )

@@ -11,6 +11,7 @@ from pages._derived import cached
 from pages.ui import paging, urlstate
 from pages.ui import tables as views
 from tracker.analysis import context, summaries
+from tracker.common.text import counted
 from tracker.store import Store
 
 ALL = "all variants"
@@ -69,7 +70,7 @@ shown = pd.DataFrame(
     }
 )
 st.caption(
-    f"{n_variants} variants, {roots} roots · geomeans on {common.md(suite)} · {common.md(gpu)}. "
+    f"{counted(n_variants, 'variant')}, {counted(roots, 'root')} · geomeans on {common.md(suite)} · {common.md(gpu)}. "
     "Indentation shows parent → child. " + rows_shown
 )
 common.table(

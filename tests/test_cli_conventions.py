@@ -215,3 +215,10 @@ def test_the_installed_kernelbeam_command_runs():
     exe = Path(sys.executable).parent / "kernelbeam"
     proc = subprocess.run([str(exe), "list", "--limit=-1"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stderr.startswith("error:") and "kernelbeam list" in proc.stderr
+
+
+def test_counts_take_the_noun_they_need():
+    from tracker.common.text import counted
+
+    assert [counted(n, "run") for n in (0, 1, 2, 1200)] == ["0 runs", "1 run", "2 runs", "1,200 runs"]
+    assert counted(1, "earlier run") == "1 earlier run" and counted(3, "child", "children") == "3 children"

@@ -398,7 +398,9 @@ def test_leaderboard_lineage_and_since_pages(shared_server, shared_page):
     goto(page, f"{base}/lineage?family=householder&suite=qr_v2&gpu=NVIDIA%20H200")
     no_exception(page)
     assert page.get_by_role("heading", name="Lineage").is_visible()
-    assert re.search(r"\d+ variants, 1 roots · geomeans on qr_v2", page.get_by_test_id("stMain").inner_text())
+    assert re.search(
+        r"\d+ variants, 1 root · geomeans on qr_v2", page.get_by_test_id("stMain").inner_text()
+    )  # not "1 roots"
     shot(page, "lineage")
 
     goto(page, f"{base}/since")  # no ?since=: the last 24 hours on a first visit, and the visit is kept
@@ -576,7 +578,7 @@ def test_a_new_cpu_run_leaves_every_page_with_data(fresh_server, fresh_page):
     settle(pg)
     assert "family=mine" in pg.url and pg.get_by_test_id("stMetricValue").first.inner_text() == "1"
     goto(pg, f"{base}/lineage?family=mine")
-    assert "1 variants, 1 roots" in pg.get_by_test_id("stMain").inner_text()
+    assert "1 variant, 1 root" in pg.get_by_test_id("stMain").inner_text()
 
 
 FITS = """() => {

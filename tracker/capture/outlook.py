@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tracker.capture.record import RunRequest
 from tracker.common.gitinfo import source_hash
+from tracker.common.text import counted
 from tracker.store import Store
 
 TIMEOUT_MARGIN = 1.1  # a timeout within 10% of what such runs took is too tight to trust
@@ -29,7 +30,7 @@ def earlier_seconds(req: RunRequest) -> list[tuple[float, float]]:
 def _span(seconds: list[float]) -> str:
     low, high = min(seconds), max(seconds)
     took = f"{low:.3g} s" if f"{low:.3g}" == f"{high:.3g}" else f"{low:.3g}-{high:.3g} s"
-    return f"{took} ({len(seconds)} earlier run{'s' if len(seconds) != 1 else ''})"
+    return f"{took} ({counted(len(seconds), 'earlier run')})"
 
 
 def timeout_warning(label: str, req: RunRequest, earlier: list[tuple[float, float]]) -> str | None:

@@ -16,6 +16,7 @@ from tracker.cli.common import (
     time_columns,
 )
 from tracker.common.jsonfields import clean
+from tracker.common.text import counted
 from tracker.store import Store
 
 
@@ -179,7 +180,7 @@ def cmd_lineage(args: argparse.Namespace) -> int:
         return 0
     vs = doc["variants"]
     roots = sum(v["depth"] == 0 for v in vs)
-    print(f"{len(vs)} variants, {roots} roots · geomeans and runs on {context_text(doc)}")
+    print(f"{counted(len(vs), 'variant')}, {counted(roots, 'root')} · geomeans and runs on {context_text(doc)}")
     print_columns(
         [
             ("variant", ["  " * v["depth"] + str(v["variant"]) for v in vs]),

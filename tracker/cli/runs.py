@@ -22,6 +22,7 @@ from tracker.cli.common import (
 )
 from tracker.cli.queue import queue_lines
 from tracker.common.jsonfields import clean, parse_flags, parse_stalls, stalls_text
+from tracker.common.text import counted
 from tracker.common.vocabulary import RUN_STATUSES
 from tracker.store import VERDICTS, Store
 from tracker.variants.scan import describe
@@ -71,7 +72,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     if not records:
         total = Store(args.store).count_runs()
         filtered = any(getattr(args, k) for k in ("search", "family", "status", "variant", "since"))
-        print(f"no runs match these filters ({total} runs in {args.store})" if filtered and total else
+        print(f"no runs match these filters ({counted(total, 'run')} in {args.store})" if filtered and total else
               f"no runs in {args.store}")  # fmt: skip
         return 0
     print_columns(

@@ -9,6 +9,7 @@ from pathlib import Path
 from tracker.analysis.summaries import OVERALL, parse_since, since_summary
 from tracker.cli.common import print_columns, time_columns
 from tracker.common.jsonfields import clean
+from tracker.common.text import counted
 from tracker.store import Store
 
 
@@ -73,7 +74,7 @@ def cmd_since(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary))
         return 0
-    print(f"since {when.isoformat(timespec='seconds')}: {len(summary['runs'])} runs")
+    print(f"since {when.isoformat(timespec='seconds')}: {counted(len(summary['runs']), 'run')}")
     for key, title, keep, cols in SECTIONS:
         rows = [r for r in summary[key] if keep(r)]
         if not rows:

@@ -34,3 +34,8 @@ class PrintableStream:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.wrapped, name)
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """ "1 run", "2 runs", "1,200 runs": a count with its noun in the number it needs."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
