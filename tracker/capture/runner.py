@@ -727,25 +727,22 @@ def _record_helpers(record, events: list[dict[str, Any]], variant: Path) -> None
 
 
 _NEEDS_CUDA = (
-    (
-        re.compile(r"torch\.utils\.cpp_extension|from\s+torch\.utils\s+import\s+cpp_extension"),
-        "builds a C++/CUDA extension",
-    ),
-    (re.compile(r"\bload_inline\s*\("), "compiles inline C++/CUDA (load_inline)"),
+    # A C++ extension alone builds and runs on the CPU: only its CUDA sources need a GPU.
+    (re.compile(r"\bcuda_sources\b|\bCUDAExtension\b|\bwith_cuda\s*=\s*True|\.cu['\"]"), "builds a CUDA extension"),
     (re.compile(r"\.cuda\(\s*\)"), "moves tensors with .cuda()"),
     (re.compile(r"device\s*=\s*['\"]cuda"), "allocates on device='cuda'"),
 )
 # A worker error that says the same thing at run time.
 _NO_CUDA = re.compile(
     r"CUDA is not available|Torch not compiled with CUDA|Found no NVIDIA driver|no CUDA GPUs are available|"
-    r"CUDA_HOME environment variable is not set|nvcc.*not found",
+    r"CUDA_HOME environment variable is not set|nvcc.*not found|c\+\+: not found|Ninja is required",
     re.IGNORECASE,
 )
 
 
 def _code_only(source: str) -> str:
     """The source without comments and bare string statements (docstrings), so prose that mentions
-    load_inline or .cuda() is not taken for code that calls them."""
+    cuda_sources or .cuda() is not taken for code that calls them."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
