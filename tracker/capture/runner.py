@@ -253,6 +253,9 @@ def capture_variant(
     complete_record(record, req, events, status, error, returncode, log_tail)
     if record.run.status in ("failed", "crashed") and _NO_CUDA.search(f"{record.run.error}\n{log_tail}"):
         record.run.update(status="skipped", error=f"cannot run here: {record.run.error}")
+    sandboxed = not (record.run.sandbox or "off").startswith(("off", "none"))
+    if sandboxed and record.run.error and _UNIX_SOCKET_REFUSED.search(log_tail):  # a bare EACCES says little
+        record.run.update(error=f"{record.run.error} ({UNIX_SOCKET_HINT})")
     flags = plausibility.flags(record.cases, req.mode, device)
     if flags:
         record.run.flags = json.dumps(json.loads(record.run.flags) + flags)
@@ -728,25 +731,30 @@ def _record_helpers(record, events: list[dict[str, Any]], variant: Path) -> None
 
 
 _NEEDS_CUDA = (
-    (
-        re.compile(r"torch\.utils\.cpp_extension|from\s+torch\.utils\s+import\s+cpp_extension"),
-        "builds a C++/CUDA extension",
-    ),
-    (re.compile(r"\bload_inline\s*\("), "compiles inline C++/CUDA (load_inline)"),
+    # A C++ extension alone builds and runs on the CPU: only its CUDA sources need a GPU.
+    (re.compile(r"\bcuda_sources\b|\bCUDAExtension\b|\bwith_cuda\s*=\s*True|\.cu['\"]"), "builds a CUDA extension"),
     (re.compile(r"\.cuda\(\s*\)"), "moves tensors with .cuda()"),
     (re.compile(r"device\s*=\s*['\"]cuda"), "allocates on device='cuda'"),
 )
 # A worker error that says the same thing at run time.
 _NO_CUDA = re.compile(
     r"CUDA is not available|Torch not compiled with CUDA|Found no NVIDIA driver|no CUDA GPUs are available|"
-    r"CUDA_HOME environment variable is not set|nvcc.*not found",
+    r"CUDA_HOME environment variable is not set|nvcc.*not found|c\+\+: not found|Ninja is required",
     re.IGNORECASE,
+)
+# The seccomp filter (tracker.capture.seccomp_exec) refusing a Unix socket, in a traceback of the worker's log.
+_UNIX_SOCKET_REFUSED = re.compile(
+    r'socket\.py", line \d+, in (?:__init__|socketpair)\n(?:[ \t].*\n)*PermissionError: \[Errno 13\]'
+)
+UNIX_SOCKET_HINT = (
+    "the sandbox refuses Unix sockets, which multiprocessing's forkserver and Manager need: use "
+    'multiprocessing.get_context("fork") or ("spawn"), a Manager at ("127.0.0.1", 0); README, Trust'
 )
 
 
 def _code_only(source: str) -> str:
     """The source without comments and bare string statements (docstrings), so prose that mentions
-    load_inline or .cuda() is not taken for code that calls them."""
+    cuda_sources or .cuda() is not taken for code that calls them."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
