@@ -14,6 +14,18 @@ from tracker.capture.runner import UNIX_SOCKET_HINT
 from tracker.store import Store
 
 STACK = "return torch.stack([h for h, _ in parts]), torch.stack([t for _, t in parts])"
+# A process pool of one start method (METHOD) doing the work, its workers other processes than the kernel's.
+POOL = f"""
+    import multiprocessing
+    from odd_work import qr, worker_pid
+
+    def custom_kernel(data):
+        with multiprocessing.get_context("METHOD").Pool(2) as pool:
+            parts = [(torch.from_numpy(h), torch.from_numpy(t)) for h, t in pool.map(qr, data.numpy())]
+            assert os.getpid() not in pool.map(worker_pid, range(2))
+        print("KB-ODD-OK", flush=True)
+        {STACK}
+    """
 # Each kernel computes its outputs through the route it names and prints KB-ODD-OK when the route was taken.
 ODD = {
     "thread pool": f"""
@@ -25,28 +37,8 @@ ODD = {
             print("KB-ODD-OK", flush=True)
             {STACK}
         """,
-    "fork pool": f"""
-        import multiprocessing
-        from odd_work import qr, worker_pid
-
-        def custom_kernel(data):
-            with multiprocessing.get_context("fork").Pool(2) as pool:
-                parts = [(torch.from_numpy(h), torch.from_numpy(t)) for h, t in pool.map(qr, data.numpy())]
-                assert os.getpid() not in pool.map(worker_pid, range(2))
-            print("KB-ODD-OK", flush=True)
-            {STACK}
-        """,
-    "spawn pool": f"""
-        import multiprocessing
-        from odd_work import qr, worker_pid
-
-        def custom_kernel(data):
-            with multiprocessing.get_context("spawn").Pool(2) as pool:
-                parts = [(torch.from_numpy(h), torch.from_numpy(t)) for h, t in pool.map(qr, data.numpy())]
-                assert os.getpid() not in pool.map(worker_pid, range(2))
-            print("KB-ODD-OK", flush=True)
-            {STACK}
-        """,
+    "fork pool": POOL.replace("METHOD", "fork"),
+    "spawn pool": POOL.replace("METHOD", "spawn"),
     "subprocess": """
         import subprocess
 
