@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from pages import _common as common
@@ -37,17 +39,26 @@ problems = jobs.list_problems(problems_dir)
 problem = None
 if problems:  # a choice only when there is more than the built-in problem to choose from
     picked_problem = st.selectbox(
-        f"Problem (GPU Mode folders under {problems_dir})", [BUILT_IN, *problems], key="bm_problem"
-    )
+        f"Problem (GPU Mode folders under {problems_dir})", [BUILT_IN, *problems], key="bm_problem",
+        on_change=lambda: st.session_state.pop("bm_kernel", None),  # another problem: its own kernel first
+    )  # fmt: skip
     problem = None if picked_problem == BUILT_IN else picked_problem
 try:
-    workload = get_workload(jobs.resolve_problem(problem, problems_dir) if problem else None)
+    problem_path = jobs.resolve_problem(problem, problems_dir) if problem else None
+    workload = get_workload(problem_path)
 except ValueError as exc:
     st.error(str(exc))
     st.stop()
+# A problem folder's own kernel files (its submission) come first: the kernels/ ones solve qr_v2.
+own = [str(problem_path / k) for k in jobs.list_kernels(problem_path)] if problem_path else []
+kernel_choices = [*own, *kernels]
+kernel_label = {k: f"{problem}/{Path(k).relative_to(problem_path)} (the problem's own)" for k in own}
 
 c1, c2 = st.columns([3, 2])
-choice = c1.selectbox(f"Kernel file (under {kernels_dir})", kernels, index=0 if kernels else None, key="bm_kernel")
+choice = c1.selectbox(
+    f"Kernel file (under {kernels_dir}{' or the problem folder' if own else ''})", kernel_choices,
+    index=0 if kernel_choices else None, key="bm_kernel", format_func=lambda k: kernel_label.get(k, k),
+)  # fmt: skip
 typed = c2.text_input("…or a path under that folder", key="bm_path", placeholder="e.g. my_variant.py")
 c3, c4, c5 = st.columns(3)
 suites = list(workload.suites) if has_gpu else ["smoke"]
@@ -94,7 +105,8 @@ with st.expander("Options"):
         help="As `ab BASELINE KERNEL`: the two interleaved on one device, round by round on the same inputs, each "
         "case judged by a paired test (benchmark mode only; the family, parent and note are the kernel's)",
     )
-    baseline = a2.selectbox("Baseline (A)", kernels, index=None, key="bm_ab_baseline", disabled=not paired)
+    baseline = a2.selectbox("Baseline (A)", kernel_choices, index=None, key="bm_ab_baseline", disabled=not paired,
+                            format_func=lambda k: kernel_label.get(k, k))  # fmt: skip
     rounds = int(a3.number_input("Rounds", min_value=2, value=jobs.DEFAULT_ROUNDS, step=1, key="bm_ab_rounds",
                                  disabled=not paired))  # fmt: skip
     g1, g2 = st.columns(2)

@@ -764,6 +764,16 @@ def test_resolve_kernel(tmp_path):
     for bad in ("", "../x.py", "sub/../../x.py", "sub/k.py\x00"):
         with pytest.raises(ValueError):
             jobs.resolve_kernel(bad, tmp_path)
+    # a chosen problem folder's own files too, and nothing beside it
+    problem = tmp_path / "problems" / "p"
+    problem.mkdir(parents=True)
+    (problem / "submission.py").write_text("def custom_kernel(d):\n    return d\n")
+    (tmp_path / "problems" / "other.py").write_text("def custom_kernel(d):\n    return d\n")
+    kernels = tmp_path / "sub"
+    assert jobs.resolve_kernel(problem / "submission.py", kernels, problem) == (problem / "submission.py").resolve()
+    for bad in (problem / "submission.py", tmp_path / "problems" / "other.py"):
+        with pytest.raises(ValueError, match="outside the kernels folder"):
+            jobs.resolve_kernel(bad, kernels, problem if bad.name == "other.py" else None)
 
 
 # ------------------------------------------------------------------------------------- stores, bad inputs
@@ -1097,10 +1107,23 @@ def test_compare_says_what_it_compares(demo_store, tmp_path):
     assert len(df) == 12 and set(df["A ok"]) == set(df["B ok"]) == {"pass"}
 
 
-def test_benchmark_page_offers_the_shipped_problem(own_demo_store, monkeypatch):
+def test_benchmark_page_offers_the_shipped_problem_and_runs_its_own_submission(own_demo_store, monkeypatch):
+    """Chosen on the page, the shipped problem's own submission.py is offered first (the kernels/ files solve
+    qr_v2) and runs: the page's problem list works on a fresh clone, as the README's example does."""
     monkeypatch.delenv("KERNELBEAM_PROBLEMS_DIR", raising=False)
+    monkeypatch.delenv("KERNELBEAM_KERNELS_DIR", raising=False)
     at = open_page("pages/benchmark.py")
-    assert "vectoradd" in at.selectbox(key="bm_problem").options
+    at.selectbox(key="bm_problem").select("vectoradd").run()
+    kernel = at.selectbox(key="bm_kernel")
+    assert kernel.value == str(jobs.default_problems_dir() / "vectoradd" / "submission.py")
+    assert kernel.format_func(kernel.value) == "vectoradd/submission.py (the problem's own)"
+    at.selectbox(key="bm_mode").select("test")
+    at.button(key="bm_start").click().run()
+    assert not at.error, texts(at.error)
+    (job,) = jobs.list_jobs(own_demo_store[0])
+    assert job.spec["kernel"] == "problems/vectoradd/submission.py"
+    final = jobs.wait(job, timeout=200)
+    assert final["state"] == "finished" and final["status"] == "passed", jobs.log_tail(job)
 
 
 def test_verdict_form_has_no_preselected_verdict_and_parent_by_name(own_demo_store):

@@ -100,10 +100,13 @@ def list_kernels(kernels_dir: str | os.PathLike) -> list[str]:
     return out
 
 
-def resolve_kernel(path: str | os.PathLike, kernels_dir: str | os.PathLike) -> Path:
+def resolve_kernel(
+    path: str | os.PathLike, kernels_dir: str | os.PathLike, problem_dir: str | os.PathLike | None = None
+) -> Path:
     """The kernel file as an absolute path, after resolving symlinks; ValueError unless it is a .py file inside
-    the kernels folder."""
+    the kernels folder or, where a problem folder is chosen, inside that one (its own submission)."""
     root = Path(kernels_dir).resolve()
+    roots = [root] + ([Path(problem_dir).resolve()] if problem_dir is not None else [])
     text = str(path).strip()
     if not text:
         raise InputError("choose a kernel file")
@@ -113,8 +116,9 @@ def resolve_kernel(path: str | os.PathLike, kernels_dir: str | os.PathLike) -> P
     if not candidate.is_absolute():
         candidate = root / candidate
     resolved = candidate.resolve()
-    if not resolved.is_relative_to(root):
-        raise InputError(f"{text} is outside the kernels folder {root}; only kernels under it can be run")
+    if not any(resolved.is_relative_to(r) for r in roots):
+        where = " or the problem folder " + str(roots[1]) if len(roots) > 1 else ""
+        raise InputError(f"{text} is outside the kernels folder {root}{where}; only kernels under it can be run")
     if resolved.suffix != ".py":
         raise InputError(f"{text} is not a Python file")
     if not resolved.is_file():
@@ -198,17 +202,17 @@ def start_job(
     kernels folder) the job is a paired A/B session as `ab BASELINE KERNEL --rounds ROUNDS`: the baseline as A,
     the kernel (with its family, parent and note) as B."""
     kernels_dir = Path(kernels_dir) if kernels_dir is not None else default_kernels_dir()
-    path = resolve_kernel(kernel, kernels_dir)
+    problem_path = None
+    if problem:
+        problem_path = resolve_problem(problem, problems_dir if problems_dir is not None else default_problems_dir())
+    path = resolve_kernel(kernel, kernels_dir, problem_path)
     ab = None
     if ab_baseline:
         if mode != "benchmark" or profile or ncu or gpus is not None:
             raise InputError("an A/B session times benchmarks only: no test mode, profile, ncu or GPU queue")
         if int(rounds) < 2:
             raise InputError(f"an A/B session needs at least 2 rounds (a paired test needs two ratios); got {rounds}")
-        ab = {"a": _display_path(resolve_kernel(ab_baseline, kernels_dir)), "rounds": int(rounds)}
-    problem_path = None
-    if problem:
-        problem_path = resolve_problem(problem, problems_dir if problems_dir is not None else default_problems_dir())
+        ab = {"a": _display_path(resolve_kernel(ab_baseline, kernels_dir, problem_path)), "rounds": int(rounds)}
     workload = get_workload(problem_path)
     # The options are checked as `run` checks them (RunRequest.validate), before the job starts; the job's
     # process (tracker.capture.job) runs this request.
