@@ -20,8 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 SESSIONS: dict[str, str] = {}  # pair ids of the sessions recorded by the tests above, for the page test
 REFERENCE = (ROOT / "kernels/geqrf_reference.py").read_text()
 # The planted slowdown: the same kernel doing its work five times a call. A multiple of the work, not a fixed
-# sleep, so that load on the machine slows both sides alike and the per-round ratios stay close (two rounds give
-# the paired t-test one degree of freedom: the ratios must agree within about 15% for a verdict).
+# sleep, so that load on the machine slows both sides alike. Its session has three rounds: with two, the paired
+# t-test has one degree of freedom and the two ratios must agree within about 15%, which CI's load broke (2.8
+# against 3.6); with three, within a factor of about 1.6.
 PLANTED = REFERENCE.replace(
     "    return torch.geqrf(data)", "    for _ in range(4):\n        torch.geqrf(data)\n    return torch.geqrf(data)"
 )
@@ -53,13 +54,13 @@ def store(tmp_path_factory) -> Path:
 def test_a_planted_slowdown_is_detected_and_an_a_a_pair_stays_near_one(store, tmp_path):
     planted = tmp_path / "geqrf_planted.py"
     planted.write_text(PLANTED)
-    doc = ab(store, "kernels/geqrf_reference.py", str(planted))
+    doc = ab(store, "kernels/geqrf_reference.py", str(planted), "--rounds", "3")
     (case,) = doc["cases"]
     SESSIONS["planted"] = doc["pair_id"]
-    assert doc["rounds"] == 2 and len(doc["a"]["runs"]) == len(doc["b"]["runs"]) == 2
-    assert case["verdict"] == "slower" and case["mark"] == "+" and case["rounds"] == 2 and case["ratio"] > 2, case
+    assert doc["rounds"] == 3 and len(doc["a"]["runs"]) == len(doc["b"]["runs"]) == 3
+    assert case["verdict"] == "slower" and case["mark"] == "+" and case["rounds"] == 3 and case["ratio"] > 2, case
     runs = Store(store).pair_runs(doc["pair_id"])["runs"]
-    assert list(runs["pair_side"]) == ["A", "B", "B", "A"]  # round 2 runs B first
+    assert list(runs["pair_side"]) == ["A", "B", "B", "A", "A", "B"]  # round 2 runs B first
     # A/A: a stored variant by name against itself. Two rounds on a loaded 2-core CPU cannot establish "same" (a
     # first-run effect of ~10% was seen in CI, 0.79 beside another test process; the A/A statistics belong to the
     # H200, issue 19 item 6), but the pair must be nowhere near the planted ~3.6x.
@@ -68,7 +69,7 @@ def test_a_planted_slowdown_is_detected_and_an_a_a_pair_stays_near_one(store, tm
     assert aa["rounds"] == 2 and 1 / 1.5 < aa["ratio"] < 1.5, same["cases"]
     # real CPU runs: the GPU state is left empty and nothing fails for it
     states = Store(store).gpu_states(doc["a"]["runs"] + same["b"]["runs"])
-    assert len(states) == 4 and states["sm_mhz_median"].isna().all() and states["throttle"].isna().all()
+    assert len(states) == 5 and states["sm_mhz_median"].isna().all() and states["throttle"].isna().all()
     # compare of two runs of one session shows the session's paired verdict
     proc = subprocess.run(
         [sys.executable, "-m", "tracker", "compare", doc["a"]["runs"][0], doc["b"]["runs"][0], "--store", str(store),
