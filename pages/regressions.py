@@ -11,7 +11,7 @@ from pages.ui import charts, urlstate
 from pages.ui import tables as views
 from tracker.analysis import context, gpustate, summaries
 from tracker.analysis import series as analysis
-from tracker.common.text import counted
+from tracker.common.text import context_name, counted
 from tracker.store import Store
 
 # Change detection is quadratic in the number of runs: the default window keeps the page under a second.
@@ -76,8 +76,7 @@ if contexts.empty:
     st.stop()
 many = contexts["problem"].nunique() > 1  # name the problem only when the store holds more than one
 ctx_labels = [
-    f"{r['problem'] + ' · ' if many and r['problem'] != r['suite'] else ''}{r['suite']} · {r['gpu']} "
-    f"({counted(r['runs'], 'run')})"
+    f"{context_name(r['suite'], str(r['gpu']), r['problem'] if many else None)} ({counted(r['runs'], 'run')})"
     for r in contexts.to_dict("records")
 ]
 ctx_records = contexts.to_dict("records")

@@ -128,7 +128,7 @@ def drive(req, record, events: list[dict[str, Any]], should_cancel, device: str)
         record.run.compile_cache = cache.state
         argv, env, how = _command(req, workdir, private, write_fd, token, cache)
         record.run.sandbox = how
-        in_sandbox = not how.startswith(("off", "none"))
+        in_sandbox = sandbox.contained(how)
         seen: set[int] = set()
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,

@@ -253,8 +253,8 @@ def capture_variant(
     complete_record(record, req, events, status, error, returncode, log_tail)
     if record.run.status in ("failed", "crashed") and _NO_CUDA.search(f"{record.run.error}\n{log_tail}"):
         record.run.update(status="skipped", error=f"cannot run here: {record.run.error}")
-    sandboxed = not (record.run.sandbox or "off").startswith(("off", "none"))
-    if sandboxed and record.run.error and _UNIX_SOCKET_REFUSED.search(log_tail):  # a bare EACCES says little
+    refused = sandbox.contained(record.run.sandbox) and _UNIX_SOCKET_REFUSED.search(log_tail)
+    if record.run.error and refused:  # a bare EACCES says little
         record.run.update(error=f"{record.run.error} ({UNIX_SOCKET_HINT})")
     flags = plausibility.flags(record.cases, req.mode, device)
     if flags:
@@ -435,7 +435,7 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
     record.run.compile_cache = cache.state
     argv, env, how = _worker_command(req, workdir, private, token, cache)
     record.run.sandbox = how
-    in_sandbox = not how.startswith(("off", "none"))
+    in_sandbox = sandbox.contained(how)
     job = {
         "variant_path": str(Path(variant_path or req.path).resolve()),
         "suite": req.suite,

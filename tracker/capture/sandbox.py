@@ -120,6 +120,12 @@ def command(
     return [*cmd, "--", sys.executable, "-I", "-S", str(SECCOMP_EXEC), *argv]
 
 
+def contained(how: str | None) -> bool:
+    """Whether `how` (wrap's third value, runs.sandbox) says the command ran in the sandbox: "off: ..." and
+    "none: ..." say it did not."""
+    return how is not None and not how.startswith(("off", "none"))
+
+
 def wrap(
     argv: list[str],
     workdir: Path,

@@ -16,7 +16,7 @@ from tracker.cli.common import (
     time_columns,
 )
 from tracker.common.jsonfields import clean
-from tracker.common.text import counted
+from tracker.common.text import context_name, counted
 from tracker.store import Store
 
 
@@ -110,9 +110,8 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(doc))
         return 0
-    problem = f"{doc['problem']} · " if doc["problem"] not in (None, doc["suite"]) else ""  # qr_v2 · qr_v2: once
     print(
-        f"{problem}{doc['suite']} · {doc['mode']} · {doc['gpu']}"
+        f"{context_name(doc['suite'], problem=doc['problem'])} · {doc['mode']} · {doc['gpu']}"
         + (f" · family {doc['family']}" if doc["family"] else "")
     )
     if args.gaps:

@@ -19,6 +19,7 @@ from tracker.cli.common import (
     resolve,
     time_columns,
 )
+from tracker.common.text import context_name, counted
 from tracker.store import Store
 
 COMPARE_HELP = (
@@ -196,8 +197,7 @@ def cmd_regressions(args: argparse.Namespace) -> int:
             continue  # --to has no timed run in this context
         along = [name for _, name in lineage or [] if name]  # as the page's caption: the family's own
         if lineage:
-            # named by its problem where the suite does not name it (as the leaderboard's header)
-            paths.append((f"{problem} · {suite}" if problem not in (None, suite) else suite, gpu, along))
+            paths.append((context_name(suite, problem=problem), gpu, along))  # as the leaderboard's header
         variants = None if lineage is None else tuple(sha for sha, _ in lineage)
         hist = Store(args.store).case_history(**scope, suite=suite, gpu=gpu, last=None, problem=problem,
                                               variants=variants)  # fmt: skip
@@ -220,7 +220,7 @@ def cmd_regressions(args: argparse.Namespace) -> int:
     for suite, gpu, along in paths:  # which line of descent, as the page's caption says it
         print(f"{suite} · {gpu}: along {' → '.join(along)}")
     if not found:  # as the page: no regression, but say what --all would list
-        some = f"{unlisted} improvement{'s' if unlisted > 1 else ''}: --all lists {'them' if unlisted > 1 else 'it'}"
+        some = f"{counted(unlisted, 'improvement')}: --all lists {'them' if unlisted > 1 else 'it'}"
         print(f"no regression found ({some})" if unlisted else "no change points found")
         return 0
     print_columns(

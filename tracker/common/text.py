@@ -39,3 +39,10 @@ class PrintableStream:
 def counted(n: int, noun: str, plural: str | None = None) -> str:
     """ "1 run", "2 runs", "1,200 runs": a count with its noun in the number it needs."""
     return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
+def context_name(suite: str, gpu: str | None = None, problem: str | None = None) -> str:
+    """A context as the views name it, `problem · suite · gpu`: the problem left out where the suite already names
+    it (qr_v2's suite is qr_v2: "qr_v2 · qr_v2" read twice) or where none is given, the GPU where none is given."""
+    parts = ([problem] if problem not in (None, suite) else []) + [suite] + ([gpu] if gpu is not None else [])
+    return " · ".join(str(p) for p in parts)
