@@ -50,7 +50,7 @@ print(" ".join(str(doc).split()))
 PY
 }
 left() { echo $(( DEADLINE - $(date +%s) )); }
-verdict() {  # RUN_JSON PARENT: promoted/rejected against the parent's newest passed benchmark run
+verdict() {  # RUN_JSON PARENT: promoted/rejected against the parent's newest passed benchmark run on this GPU model
   python3 - "$1" "$2" "$S" <<'PY'
 import json, subprocess, sys
 doc, parent, store = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
@@ -60,14 +60,14 @@ if doc.get("mode") != "benchmark" or doc.get("cases") is None or len(doc["cases"
 runs = json.loads(subprocess.run(["python3", "-m", "tracker", "list", "--store", store, "--json", "--limit", "500"],
                                  capture_output=True, text=True).stdout or "[]")
 prev = [r for r in runs if (r["variant"] == parent or r["run_id"] == parent) and r["status"] == "passed"
-        and r.get("geomean_us") and r["run_id"] != doc["run_id"]]
+        and r.get("geomean_us") and r["run_id"] != doc["run_id"] and r.get("gpu") == doc.get("gpu")]
 g = doc.get("geomean_us")
 if g is None and doc.get("status") in ("timeout", "cancelled"):
     kind, reason = "inconclusive", f"{doc['status']} before every case was timed"
 elif g is None:
     kind, reason = "rejected", f"did not pass: {(doc.get('error') or doc.get('status'))[:200]}"
 elif not prev:
-    kind, reason = "inconclusive", f"geomean {g:.0f} us; no passed benchmark run of parent {parent} in the store"
+    kind, reason = "inconclusive", f"geomean {g:.0f} us; no passed benchmark run of parent {parent} on {doc.get('gpu')} in the store"
 else:
     p = prev[0]
     show = json.loads(subprocess.run(["python3", "-m", "tracker", "show", p["run_id"], "--store", store, "--json"],
