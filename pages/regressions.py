@@ -49,21 +49,25 @@ else:
     options = paths["path"].tolist()
     wanted = qp_path
     label = "Kernel file"
-if wanted and wanted not in options:
+unknown = bool(wanted) and wanted not in options
+if unknown:  # a stale or hand-written link: no other scope's results, but the box to pick one
     st.error(f"No runs with {label.lower()} **{common.md(wanted)}** in {common.store()}.")
-    st.stop()
 if not options:
     st.info(f"No run has a {label.lower()} yet (runs get one with `--family`).")
     st.stop()
 key = "reg_family" if kind == "Family" else "reg_path"
-if wanted:
+if unknown:
+    st.session_state[key] = None
+elif wanted:
     st.session_state[key] = wanted
 else:  # the URL names none: the default (so Back to `regressions` shows it again, not the last pick)
     # The family whose timed runs passed most recently, with at least two of them: a history to show.
     ranked = context.choices(common.read(Store.run_contexts), "family", modes=context.TIMED_MODES, min_passed=2,
                              prefer=None, gpu=common.gpu_filter()) if kind == "Family" else []  # fmt: skip
     st.session_state[key] = next((f for f in ranked if f in options), options[0])
-scope_value = c_value.selectbox(label, options, key=key, on_change=_set_scope)
+scope_value = c_value.selectbox(label, options, key=key, on_change=_set_scope, placeholder=f"Pick a {label.lower()}")
+if scope_value is None:
+    st.stop()
 scope = {"family": scope_value} if kind == "Family" else {"path": scope_value}
 
 contexts = common.read(Store.history_contexts, **scope)
@@ -108,8 +112,9 @@ st.session_state["reg_ctx"] = matches[0] if matches else 0
 row = common.filter_row()
 ctx_idx = row.selectbox("Suite · GPU", range(len(ctx_labels)), format_func=ctx_labels.__getitem__, key="reg_ctx",
                        on_change=_ctx_to_url)  # fmt: skip
-window = row.selectbox("History", list(WINDOWS), index=1, key="reg_window", width=170)
-show_improvements = row.toggle("Also improvements", value=False, key="reg_impr", width="content")
+window = urlstate.selectbox(row, "History", list(WINDOWS), key="reg_window", param="window", default="last 200 runs",
+                            width=170)  # fmt: skip
+show_improvements = urlstate.toggle(row, "Also improvements", key="reg_impr", param="improvements", width="content")
 ctx = contexts.iloc[ctx_idx or 0]
 gpu_value = ctx["gpu"] if isinstance(ctx["gpu"], str) else None
 

@@ -600,8 +600,15 @@ def test_regressions_by_kernel_path_and_bad_scope(demo_store):
     assert list(table(at, "reg_table")["run"]) == [ids["regressed"]]
     at = open_url("pages/regressions.py", family="no-such-family")
     assert "No runs with family **no\\-such\\-family**" in texts(at.error)
+    assert at.selectbox(key="reg_family").value is None and not vega_charts(at)  # a box to pick another family
+    at.selectbox(key="reg_family").select("wy").run()
+    assert at.query_params["family"] == "wy" and not at.error
     at = open_url("pages/regressions.py", path="kernels/no_such_file.py")  # not another file's results
     assert "No runs with kernel file" in texts(at.error) and not vega_charts(at) and not find_tables(at, "reg_table")
+    at = open_url("pages/regressions.py", family="wy", window="all runs", improvements="True")
+    assert at.selectbox(key="reg_window").value == "all runs" and at.toggle(key="reg_impr").value  # from the URL
+    at.toggle(key="reg_impr").set_value(False).run()
+    assert "improvements" not in at.query_params and at.query_params["window"] == "all runs"  # the default: left out
     at = open_url("pages/regressions.py", family="wy")  # no step along wy
     assert "No regression detected" in texts(at.success)
 

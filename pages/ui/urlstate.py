@@ -79,3 +79,9 @@ def radio(where: Any, label: str, options: Sequence[Any], *, key: str, default: 
 def text_input(where: Any, label: str, *, key: str, default: str = "", **kwargs: Any) -> str:
     _from_url(key, default, None, key)
     return where.text_input(label, key=key, on_change=_to_url, args=(key, default, key), **kwargs)
+
+
+def toggle(where: Any, label: str, *, key: str, default: bool = False, param: str | None = None, **kwargs: Any) -> bool:
+    """`where.toggle(label, key=key)` with its value in the URL (`param=True`) while it is not the default."""
+    _from_url(key, default, [False, True], param or key)
+    return where.toggle(label, key=key, on_change=_to_url, args=(key, default, param or key), **kwargs)
