@@ -28,6 +28,7 @@ from pages.ui import tables as views
 from tests.conftest import open_page, open_url
 from tracker import store as store_mod
 from tracker.capture import envinfo, jobs
+from tracker.common.text import short_kernel
 from tracker.common.vocabulary import CASE_STATS
 from tracker.store import Store
 from tracker.store.transfer import export_runs
@@ -369,9 +370,9 @@ def test_profile_kernel_names_are_shortened():
     """A C++ signature is cut to its last two scopes without template or call arguments; the full name stays."""
     name = ("void at::native::(anonymous namespace)::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
             "std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)")  # fmt: skip
-    assert views.short_kernel(name) == "native::vectorized_elementwise_kernel"
-    assert views.short_kernel("ampere_sgemm_128x64_tn") == "ampere_sgemm_128x64_tn"
-    assert views.short_kernel("x" * 90).endswith("…") and len(views.short_kernel("x" * 90)) == 40
+    assert short_kernel(name) == "native::vectorized_elementwise_kernel"
+    assert short_kernel("ampere_sgemm_128x64_tn") == "ampere_sgemm_128x64_tn"
+    assert short_kernel("x" * 90).endswith("…") and len(short_kernel("x" * 90)) == 40
     kernels = views.profile_tables(pd.DataFrame(), pd.DataFrame({"kernel": [name], "calls": [3], "device_us": [1.26],
                                                                    "self_us": [0.0]}))["kernels"]  # fmt: skip
     assert kernels.iloc[0].to_dict() == {"kernel": "native::vectorized_elementwise_kernel", "calls": 3,

@@ -246,7 +246,7 @@ def test_the_profile_goes_through_the_store_export_import_and_show(tmp_path, cap
     assert f"case 0: 1 kernel(s), report {moved}" in text
     assert "case 3: 0 kernel(s); error: ncu wrote no report (exit 1)" in text
     line = (
-        "  #0 void fused_wy_kernel<64>(float*): 12.50 us, occupancy 41.5%, SM 63.2%, memory 22.0%, 72 regs/thread, "
+        "  #0 fused_wy_kernel: 12.50 us, occupancy 41.5%, SM 63.2%, memory 22.0%, 72 regs/thread, "
         "smem 16384+0 B/block, block 256, grid 1320; stalls: long_scoreboard 7.5, barrier 3.2, wait 1.5"
     )
     assert line in text.splitlines()

@@ -14,6 +14,7 @@ import pandas as pd
 from tracker.analysis.series import is_num
 from tracker.analysis.stats import RunComparison
 from tracker.common.jsonfields import parse_flags, stalls_text
+from tracker.common.text import short_kernel
 from tracker.workloads import no_geomean, suite_size
 
 # ------------------------------------------------------------------------------------------------ numbers
@@ -250,33 +251,6 @@ def evidence_table(evidence: pd.DataFrame) -> pd.DataFrame:
             "kept (bytes)": evidence["arrays_bytes"],
         }
     )
-
-
-def _strip_brackets(text: str, pairs: str) -> str:
-    """`text` without what any bracket pair in `pairs` ("<>", "()") encloses, nested ones included."""
-    out, depth = [], 0
-    opening, closing = pairs[0], pairs[1]
-    for ch in text:
-        if ch == opening:
-            depth += 1
-        elif ch == closing and depth:
-            depth -= 1
-        elif not depth:
-            out.append(ch)
-    return "".join(out)
-
-
-def short_kernel(name: Any, limit: int = 40) -> str:
-    """A profiled kernel's name as a person scans it: a C++ signature of hundreds of characters
-    (`void at::native::(anonymous namespace)::vectorized_elementwise_kernel<4, ...>(int, ...)`) loses its template
-    and call arguments, return type and all but the last two scopes; anything longer than `limit` is cut."""
-    if not isinstance(name, str):
-        return ""
-    text = _strip_brackets(_strip_brackets(name.replace("(anonymous namespace)", ""), "<>"), "()").strip()
-    text = text.split()[-1] if text.split() else name  # drop the return type and qualifiers before the name
-    scopes = [p for p in text.split("::") if p]
-    text = "::".join(scopes[-2:]) if scopes else name
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def profile_tables(profile_cases: pd.DataFrame, profile_kernels: pd.DataFrame, top: int = 15) -> dict[str, Any]:

@@ -22,15 +22,12 @@ from tracker.cli.common import (
 )
 from tracker.cli.queue import queue_lines
 from tracker.common.jsonfields import clean, parse_flags, parse_stalls, stalls_text
-from tracker.common.text import counted
+from tracker.common.text import counted, short_kernel
 from tracker.common.vocabulary import RUN_STATUSES
 from tracker.store import VERDICTS, Store
 from tracker.variants.scan import describe
 
-
-def short_name(kernel: str, width: int = 70) -> str:
-    """A kernel name cut to `width` characters: C++ signatures run to hundreds (`--json` has the full name)."""
-    return kernel if len(kernel) <= width else kernel[: width - 1] + "…"
+CLI_KERNEL_WIDTH = 70  # a profiled kernel's short name in `show` (`--json` has the full name)
 
 
 def list_doc(args: argparse.Namespace) -> list[dict]:
@@ -140,8 +137,9 @@ def ncu_text(doc: dict) -> str:
             us = "-" if k["duration_us"] is None else f"{k['duration_us']:.2f} us"
             smem = f"{k['static_smem_bytes'] or 0}+{k['dynamic_smem_bytes'] or 0} B"
             stalls = stalls_text(k["stalls"])
+            name = short_kernel(k["kernel"], CLI_KERNEL_WIDTH) or "?"
             lines.append(
-                f"  #{k['kernel_idx']} {short_name(k['kernel'] or '?')}: {us}, occupancy {_pct(k['occupancy_pct'])}, "
+                f"  #{k['kernel_idx']} {name}: {us}, occupancy {_pct(k['occupancy_pct'])}, "
                 f"SM {_pct(k['sm_pct'])}, memory {_pct(k['memory_pct'])}, {k['registers'] or '-'} regs/thread, "
                 f"smem {smem}/block, block {k['block_size'] or '-'}, grid {k['grid_size'] or '-'}; stalls: {stalls}"
             )
@@ -175,7 +173,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         print("profile: top kernels by device time, summed over the cases")
         print_columns(
             [
-                ("kernel", [short_name(k["kernel"]) for k in ks]),
+                ("kernel", [short_kernel(k["kernel"], CLI_KERNEL_WIDTH) for k in ks]),
                 ("calls", [k["calls"] for k in ks]),
                 *time_columns([("device", [k["device_us"] for k in ks]), ("self", [k["self_us"] for k in ks])]),
                 ("cases", [k["cases"] for k in ks]),

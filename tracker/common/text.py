@@ -1,5 +1,6 @@
-"""Stored strings made safe for a terminal: imported data may carry ANSI (CSI) or OSC escapes that recolour,
-retitle, hide output or plant links. The CLI's human-readable output goes through `printable`."""
+"""Text for people, in the CLI and on the pages: counted nouns, context names, profiled kernels' short names, and
+stored strings made safe for a terminal (imported data may carry ANSI (CSI) or OSC escapes that recolour, retitle,
+hide output or plant links; the CLI's human-readable output goes through `printable`)."""
 
 from __future__ import annotations
 
@@ -46,3 +47,30 @@ def context_name(suite: str, gpu: str | None = None, problem: str | None = None)
     it (qr_v2's suite is qr_v2: "qr_v2 · qr_v2" read twice) or where none is given, the GPU where none is given."""
     parts = ([problem] if problem not in (None, suite) else []) + [suite] + ([gpu] if gpu is not None else [])
     return " · ".join(str(p) for p in parts)
+
+
+def _strip_brackets(text: str, pairs: str) -> str:
+    """`text` without what any bracket pair in `pairs` ("<>", "()") encloses, nested ones included."""
+    out, depth = [], 0
+    opening, closing = pairs[0], pairs[1]
+    for ch in text:
+        if ch == opening:
+            depth += 1
+        elif ch == closing and depth:
+            depth -= 1
+        elif not depth:
+            out.append(ch)
+    return "".join(out)
+
+
+def short_kernel(name: Any, limit: int = 40) -> str:
+    """A profiled kernel's name as a person scans it: a C++ signature of hundreds of characters
+    (`void at::native::(anonymous namespace)::vectorized_elementwise_kernel<4, ...>(int, ...)`) loses its template
+    and call arguments, return type and all but the last two scopes; anything longer than `limit` is cut."""
+    if not isinstance(name, str):
+        return ""
+    text = _strip_brackets(_strip_brackets(name.replace("(anonymous namespace)", ""), "<>"), "()").strip()
+    text = text.split()[-1] if text.split() else name  # drop the return type and qualifiers before the name
+    scopes = [p for p in text.split("::") if p]
+    text = "::".join(scopes[-2:]) if scopes else name
+    return text if len(text) <= limit else text[: limit - 1] + "…"
