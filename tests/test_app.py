@@ -154,7 +154,8 @@ def test_experiments_progress_chart_spec(demo_store):
     assert ticks and all(float(t).is_integer() for t in ticks), ticks
     at.radio(key="x").set_value("time").run()
     ((spec, frame),) = vega_charts(at)
-    assert spec["layer"][0]["encoding"]["x"]["type"] == "temporal"
+    x_enc = spec["layer"][0]["encoding"]["x"]
+    assert x_enc["type"] == "temporal" and x_enc["axis"]["format"] == "%b %d %H:%M"  # not Vega's ":30" ticks
     assert str(_layer(frame, "run")["x"].iloc[0]).startswith("2026-")  # timestamps
 
 

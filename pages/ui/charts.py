@@ -113,7 +113,9 @@ def progress_chart(points: pd.DataFrame, x: str = "run order") -> Chart:
     # pixels beside the first and the last run: a dot on the plot's edge was cut in half (two runs: both)
     pad = 12
     if x == "time":
-        x_enc = {"field": "x", "type": "temporal", "title": "started (UTC)", "scale": {"padding": pad}}
+        # a fixed format: Vega's default multi-format labels ticks a minute apart ":30" or "09 PM"
+        x_enc = {"field": "x", "type": "temporal", "title": "started (UTC)", "scale": {"padding": pad},
+                 "axis": {"format": "%b %d %H:%M", "labelOverlap": True, "tickCount": 6}}  # fmt: skip
     else:
         x_enc = {"field": "x", "type": "quantitative", "title": "run order (passed runs of this suite and GPU)",
                  "axis": {"format": "d", "tickMinStep": 1}, "scale": {"zero": False, "padding": pad}}  # fmt: skip
