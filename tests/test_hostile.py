@@ -930,3 +930,31 @@ def test_a_kernel_cannot_stop_or_write_the_sandboxs_first_process(world):
     assert time.monotonic() - t0 < 50
     log = _log(world, doc["run_id"])
     assert "KB-PID1 self refused" in log, log
+
+
+def test_a_kernel_cannot_read_another_runs_folder(world):
+    """Runs on other GPUs of the machine go on beside this one; their folders (kernel copies, outputs, the checker's
+    evidence) share one root, which the sandbox covers: the kernel sees its own folder there and nothing else."""
+    other = sandbox.run_folder("kernelbeam-")  # as another run's folder is while that run goes on
+    try:
+        (other / "secret.txt").write_text("another run's output")
+        kernel = _kernel(
+            world,
+            f"""
+            OTHER, ROOT = {str(other / "secret.txt")!r}, {str(sandbox.runs_root())!r}
+
+            def custom_kernel(data):
+                print("KB-SEE", sorted(os.listdir(ROOT)), os.path.basename(os.getcwd()), flush=True)
+                attempt("other-run", lambda: print(open(OTHER).read(), flush=True))
+                return torch.geqrf(data)
+            """,
+        )
+        doc = _run(world, kernel)
+        assert doc["status"] == "passed", doc["error"]
+        log = _log(world, doc["run_id"])
+        assert "KB-HOSTILE-BLOCKED other-run FileNotFoundError" in log and "another run's output" not in log, log
+        seen = next(line for line in log.splitlines() if line.startswith("KB-SEE"))
+        assert other.name not in seen, seen
+    finally:
+        (other / "secret.txt").unlink()
+        other.rmdir()

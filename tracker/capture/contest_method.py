@@ -19,7 +19,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -108,8 +107,8 @@ def drive(req, record, events: list[dict[str, Any]], should_cancel, device: str)
     forged): the tuple of runner._drive_worker. `compile_s` is the time to the first case's result (import,
     compile and that case), the best the harness's channel lets us see."""
     problem = req.workload().folder
-    workdir = Path(tempfile.mkdtemp(prefix="kernelbeam-"))
-    private = Path(tempfile.mkdtemp(prefix="kernelbeam-private-"))
+    workdir = sandbox.run_folder("kernelbeam-")
+    private = sandbox.run_folder("kernelbeam-private-")
     (workdir / "tmp").mkdir()
     cases = req.suite_cases()
     indices = req.cases or list(range(len(cases)))

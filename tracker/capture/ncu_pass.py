@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tracker.capture import sandbox
 from tracker.capture.ncu import SECTIONS
 from tracker.common.files import read_log
 from tracker.common.processes import child_env
@@ -157,11 +158,11 @@ def profile_cases(
                             f"({budget_s:.0f} s left)")  # fmt: skip
         return result
     deadline = time.monotonic() + budget_s
-    workdir = Path(tempfile.mkdtemp(prefix="kernelbeam-ncu-"))
+    workdir = sandbox.run_folder("kernelbeam-ncu-")
     (workdir / "tmp").mkdir()
     # ncu's log is appended to by each case's process: outside the folder the kernel writes, so it cannot be
     # swapped for a link that sends the next case's output into a file of the runner's choosing
-    logdir = Path(tempfile.mkdtemp(prefix="kernelbeam-ncu-log-"))
+    logdir = sandbox.run_folder("kernelbeam-ncu-log-")
     log = logdir / "ncu.log"
     try:
         for n, idx in enumerate(cases):

@@ -20,7 +20,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -421,8 +420,8 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
     specs = [(c if req.seed is None else workload.hidden_seed(c, req.seed)).spec for c in suite]
     total = len(req.cases or suite)
     malformed = 0  # signed events without the fields their kind has: forged too
-    workdir = Path(tempfile.mkdtemp(prefix="kernelbeam-"))  # the worker's own folder: all it may write
-    private = Path(tempfile.mkdtemp(prefix="kernelbeam-check-"))  # the checker's log and evidence
+    workdir = sandbox.run_folder("kernelbeam-")  # the worker's own folder: all it may write
+    private = sandbox.run_folder("kernelbeam-check-")  # the checker's log and evidence
     for sub in ("tmp", "traces"):
         (workdir / sub).mkdir()
     log_path = private / "worker.log"  # not in the run folder, where the kernel could swap it for a link

@@ -4,9 +4,10 @@ Inside, the kernel sees its own PID namespace (it is pid 1, nothing of the track
 process it starts dies with the sandbox, double-forked daemons included), no network and no Unix sockets
 (tracker.capture.seccomp_exec), a read-only root filesystem in which only its own run folder (also its TMPDIR
 and HOME) and a private /dev/shm are writable (/tmp stays readable, so kernels and problem folders kept there
-work), the side-file key and the checker's folder hidden, and an environment of a few named variables (no
-tokens, no store path). /dev is a fresh one with the GPU's device nodes bound in (GPU_DEVICES), so the GPU works
-as outside while the user's terminals (/dev/pts) stay out of reach.
+work, but not other runs' folders: all are made under runs_root(), which the sandbox covers with an empty tmpfs
+before it binds in the run's own), the side-file key and the checker's folder hidden, and an environment of a
+few named variables (no tokens, no store path). /dev is a fresh one with the GPU's device nodes bound in
+(GPU_DEVICES), so the GPU works as outside while the user's terminals (/dev/pts) stay out of reach.
 
 Where bwrap is missing or cannot make namespaces, `describe()` says why; the runner then runs the worker
 without it and records so. `--no-sandbox` turns it off on purpose. bwrap comes from the system (`apt-get
@@ -22,6 +23,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 _CHECKOUT = Path(__file__).resolve().parents[2]
@@ -54,6 +56,23 @@ PASSED_ENV = (
 # Device nodes a GPU needs (NVIDIA's, the DRM render nodes, ROCm's), bound into the sandbox's own /dev. Nothing else
 # of the host's /dev: its /dev/pts holds the user's terminals, which a kernel could write fake lines to or read.
 GPU_DEVICES = ("/dev/nvidia*", "/dev/dri", "/dev/kfd")
+RUNS_ROOT_NAME = "kernelbeam-runs"
+
+
+def runs_root() -> Path:
+    """The folder every run's folders are made in (the worker's, the checker's, Nsight Compute's), in the system's
+    temporary folder: one folder the sandbox can hide whole, so a kernel reads no other run's kernel, outputs or
+    evidence (runs on other GPUs of the machine go on beside it)."""
+    return Path(tempfile.gettempdir()) / RUNS_ROOT_NAME
+
+
+def run_folder(prefix: str) -> Path:
+    """A new private folder (0700) for one run under runs_root()."""
+    root = runs_root()
+    root.mkdir(mode=0o700, exist_ok=True)
+    if root.is_symlink() or not root.is_dir():  # planted by someone: run folders made through it could go anywhere
+        raise RuntimeError(f"{root} is not a plain folder: remove it (the tracker makes its run folders there)")
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=root))
 
 
 def find_bwrap() -> str | None:
@@ -90,12 +109,15 @@ def command(
 ) -> list[str]:
     """bwrap's command line for `argv`: everything read-only but `workdir` (and the `writable` files, such as
     Nsight Compute's lock file), `hidden` files masked."""
+    cover = workdir.parent == runs_root()
     cmd = [
         bwrap,
         "--ro-bind", "/", "/",
         "--dev", "/dev",
         "--tmpfs", "/dev/shm",
         "--proc", "/proc",
+        # other runs' folders out of sight: an empty tmpfs over their root, the run's own bound in (read-only below)
+        *(("--tmpfs", str(runs_root())) if cover else ()),
         "--bind", str(workdir), str(workdir),
         "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
         # the command is pid 1, no bwrap reaper: that one ran unfiltered and a kernel could trace it or write its memory
@@ -115,6 +137,8 @@ def command(
             cmd += ["--ro-bind", "/dev/null", str(path)]
         elif path.is_dir():
             cmd += ["--tmpfs", str(path)]
+    if cover:  # last: the mount points of hidden folders under it are made first
+        cmd += ["--remount-ro", str(runs_root())]
     for name, value in env.items():
         cmd += ["--setenv", name, value]
     return [*cmd, "--", sys.executable, "-I", "-S", str(SECCOMP_EXEC), *argv]
