@@ -11,7 +11,7 @@ from pages._derived import cached
 from pages.ui import paging, urlstate
 from pages.ui import tables as views
 from tracker.analysis import context, summaries
-from tracker.common.text import counted
+from tracker.common.text import context_name, counted
 from tracker.store import Store
 
 ALL = "all variants"
@@ -21,9 +21,11 @@ st.title("Lineage")
 common.require_runs()
 contexts = common.read(Store.run_contexts)
 families = common.read(Store.variant_families)
+# One problem a tree (another problem's variants are not this one's): a Problem choice where the store has several.
+many = contexts["problem"].nunique() > 1
 row = common.filter_row()
 family = urlstate.selectbox(row, "Family", [ALL, *families], key="family")
-# GPU and suite follow the runs (of the family, when one is chosen), most recently passed first.
+# GPU, suite and problem follow the runs (of the family, when one is chosen), most recently passed first.
 fam = None if family == ALL else family
 gpus = cached(context.choices, ("gpu", common.gpu_filter(), fam), contexts, "gpu", prefer=common.gpu_filter(),
               family=fam, loose=("family",))  # fmt: skip
@@ -31,9 +33,12 @@ gpu = urlstate.selectbox(row, "GPU", gpus or ["CPU"], key="gpu",
                          help="Geomeans and runs are taken in this suite and GPU")  # fmt: skip
 suites = cached(context.choices, ("suite", gpu, fam), contexts, "suite", gpu=gpu, family=fam, loose=("family",))
 suite = urlstate.selectbox(row, "Suite", suites or ["smoke"], key="suite")
-nodes = common.read(Store.lineage_nodes, family=None if family == ALL else family, suite=suite, gpu=gpu)
-tree = cached(summaries.lineage_tree, (family, suite, gpu), nodes)
-names = cached(common.variant_labels, (family, suite, gpu), nodes)  # sources named alike: name@sha8
+problems = cached(context.choices, ("problem", gpu, suite, fam), contexts, "problem", gpu=gpu, suite=suite,
+                  family=fam, loose=("family",))  # fmt: skip
+problem = urlstate.selectbox(row, "Problem", problems, key="problem") if many else next(iter(problems), None)
+nodes = common.read(Store.lineage_nodes, family=fam, suite=suite, gpu=gpu, problem=problem)
+tree = cached(summaries.lineage_tree, (family, suite, gpu, problem), nodes)
+names = cached(common.variant_labels, (family, suite, gpu, problem), nodes)  # sources named alike: name@sha8
 if tree.empty:
     st.info("No variants" + (f" in family {common.md(family)}." if family != ALL else "."))
     st.stop()
@@ -70,7 +75,8 @@ shown = pd.DataFrame(
     }
 )
 st.caption(
-    f"{counted(n_variants, 'variant')}, {counted(roots, 'root')} · geomeans on {common.md(suite)} · {common.md(gpu)}. "
+    f"{counted(n_variants, 'variant')}, {counted(roots, 'root')} · geomeans on "
+    f"{common.md(context_name(suite, gpu, problem if many else None))}. "
     "Indentation shows parent → child. " + rows_shown
 )
 common.table(

@@ -980,6 +980,7 @@ def test_pages_open_on_a_context_with_runs(demo_store):
     tree = at.dataframe[0].value
     assert (at.selectbox(key="gpu").value, at.selectbox(key="suite").value) == ("CPU", "smoke")
     assert "passed" in set(tree["latest status"])
+    assert "problem" not in {s.key for s in at.selectbox}  # one problem in the store: no choice to make
     at = open_page("pages/regressions.py")
     assert at.selectbox(key="reg_family").value == "wy" and vega_charts(at)  # "mine" has one timed run
     at.sidebar.selectbox(key="kb_gpu").set_value(H200).run()
@@ -1015,6 +1016,24 @@ def test_the_leaderboard_keeps_problems_apart(tmp_path, monkeypatch):
     assert list(at.dataframe[0].value["variant"]) == ["vec_k"]
     at = open_url("pages/leaderboard.py", problem="qr_v2")
     assert list(at.dataframe[0].value["variant"]) == ["qr_k"] and "qr_v2 · smoke" in texts(at.caption)
+
+
+def test_lineage_keeps_problems_apart(tmp_path, monkeypatch):
+    """After a vectoradd submission's run, the qr_v2 tree showed it as a root "not run" beside the QR variants, and
+    the other way round. A Problem choice (in the URL as `problem`) where the store holds several, the newest first,
+    as on the Leaderboard; the caption names it."""
+    from test_views_cli import _two_problems_store
+
+    path = tmp_path / "two.duckdb"
+    _two_problems_store(path)
+    monkeypatch.setenv("KERNELBEAM_STORE", str(path))
+    at = open_page("pages/lineage.py")
+    assert at.selectbox(key="problem").options == ["vectoradd", "qr_v2"]
+    assert list(at.dataframe[0].value["variant"]) == ["vec_k"]
+    at = open_url("pages/lineage.py", problem="qr_v2")
+    tree = at.dataframe[0].value
+    assert list(tree["variant"]) == ["qr_k"] and "not run" not in set(tree["latest status"])
+    assert "geomeans on qr\\_v2 · smoke · CPU" in texts(at.caption)  # escaped for Markdown
 
 
 def test_the_leaderboard_on_a_new_cpu_run_links_the_other_boards(demo_store):

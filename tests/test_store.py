@@ -511,3 +511,23 @@ def test_passed_run_seconds_counts_only_passed_runs_of_the_same_source_cases_and
     assert walls(sha, "tracker", [0, 1], mode="test") == []
     assert walls(other, "tracker", [0, 1]) == [400]
     assert Store(store.parent / "none.duckdb").passed_run_seconds(sha, "smoke", "benchmark", "tracker", [0]) == []
+
+
+def test_lineage_nodes_and_variant_list_keep_problems_apart(tmp_path, capsys):
+    """After a vectoradd submission's run, the qr_v2 tree listed it as a root "not run" beside the QR variants, and
+    the other way round. A variant belongs to the problems it was run on (a run of no recorded problem is qr_v2's);
+    one registered with `add` and never run belongs to none yet, so each problem lists it. Without a problem: all."""
+    from test_views_cli import _two_problems_store
+
+    from tracker.cli.main import main
+
+    path = tmp_path / "two.duckdb"
+    _two_problems_store(path)
+    kernel = tmp_path / "fresh.py"
+    kernel.write_text("def custom_kernel(data):\n    return data\n")
+    assert main(["add", str(kernel), "--store", str(path)]) == 0
+    capsys.readouterr()
+    for read in (Store(path).lineage_nodes, Store(path).variant_list):
+        assert sorted(read(problem="qr_v2")["variant"]) == ["fresh", "qr_k"], read
+        assert sorted(read(problem="vectoradd", suite="smoke", gpu="CPU")["variant"]) == ["fresh", "vec_k"], read
+        assert sorted(read()["variant"]) == ["fresh", "qr_k", "vec_k"], read

@@ -350,6 +350,28 @@ def test_leaderboard_keeps_problems_apart(tmp_path):
     assert bad.returncode == 2 and "vectoradd" in bad.stderr and "Traceback" not in bad.stderr
 
 
+def test_lineage_and_variants_keep_problems_apart(tmp_path):
+    """After a vectoradd submission's run, `lineage` and `variants` of qr_v2 listed it as a root never run beside the
+    QR variants, and the other way round. One problem a tree, as the leaderboard picks it: the newest by default,
+    --problem for another (in --json, and in the header where the store holds several); an unknown one says so."""
+    path = tmp_path / "two.duckdb"
+    _two_problems_store(path)
+    doc = json.loads(cli("lineage", "--json", "--store", str(path)).stdout)
+    assert doc["problem"] == "vectoradd" and [v["variant"] for v in doc["variants"]] == ["vec_k"]
+    doc = json.loads(cli("lineage", "--problem", "qr_v2", "--json", "--store", str(path)).stdout)
+    assert doc["problem"] == "qr_v2" and [v["variant"] for v in doc["variants"]] == ["qr_k"]
+    text = cli("lineage", "--problem", "qr_v2", "--store", str(path)).stdout
+    assert text.splitlines()[0].endswith("on qr_v2 · smoke · CPU") and "vec_k" not in text
+    rows = json.loads(cli("variants", "--problem", "qr_v2", "--json", "--store", str(path)).stdout)
+    assert [(r["variant"], r["problem"]) for r in rows] == [("qr_k", "qr_v2")]
+    text = cli("variants", "--store", str(path)).stdout
+    assert text.startswith("best geomean on vectoradd · smoke · CPU;") and "qr_k" not in text
+    for command in ("lineage", "variants"):
+        bad = cli(command, "--problem", "nope", "--store", str(path))
+        assert bad.returncode == 2 and bad.stderr.startswith("error: no runs of problem 'nope'"), bad.stderr
+        assert len(bad.stderr.splitlines()) == 1 and "vectoradd" in bad.stderr
+
+
 def test_since_bests_keep_problems_apart(tmp_path, monkeypatch):
     """`since` judged a vectoradd run's geomean against the qr_v2 runs of the same suite and GPU: a new best of 1 µs,
     "below" the QR factorisations, and the qr_v2 run's own new best went unsaid. Each problem's bests its own."""

@@ -72,9 +72,9 @@ VARIANT_KEYS = ["variant", "path", "sha256", "commit", "parent", "parent_variant
 
 
 def variants_doc(args: argparse.Namespace) -> list[dict]:
-    """What `variants --json` prints: VARIANT_KEYS, `suite` and `gpu` (the one context best_geomean_us is taken
-    in, as `lineage` picks it), and `aliases`, the other names recorded for the content (`{name, path, family}`,
-    oldest first)."""
+    """What `variants --json` prints: VARIANT_KEYS, `suite`, `gpu` and `problem` (the one context best_geomean_us
+    is taken in, as `lineage` picks it: the variants of that problem and those never run), and `aliases`, the other
+    names recorded for the content (`{name, path, family}`, oldest first)."""
     known_family(args.store, args.family, names=True)
     ctx = lineage_context(args)
     df = Store(args.store).variant_list(family=args.family, **ctx)
@@ -94,7 +94,7 @@ def cmd_variants(args: argparse.Namespace) -> int:
         print(json.dumps(records))
         return 0
     if records:
-        print(f"best geomean on {context_text(records[0])}; runs in every context")
+        print(f"best geomean on {context_text(records[0], args.store)}; runs in every context")
     print_columns(
         [
             ("variant", [r["variant"] for r in records]),

@@ -30,6 +30,18 @@ def _given_context(args: argparse.Namespace) -> None:
             raise UsageError(f"no runs with {what} {given!r}; {what} values: {', '.join(facets[what]) or 'none'}")
 
 
+def _problems(contexts) -> list[str]:
+    """The problems of Store.run_contexts: those the store holds runs of."""
+    return sorted(set(contexts["problem"].dropna()))
+
+
+def _given_problem(args: argparse.Namespace, contexts) -> None:
+    """--problem must name a problem the store has runs of, as --suite and --gpu their values."""
+    problems = _problems(contexts)
+    if args.problem is not None and args.problem not in problems:
+        raise UsageError(f"no runs of problem {args.problem!r}; problems: {', '.join(problems) or 'none'}")
+
+
 def _context(args: argparse.Namespace) -> dict[str, Any]:
     """--suite and --gpu as given (if the store has them), else the dashboard's default: the context whose runs in
     this mode passed most recently (tracker.analysis.context)."""
@@ -37,9 +49,7 @@ def _context(args: argparse.Namespace) -> dict[str, Any]:
 
     _given_context(args)
     contexts = Store(args.store).run_contexts()
-    problems = sorted(set(contexts["problem"].dropna()))
-    if args.problem is not None and args.problem not in problems:
-        raise UsageError(f"no runs of problem {args.problem!r}; problems: {', '.join(problems) or 'none'}")
+    _given_problem(args, contexts)
     picked = context.default_context(contexts, modes=(args.mode,), gpu=args.gpu, suite=args.suite,
                                      problem=args.problem)  # fmt: skip
     if picked["suite"] is None or picked["gpu"] is None:
@@ -51,26 +61,37 @@ def _context(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def lineage_context(args: argparse.Namespace) -> dict[str, str | None]:
-    """The one suite and GPU whose geomeans `lineage` and `variants` show (those of different contexts are not
-    comparable): --suite and --gpu as given, else what the Lineage page opens on (its family's runs, any mode, the
-    most recently passed first). None where the store has no runs to pick from."""
+    """The one suite, GPU and problem whose geomeans `lineage` and `variants` show (those of different contexts are
+    not comparable; another problem's variants are another tree): --suite, --gpu and --problem as given, else what
+    the Lineage page opens on (its family's runs, any mode, the most recently passed first). None where the store
+    has no runs to pick from."""
     from tracker.analysis import context
 
     _given_context(args)
-    picked = context.default_context(Store(args.store).run_contexts(), modes=None, loose=("family",),
-                                     family=args.family, gpu=args.gpu, suite=args.suite)  # fmt: skip
-    return {"suite": args.suite or picked["suite"], "gpu": args.gpu or picked["gpu"]}
+    contexts = Store(args.store).run_contexts()
+    _given_problem(args, contexts)
+    picked = context.default_context(contexts, modes=None, loose=("family",),
+                                     family=args.family, gpu=args.gpu, suite=args.suite,
+                                     problem=args.problem)  # fmt: skip
+    return {k: getattr(args, k) or picked[k] for k in ("suite", "gpu", "problem")}
 
 
-def context_text(ctx: dict[str, str | None]) -> str:
-    """A context as the Lineage page's caption names it: `qr_v2 · NVIDIA H200`."""
-    return " · ".join(str(ctx[k]) for k in ("suite", "gpu")) if ctx["suite"] and ctx["gpu"] else "no runs yet"
+def context_text(ctx: dict[str, str | None], store: str) -> str:
+    """A context as the Lineage page's caption names it: `qr_v2 · NVIDIA H200`, the problem first where the store
+    holds runs of several (`vectoradd · smoke · CPU`)."""
+    if not (ctx["suite"] and ctx["gpu"]):
+        return "no runs yet"
+    many = len(_problems(Store(store).run_contexts())) > 1
+    return context_name(str(ctx["suite"]), str(ctx["gpu"]), ctx["problem"] if many else None)
 
 
 def add_context_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--suite", help="geomeans and runs in this suite (default: as the Lineage page, the one whose runs "
                    "passed most recently)")  # fmt: skip
     p.add_argument("--gpu", help="geomeans and runs on this GPU model, or CPU (default: as the Lineage page)")
+    p.add_argument("--problem", help="variants run on this problem (qr_v2 or a problem folder's name) and those never "
+                   "run (default: as the Lineage page, the one whose runs passed most recently in that suite and "
+                   "GPU)")  # fmt: skip
 
 
 def _board_name(store: str, variants, name: str | None) -> str | None:
@@ -179,7 +200,8 @@ def cmd_lineage(args: argparse.Namespace) -> int:
         return 0
     vs = doc["variants"]
     roots = sum(v["depth"] == 0 for v in vs)
-    print(f"{counted(len(vs), 'variant')}, {counted(roots, 'root')} · geomeans and runs on {context_text(doc)}")
+    print(f"{counted(len(vs), 'variant')}, {counted(roots, 'root')} · geomeans and runs on "
+          f"{context_text(doc, args.store)}")  # fmt: skip
     print_columns(
         [
             ("variant", ["  " * v["depth"] + str(v["variant"]) for v in vs]),

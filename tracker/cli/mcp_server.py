@@ -231,9 +231,12 @@ def build_server(store: str):
         return tools.command(boards.leaderboard_doc, "leaderboard", gaps=True, **opts)
 
     @server.tool()
-    def lineage(family: str | None = None, suite: str | None = None, gpu: str | None = None) -> dict[str, Any]:
-        """The parent -> child tree of a family (as `lineage --json`), depth-first, with geomeans and verdicts."""
-        return tools.command(boards.lineage_doc, "lineage", family=family, suite=suite, gpu=gpu)
+    def lineage(
+        family: str | None = None, suite: str | None = None, gpu: str | None = None, problem: str | None = None
+    ) -> dict[str, Any]:
+        """The parent -> child tree of a family (as `lineage --json`), depth-first, with geomeans and verdicts; one
+        problem's variants (and those never run)."""
+        return tools.command(boards.lineage_doc, "lineage", family=family, suite=suite, gpu=gpu, problem=problem)
 
     @server.tool()
     def record_verdict(

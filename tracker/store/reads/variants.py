@@ -32,6 +32,19 @@ VARIANT_SORTS = {
 }
 
 
+def _of_problem(problem: str | None, sha256: str) -> tuple[str, list[Any]]:
+    """A SQL condition on the variant whose source hash is the column `sha256`: it has a run of `problem` (any
+    suite and GPU), or none at all: one registered with `add` and never run belongs to no problem yet, so it is
+    listed under each. TRUE without a problem."""
+    if problem is None:
+        return "TRUE", []
+    return (
+        f"(EXISTS (SELECT 1 FROM runs o WHERE o.variant_sha256 = {sha256} AND coalesce(o.problem, ?) = ?) "
+        f"OR NOT EXISTS (SELECT 1 FROM runs o WHERE o.variant_sha256 = {sha256}))",
+        [DEFAULT_WORKLOAD, problem],
+    )
+
+
 class VariantReads:
     """Reads of the store at `self.path` (a mixin of tracker.store.Store)."""
 
@@ -147,20 +160,29 @@ class VariantReads:
         return next((n["sha256"] for n in self.variant_names() if n["name"] == name), None)
 
     def variant_list(
-        self, *, family: str | None = None, suite: str | None = None, gpu: str | None = None
+        self,
+        *,
+        family: str | None = None,
+        suite: str | None = None,
+        gpu: str | None = None,
+        problem: str | None = None,
     ) -> pd.DataFrame:
         """Registered and run variants: variant, path, sha256, commit, committed_at, message, parent (a source hash)
         and parent_variant (its name), family, runs (in every context), best_geomean_us (best passed geomean in the
-        suite and GPU given: those of different contexts are not comparable), aliases (the other names recorded for
-        its content: name, path, family), oldest first. `family`: the variant's own, or that of any name recorded
-        for it."""
+        suite, GPU and problem given: those of different contexts are not comparable), aliases (the other names
+        recorded for its content: name, path, family), oldest first. `family`: the variant's own, or that of any
+        name recorded for it. `problem`: only variants run on it, and those never run (as lineage_nodes)."""
         context, context_params = "", []
         for column, value in (("suite", suite), ("gpu", gpu)):
             if value is not None:
                 context += f" AND {column} = ?"
                 context_params.append(value)
-        where = (
-            " WHERE coalesce(v.family, r.family) = ? OR v.sha256 IN (SELECT sha256 FROM names WHERE family = ?)"
+        if problem is not None:
+            context += " AND coalesce(problem, ?) = ?"
+            context_params += [DEFAULT_WORKLOAD, problem]
+        of_problem, problem_params = _of_problem(problem, "v.sha256")
+        where = f" WHERE {of_problem}" + (
+            " AND (coalesce(v.family, r.family) = ? OR v.sha256 IN (SELECT sha256 FROM names WHERE family = ?))"
             if family
             else ""
         )
@@ -189,7 +211,7 @@ class VariantReads:
                 LEFT JOIN variants pv ON pv.sha256 = p.parent{where}
                 ORDER BY coalesce(v.committed_at, v.first_seen), v.name
             """
-            df = con.execute(sql, context_params + ([family, family] if family else [])).df()
+            df = con.execute(sql, context_params + problem_params + ([family, family] if family else [])).df()
         # a list of structs comes as an array of dicts, none as NULL: plain lists of dicts, [] for none
         df["aliases"] = [[dict(x) for x in a] if hasattr(a, "__iter__") else [] for a in df["aliases"]]
         return df
@@ -221,9 +243,10 @@ class VariantReads:
         gpu: str | None = None,
         problem: str | None = None,
     ) -> pd.DataFrame:
-        """Every variant (of a family) with its parent variant: from registration, else from its first run's
-        parent run (of any suite and GPU). With its runs, best passed run and geomean, latest run (in the suite,
-        GPU and problem if given: another problem's runs of a suite are other cases) and verdict."""
+        """Every variant (of a family; with `problem`, of those run on it and those never run) with its parent
+        variant: from registration, else from its first run's parent run (of any suite and GPU). With its runs,
+        best passed run and geomean, latest run (in the suite, GPU and problem if given: another problem's runs of a
+        suite are other cases) and verdict."""
         clauses, params = ["status <> 'running'"], []
         if problem:
             clauses.append("coalesce(problem, ?) = ?")
@@ -235,6 +258,7 @@ class VariantReads:
             clauses.append("gpu = ?")
             params.append(gpu)
         where = " AND ".join(clauses)
+        of_problem, problem_params = _of_problem(problem or None, "v.sha256")  # another problem's variants apart
         with connect(self.path, read_only=True) as con:
             registered = _has_column(con, "variants", "parent")
             vparent = "v.parent" if registered else "NULL"
@@ -267,9 +291,10 @@ class VariantReads:
                 LEFT JOIN a ON a.variant_sha256 = v.sha256
                 LEFT JOIN runs pr ON pr.run_id = a.parent_run
                 LEFT JOIN vd ON vd.variant_sha256 = v.sha256
+                WHERE {of_problem}
             """
             df = con.execute(f"SELECT * FROM ({sql}){' WHERE family = ?' if family else ''} ORDER BY seen_at, variant",
-                             params + ([family] if family else [])).df()  # fmt: skip
+                             params + problem_params + ([family] if family else [])).df()  # fmt: skip
         return df
 
     def variant_families(self, *, names: bool = False) -> list[str]:
