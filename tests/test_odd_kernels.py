@@ -26,6 +26,15 @@ POOL = f"""
         print("KB-ODD-OK", flush=True)
         {STACK}
     """
+HELPER = """
+def qr(a):
+    h, tau = torch.geqrf(torch.from_numpy(a))
+    return h.numpy(), tau.numpy()
+
+
+def worker_pid(_):
+    return os.getpid()
+"""
 # Each kernel computes its outputs through the route it names and prints KB-ODD-OK when the route was taken.
 ODD = {
     "thread pool": f"""
@@ -39,6 +48,10 @@ ODD = {
         """,
     "fork pool": POOL.replace("METHOD", "fork"),
     "spawn pool": POOL.replace("METHOD", "spawn"),
+    # the work function in the kernel itself: spawned children import it from `submission`, as in the contest
+    "spawn pool, its work in the kernel": POOL.replace("METHOD", "spawn").replace(
+        "from odd_work import qr, worker_pid", HELPER.replace("\n", "\n    ")
+    ),
     "subprocess": """
         import subprocess
 
@@ -80,15 +93,6 @@ ODD = {
             return torch.stack([h.contiguous() for h, _ in parts]), torch.stack([t for _, t in parts])
         """,
 }
-HELPER = """
-def qr(a):
-    h, tau = torch.geqrf(torch.from_numpy(a))
-    return h.numpy(), tau.numpy()
-
-
-def worker_pid(_):
-    return os.getpid()
-"""
 
 
 def _odd_env() -> dict:

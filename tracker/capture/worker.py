@@ -24,8 +24,10 @@ import importlib.util
 import json
 import os
 import random
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -46,6 +48,12 @@ def load_variant(path: str, task_dir: Path = SHIM_DIR):
     `submission`."""
     sys.path.insert(0, str(task_dir))
     sys.path.insert(1, str(Path(path).resolve().parent))
+    if Path(path).name != "submission.py":
+        # spawned children (multiprocessing's spawn) import the kernel's functions from `submission` by name, as the
+        # contest's own submission.py: a copy under that name on the path they inherit, in the run's own folder
+        alias = Path(tempfile.mkdtemp(prefix="submission-"))
+        shutil.copyfile(path, alias / "submission.py")
+        sys.path.insert(1, str(alias))  # before the kernel's folder, which may hold another submission.py
     spec = importlib.util.spec_from_file_location("submission", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules["submission"] = module
