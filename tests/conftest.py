@@ -17,6 +17,7 @@ import pytest
 from hypothesis import configuration
 
 from tracker import store as store_mod
+from tracker.capture.sandbox import RUNS_ROOT_NAME
 from tracker.common.gitinfo import source_hash
 from tracker.store import Store
 from tracker.workloads.qr_v2.suites import QR_V2, SMOKE
@@ -119,6 +120,13 @@ T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 BASE_US = [18.0, 95.0, 240.0, 2100.0, 3900.0, 1600.0, 5200.0, 2300.0, 4100.0, 2050.0, 1990.0, 3800.0]
 REGRESSED_CASE = 3  # "640x512 c2 dense" gets 1.5x slower from the 6th householder run on
 SAMPLES = 20
+
+
+def leftover_run_folders(tmpdir: Path) -> list[Path]:
+    """Run folders the tracker left in `tmpdir` (its TMPDIR): any in the runs root (tracker.capture.sandbox, which
+    stays, empty, between runs) and any other kernelbeam-* folder."""
+    root = tmpdir / RUNS_ROOT_NAME
+    return [p for p in tmpdir.glob("kernelbeam-*") if p != root] + (list(root.iterdir()) if root.is_dir() else [])
 
 
 def _git(*args: str) -> str | None:

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import HANG_SLEEP, wait_no_process, wait_process
+from tests.conftest import HANG_SLEEP, leftover_run_folders, wait_no_process, wait_process
 from tracker.capture.progress import ProgressState
 from tracker.capture.runner import RunRequest, run_variant
+from tracker.capture.sandbox import RUNS_ROOT_NAME
 from tracker.common.processes import descendants
 from tracker.store import Store, read_side_file
 
@@ -53,10 +54,6 @@ def private_tmp(tmp_path, monkeypatch) -> Path:
     monkeypatch.setattr(tempfile, "tempdir", str(folder))
     monkeypatch.setenv("KERNELBEAM_LOCK_DIR", str(tmp_path / "locks"))
     return folder
-
-
-def _workdirs(folder: Path) -> list[Path]:
-    return list(folder.glob("kernelbeam-*"))
 
 
 def _start_tracker(tmp_path: Path, variant: str, **request) -> tuple[subprocess.Popen, Path, Path]:
@@ -126,7 +123,7 @@ def test_kill_9_of_the_tracker_ends_the_worker_which_keeps_what_it_finished(tmp_
     assert run["status"] == "crashed" and run["error"] == "the tracker process went away"
     cases = Store(store).case_results(run["run_id"]).sort_values("case_idx")
     assert cases["passed"].tolist() == [True, False]
-    assert _workdirs(private_tmp) == []
+    assert leftover_run_folders(private_tmp) == []
 
 
 def test_sigterm_of_the_tracker_stops_the_worker_and_records_the_run(tmp_path, private_tmp):
@@ -141,7 +138,7 @@ def test_sigterm_of_the_tracker_stops_the_worker_and_records_the_run(tmp_path, p
     run = Store(store).get_run(run_id)
     assert run["status"] == "cancelled" and run["error"] == "the tracker was stopped by SIGTERM"
     assert Store(store).case_results(run_id).sort_values("case_idx")["passed"].tolist() == [True, False]
-    assert _workdirs(private_tmp) == []
+    assert leftover_run_folders(private_tmp) == []
 
 
 def test_every_process_a_kernel_starts_ends_with_the_run(tmp_path, private_tmp):
@@ -153,7 +150,7 @@ def test_every_process_a_kernel_starts_ends_with_the_run(tmp_path, private_tmp):
     for seconds in ("1000", "1001", "1002"):  # the plain child, the double-forked daemon, the setsid child
         seconds = f"{seconds}.{os.environ['KB_MARK']}"
         assert wait_no_process("sleep", seconds, seconds=5) == []
-    assert _workdirs(private_tmp) == []
+    assert leftover_run_folders(private_tmp) == []
 
 
 def test_a_non_daemon_thread_does_not_turn_a_finished_run_into_a_timeout(tmp_path, private_tmp):
@@ -204,7 +201,7 @@ def test_compilation_has_its_own_budget_and_the_timeout_covers_the_timed_work(tm
     run = Store(store).get_run(outcome.run_id)
     assert run["status"] == "failed" and run["error"].startswith("compiling took longer than 2 s")
     assert run["log_tail"] is not None
-    assert _workdirs(private_tmp) == []
+    assert leftover_run_folders(private_tmp) == []
 
 
 def test_temporary_folders_are_removed_after_timeout_and_crash(tmp_path, private_tmp):
@@ -214,9 +211,9 @@ def test_temporary_folders_are_removed_after_timeout_and_crash(tmp_path, private
     crashed = run_variant(RunRequest(path=str(VARIANTS / "segfault.py"), suite="smoke", mode="test", cases=[0],
                                      store=store, timeout=30))  # fmt: skip
     assert (timed_out.status, crashed.status) == ("timeout", "crashed")
-    assert _workdirs(private_tmp) == []
+    assert leftover_run_folders(private_tmp) == []
     # torch's own compile cache (torchinductor_<user>) may appear when the checker's numerics touch it; ours not
-    assert [f for f in os.listdir(private_tmp) if not f.startswith("torchinductor_")] == []
+    assert [f for f in os.listdir(private_tmp) if not f.startswith("torchinductor_") and f != RUNS_ROOT_NAME] == []
 
 
 @pytest.mark.parametrize("mode", ["test", "benchmark"])

@@ -152,6 +152,7 @@ def test_add_registers_every_version_with_lineage(workspace):
         "aliases",
         "suite",  # the context of best_geomean_us (one suite and GPU: geomeans of others are not comparable)
         "gpu",
+        "problem",
     }
     assert all(v["runs"] == 1 for v in listed)  # run --pending ran each once
 
