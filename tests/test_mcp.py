@@ -64,6 +64,7 @@ def test_every_tool_over_stdio_and_a_cpu_run_followed_to_the_end(store: Path, tm
         "limit": _cli_error(capsys, store, "list", "--limit", "0"),
         "verdict": _cli_error(capsys, store, "verdict", "d074402d5f51", "meh"),
         "suite": _cli_error(capsys, store, "leaderboard", "--suite", "nope"),
+        "variants_problem": _cli_error(capsys, store, "variants", "--problem", "nope"),
     }
     progress: list[tuple[float, float | None, str | None]] = []
 
@@ -82,6 +83,7 @@ def test_every_tool_over_stdio_and_a_cpu_run_followed_to_the_end(store: Path, tm
             out["tools"] = {t.name for t in (await s.list_tools()).tools}
             out["runs"] = _doc(await s.call_tool("list_runs", {"search": "coop_hybrid", "limit": 3}))["runs"]
             out["variants"] = _doc(await s.call_tool("list_variants", {}))["variants"]
+            out["qr_variants"] = _doc(await s.call_tool("list_variants", {"problem": "qr_v2"}))["variants"]
             out["show"] = _doc(await s.call_tool("show_run", {"run": "d074402d"}))
             out["compare"] = _doc(await s.call_tool("compare_runs", {"a": "d074402d5f51", "b": "142c5eab88ed"}))
             out["since"] = _doc(await s.call_tool("since_summary", {"when": "2026-11-30T00:00:00+00:00"}))
@@ -95,6 +97,7 @@ def test_every_tool_over_stdio_and_a_cpu_run_followed_to_the_end(store: Path, tm
                 "limit": _error(await s.call_tool("list_runs", {"limit": 0})),
                 "verdict": _error(await s.call_tool("record_verdict", {"run": "d074402d5f51", "verdict": "meh"})),
                 "suite": _error(await s.call_tool("leaderboard", {"suite": "nope"})),
+                "variants_problem": _error(await s.call_tool("list_variants", {"problem": "nope"})),
                 "path": _error(await s.call_tool("start_run", {"paths": [str(tmp_path / "missing.py")]})),
                 # a problem folder of the agent's own: its reference.py would run outside the sandbox
                 "problem": _error(await s.call_tool("start_run", {"paths": [str(kernel)], "problem": str(own)})),
@@ -119,6 +122,7 @@ def test_every_tool_over_stdio_and_a_cpu_run_followed_to_the_end(store: Path, tm
     assert out["tools"] == TOOLS
     assert len(out["runs"]) == 3 and all("coop_hybrid" in r["variant"] for r in out["runs"])
     assert {"graphed", "coop_hybrid_e64n256"} <= {v["variant"] for v in out["variants"]}
+    assert out["qr_variants"] == out["variants"] and {v["problem"] for v in out["variants"]} == {"qr_v2"}
     assert out["show"]["run_id"] == "d074402d5f51" and len(out["show"]["cases"]) == 12
     assert out["compare"]["geomean_ratio"] < 1 and len(out["compare"]["cases"]) == 12
     assert {"runs", "new_bests", "verdicts"} <= set(out["since"]) and out["since"]["runs"]

@@ -182,10 +182,10 @@ def build_server(store: str):
         return {"runs": tools.command(runs.list_doc, "list", limit=limit, search=search, variant=variant)}
 
     @server.tool()
-    def list_variants(family: str | None = None) -> dict[str, Any]:
+    def list_variants(family: str | None = None, problem: str | None = None) -> dict[str, Any]:
         """Registered and run variants with their run count, best geomean and other recorded names (`aliases`), as
-        `variants --json`."""
-        return {"variants": tools.command(add.variants_doc, "variants", family=family)}
+        `variants --json`: one problem's (default: the one whose runs passed most recently) and those never run."""
+        return {"variants": tools.command(add.variants_doc, "variants", family=family, problem=problem)}
 
     @server.tool()
     def show_run(run: str) -> dict[str, Any]:
