@@ -26,6 +26,7 @@ import pytest
 
 from tests.conftest import ROOT, T0, host_processes, make_record, wait_no_process
 from tracker.capture import sandbox
+from tracker.common.files import folder_excess
 from tracker.store import Store
 
 pytestmark = [
@@ -958,3 +959,36 @@ def test_a_kernel_cannot_read_another_runs_folder(world):
     finally:
         (other / "secret.txt").unlink()
         other.rmdir()
+
+
+def test_a_kernel_that_fills_its_run_folder_fails_before_it_fills_the_disk(world):
+    """The run folder is the one place a kernel may write (its compile cache aside): past $KERNELBEAM_RUN_FOLDER_GB
+    the run ends as the kernel's failure, and its folder goes with it."""
+    kernel = _kernel(
+        world,
+        """
+        def custom_kernel(data):
+            chunk, n = os.urandom(1 << 20), 0
+            while True:  # a megabyte at a time, into files of its own folder, until something stops it
+                with open(f"fill-{n // 8}.bin", "ab") as f:
+                    f.write(chunk)
+                n += 1
+                time.sleep(0.005)
+        """,
+    )
+    doc = _run(world, kernel, env=dict(os.environ, KERNELBEAM_RUN_FOLDER_GB="0.02"))
+    assert doc["status"] == "failed", doc
+    assert doc["error"] == "the kernel's run folder holds more than 0.02 GB ($KERNELBEAM_RUN_FOLDER_GB sets the size)"
+
+
+def test_a_flood_of_empty_files_counts_against_the_run_folder(tmp_path):
+    """Empty files take no blocks but an inode each: counted, and the walk stops at the limit."""
+    for n in range(50):
+        (tmp_path / f"e{n}").touch()
+    assert folder_excess(tmp_path, max_bytes=1 << 30, max_entries=100) is None
+    assert folder_excess(tmp_path, max_bytes=1 << 30, max_entries=10) == "holds more than 10 files"
+    assert (
+        folder_excess(tmp_path, max_bytes=50 * 512 - 1, max_entries=100)
+        == f"holds more than {(50 * 512 - 1) / 1e9:g} GB"
+    )
+    assert folder_excess(tmp_path / "gone", max_bytes=1, max_entries=1) is None

@@ -1,5 +1,5 @@
-"""The one atomic file write (the store's side files, the runner's progress, dashboard jobs) and the one safe read of
-a log's tail (logs of processes that ran a kernel)."""
+"""The one atomic file write (the store's side files, the runner's progress, dashboard jobs), the one safe read of
+a log's tail (logs of processes that ran a kernel) and the one measure of a folder a kernel writes."""
 
 from __future__ import annotations
 
@@ -55,3 +55,30 @@ def read_tail(path: str | os.PathLike, limit: int) -> bytes:
             return b""
         f.seek(max(0, info.st_size - limit))
         return f.read(limit)
+
+
+def folder_excess(path: str | os.PathLike, max_bytes: int, max_entries: int) -> str | None:
+    """What `path` holds past a limit ("holds more than 20 GB", "holds more than 100,000 files"), else None. Bytes
+    are the disk blocks taken (a sparse file counts what it holds); every entry counts at least a block, so a flood
+    of empty files is bounded too; links are not followed. The walk stops at the first limit passed: a folder a
+    kernel fills costs no long count."""
+    used, entries, folders = 0, 0, [os.fspath(path)]
+    while folders:
+        try:
+            with os.scandir(folders.pop()) as listing:
+                for entry in listing:
+                    entries += 1
+                    try:
+                        info = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    used += max(info.st_blocks * 512, 512)
+                    if stat.S_ISDIR(info.st_mode):
+                        folders.append(entry.path)
+                    if used > max_bytes:
+                        return f"holds more than {max_bytes / 1e9:g} GB"
+                    if entries > max_entries:
+                        return f"holds more than {max_entries:,} files"
+        except OSError:  # gone, or not a folder: nothing to count there
+            continue
+    return None
