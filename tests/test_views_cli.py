@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from conftest import ROOT
 
@@ -335,15 +336,19 @@ def _two_problems_store(path) -> None:
         assert Store(path).finish_run(record) is None
 
 
+def _one_problem_a_view(command: str, path: Path) -> None:
+    """`command --json` on _two_problems_store: the newest problem by default, --problem for the other, never both."""
+    for args, problem, variant in (((), "vectoradd", "vec_k"), (("--problem", "qr_v2"), "qr_v2", "qr_k")):
+        doc = json.loads(cli(command, *args, "--json", "--store", str(path)).stdout)
+        assert doc["problem"] == problem and [v["variant"] for v in doc["variants"]] == [variant]
+
+
 def test_leaderboard_keeps_problems_apart(tmp_path):
     """A vectoradd run beside a qr_v2 one, both smoke on the CPU: the board ranked vector sums of 1 µs against QR
     factorisations, on each other's cases. One problem a board: the newest by default, --problem for another."""
     path = tmp_path / "two.duckdb"
     _two_problems_store(path)
-    doc = json.loads(cli("leaderboard", "--json", "--store", str(path)).stdout)
-    assert doc["problem"] == "vectoradd" and [v["variant"] for v in doc["variants"]] == ["vec_k"]
-    doc = json.loads(cli("leaderboard", "--problem", "qr_v2", "--json", "--store", str(path)).stdout)
-    assert doc["problem"] == "qr_v2" and [v["variant"] for v in doc["variants"]] == ["qr_k"]
+    _one_problem_a_view("leaderboard", path)
     text = cli("leaderboard", "--problem", "qr_v2", "--store", str(path)).stdout
     assert text.splitlines()[0] == "qr_v2 · smoke · benchmark · CPU" and "vec_k" not in text
     bad = cli("leaderboard", "--problem", "nope", "--store", str(path))
@@ -356,10 +361,7 @@ def test_lineage_and_variants_keep_problems_apart(tmp_path):
     --problem for another (in --json, and in the header where the store holds several); an unknown one says so."""
     path = tmp_path / "two.duckdb"
     _two_problems_store(path)
-    doc = json.loads(cli("lineage", "--json", "--store", str(path)).stdout)
-    assert doc["problem"] == "vectoradd" and [v["variant"] for v in doc["variants"]] == ["vec_k"]
-    doc = json.loads(cli("lineage", "--problem", "qr_v2", "--json", "--store", str(path)).stdout)
-    assert doc["problem"] == "qr_v2" and [v["variant"] for v in doc["variants"]] == ["qr_k"]
+    _one_problem_a_view("lineage", path)
     text = cli("lineage", "--problem", "qr_v2", "--store", str(path)).stdout
     assert text.splitlines()[0].endswith("on qr_v2 · smoke · CPU") and "vec_k" not in text
     rows = json.loads(cli("variants", "--problem", "qr_v2", "--json", "--store", str(path)).stdout)
