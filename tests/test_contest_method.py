@@ -203,6 +203,17 @@ def test_a_hanging_harness_times_out_and_is_ended(tmp_path):
     assert not wait_no_process(*hang_marker(tmp_path / "problems" / "toy"), seconds=5, any_program=True)
 
 
+def test_a_kernel_that_fills_the_harness_folder_fails_the_run(tmp_path, monkeypatch):
+    """The contest method's run folder is bounded as the tracker's own: the kernel writes at import, in the harness's
+    process, until the run ends as its failure."""
+    monkeypatch.setenv("KERNELBEAM_RUN_FOLDER_GB", "0.02")
+    fill = "import os, time\nfor n in range(4000):\n    open(f'fill-{n // 8}.bin', 'ab').write(os.urandom(1 << 20))\n"
+    proc, _ = run(tmp_path, "good", fill + "    time.sleep(0.005)\n" + GOOD, "--suite", "toy_double")
+    doc = json.loads(proc.stdout)
+    assert doc["status"] == "failed", doc
+    assert doc["error"] == "the kernel's run folder holds more than 0.02 GB ($KERNELBEAM_RUN_FOLDER_GB sets the size)"
+
+
 def test_sigterm_to_the_tracker_records_the_run_cancelled_and_ends_the_harness(tmp_path):
     from tests.conftest import wait_no_process, wait_process
 

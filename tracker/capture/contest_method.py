@@ -136,6 +136,7 @@ def drive(req, record, events: list[dict[str, Any]], should_cancel, device: str)
         os.set_blocking(read_fd, False)
         start = time.monotonic()
         deadline, last_scan = start + req.compile_timeout, 0.0
+        folder = sandbox.FolderWatch(workdir)
         old_term = stopping.catch()
         try:
             while True:
@@ -154,6 +155,9 @@ def drive(req, record, events: list[dict[str, Any]], should_cancel, device: str)
                 if not in_sandbox and now - last_scan > 0.5:  # remember the harness's children before they detach
                     seen |= descendants(proc.pid)
                     last_scan = now
+                if (excess := folder.excess()) is not None:
+                    status, error = "failed", excess
+                    break
                 if now > deadline:
                     if compile_s is None:
                         status, error = (

@@ -41,7 +41,7 @@ from tracker.capture.record import (  # noqa: F401 - RunRequest and the defaults
     complete_record,
     exit_text,
 )
-from tracker.common.files import folder_excess, read_log
+from tracker.common.files import read_log
 from tracker.common.gitinfo import EMPTY as NO_GIT
 from tracker.common.gitinfo import capture_git, source_hash
 from tracker.common.processes import child_env, descendants, end_processes
@@ -53,9 +53,6 @@ from tracker.variants.scan import flags_as_dicts, scan_source
 
 ORPHAN_ERROR = "the tracker process went away"
 MAX_TRACE_BYTES = 256 << 20
-# What a run's own folder may hold (all a kernel may write but its compile cache): past it the run ends as failed,
-# before the kernel fills the machine's disk for every other run.
-RUN_FOLDER_GB_ENV, RUN_FOLDER_GB, RUN_FOLDER_FILES = "KERNELBEAM_RUN_FOLDER_GB", 20.0, 200_000
 MAX_HELPER_CHARS = 1 << 20
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
@@ -495,8 +492,8 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
                 pass
             start = time.monotonic()
             compile_deadline, timed_deadline = start + req.compile_timeout, None
-            last_scan = last_measure = 0.0
-            folder_bytes = int(float(os.environ.get(RUN_FOLDER_GB_ENV) or RUN_FOLDER_GB) * 1e9)
+            last_scan = 0.0
+            folder = sandbox.FolderWatch(workdir)
             while True:
                 finished = proc.poll() is not None
                 verdicts.extend(verdict_lines.read())
@@ -526,15 +523,9 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
                 if now - last_scan > 0.5 and not in_sandbox:  # remember the kernel's children before they detach
                     seen |= descendants(proc.pid)
                     last_scan = now
-                if now - last_measure > 2.0:
-                    excess = folder_excess(workdir, folder_bytes, RUN_FOLDER_FILES)
-                    last_measure = time.monotonic()
-                    if excess is not None:
-                        status, error = (
-                            "failed",
-                            f"the kernel's run folder {excess} (${RUN_FOLDER_GB_ENV} sets the size)",
-                        )
-                        break
+                if (excess := folder.excess()) is not None:
+                    status, error = "failed", excess
+                    break
                 if timed_deadline is None and now > compile_deadline:
                     error = f"compiling took longer than {req.compile_timeout:g} s (--compile-timeout)"
                     status = "failed"

@@ -24,7 +24,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
+
+from tracker.common.files import folder_excess
 
 _CHECKOUT = Path(__file__).resolve().parents[2]
 CARRIED_BWRAP = _CHECKOUT / ".tools" / "bwrap"
@@ -57,6 +60,9 @@ PASSED_ENV = (
 # of the host's /dev: its /dev/pts holds the user's terminals, which a kernel could write fake lines to or read.
 GPU_DEVICES = ("/dev/nvidia*", "/dev/dri", "/dev/kfd")
 RUNS_ROOT_NAME = "kernelbeam-runs"
+# What a run's own folder may hold (all a kernel may write but its compile cache): past it the run ends as the
+# kernel's failure, before it fills the machine's disk for every other run.
+RUN_FOLDER_GB_ENV, RUN_FOLDER_GB, RUN_FOLDER_FILES = "KERNELBEAM_RUN_FOLDER_GB", 20.0, 200_000
 
 
 def runs_root() -> Path:
@@ -73,6 +79,22 @@ def run_folder(prefix: str) -> Path:
     if root.is_symlink() or not root.is_dir():  # planted by someone: run folders made through it could go anywhere
         raise RuntimeError(f"{root} is not a plain folder: remove it (the tracker makes its run folders there)")
     return Path(tempfile.mkdtemp(prefix=prefix, dir=root))
+
+
+class FolderWatch:
+    """A run folder measured every few seconds while its run goes on (tracker.common.files.folder_excess)."""
+
+    def __init__(self, folder: Path, every_s: float = 2.0) -> None:
+        self.folder, self.every_s, self.last = folder, every_s, time.monotonic()
+        self.max_bytes = int(float(os.environ.get(RUN_FOLDER_GB_ENV) or RUN_FOLDER_GB) * 1e9)
+
+    def excess(self) -> str | None:
+        """The error the run ends with once its folder holds too much; None until then (and between measures)."""
+        if time.monotonic() - self.last < self.every_s:
+            return None
+        over = folder_excess(self.folder, self.max_bytes, RUN_FOLDER_FILES)
+        self.last = time.monotonic()
+        return None if over is None else f"the kernel's run folder {over} (${RUN_FOLDER_GB_ENV} sets the size)"
 
 
 def find_bwrap() -> str | None:
