@@ -154,6 +154,11 @@ def _browse():
         # A chart whose marks get no coordinates says so only here ("<line> attribute y2: Expected length, NaN"):
         # the Compare page's bars were blank that way, on a log axis from zero.
         pg.on("console", lambda m: errors.append(m.text) if m.type == "error" and "NaN" in m.text else None)
+        # Vega-Lite's own warnings ("WARN Infinite extent for field y", "zero is dropped ... log scale"): a layer
+        # left empty by its filter, a scale setting it ignores; each one a chart drawn from a guess
+        pg.on(
+            "console", lambda m: errors.append(m.text) if m.type == "warning" and m.text.startswith("WARN ") else None
+        )
         # Nothing may leave the machine (issue 21: the favicon came from fonts.gstatic.com): only the dashboard's
         # own server, and data: or blob: URLs the page makes itself.
         away: list[str] = []

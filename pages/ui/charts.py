@@ -105,7 +105,9 @@ def progress_chart(points: pd.DataFrame, x: str = "run order") -> Chart:
     )  # fmt: skip
     ys = points["geomean_us"] if not points.empty else pd.Series([1.0])
     ticks = log_ticks(ys.min(), ys.max(), widen=True)
-    y_scale: dict[str, Any] = {"type": "log", "zero": False}
+    # an explicit domain: Vega-Lite otherwise takes each layer's extent, and warns of an infinite one for a layer
+    # left empty by its filter
+    y_scale: dict[str, Any] = {"type": "log", "domain": [float(ys.min()) / 1.05, float(ys.max()) * 1.05]}
     if "range" in ticks:
         y_scale |= {"domain": [10 ** ticks["range"][0], 10 ** ticks["range"][1]], "nice": False}
     y = {"field": "y", "type": "quantitative", "scale": y_scale, "title": "geomean (µs, log)",
@@ -117,8 +119,10 @@ def progress_chart(points: pd.DataFrame, x: str = "run order") -> Chart:
         x_enc = {"field": "x", "type": "temporal", "title": "started (UTC)", "scale": {"padding": pad},
                  "axis": {"format": "%b %d %H:%M", "labelOverlap": True, "tickCount": 6}}  # fmt: skip
     else:
+        xs = frame["x"].dropna().astype(float)
+        x_scale = {"padding": pad} | ({"domain": [xs.min(), xs.max()]} if not xs.empty else {"zero": False})
         x_enc = {"field": "x", "type": "quantitative", "title": "run order (passed runs of this suite and GPU)",
-                 "axis": {"format": "d", "tickMinStep": 1}, "scale": {"zero": False, "padding": pad}}  # fmt: skip
+                 "axis": {"format": "d", "tickMinStep": 1}, "scale": x_scale}  # fmt: skip
     families = sorted(frame.loc[frame["layer"] == "run", "family"].unique())
     spec = {
         "title": "Geomean per passed run and best so far",
@@ -171,6 +175,14 @@ def box_chart(per_case: Mapping[str, Sequence[float]], title: str = "Samples per
         {"case": [label for label in labels for _ in per_case[label]],
          "us": [float(v) for label in labels for v in per_case[label]]}
     )  # fmt: skip
+
+    def span(label: str) -> list[float]:
+        # each row's own domain: Vega-Lite otherwise takes each layer's extent, and warns of an infinite one for
+        # the outliers layer of a box without outliers
+        lo, hi = min(per_case[label]), max(per_case[label])
+        pad = (hi - lo) * 0.05 or abs(hi) * 0.01 or 1.0
+        return [float(lo - pad), float(hi + pad)]
+
     spec = {
         "title": f"{title} (µs; each case on its own axis)",
         "description": f"{title}: a box per case of " + ", ".join(labels),
@@ -179,7 +191,7 @@ def box_chart(per_case: Mapping[str, Sequence[float]], title: str = "Samples per
             {"transform": [{"filter": {"field": "case", "equal": label}}], "height": 22,
              "mark": {"type": "boxplot", "extent": 1.5, "size": 16},
              "encoding": {
-                 "x": {"field": "us", "type": "quantitative", "scale": {"zero": False},
+                 "x": {"field": "us", "type": "quantitative", "scale": {"zero": False, "domain": span(label)},
                        "axis": {"format": ",~r", "tickCount": 6, "title": None}},
                  # the case names the row; one width for every row's labels keeps the boxes aligned
                  "y": {"field": "case", "type": "nominal", "title": None,
@@ -346,15 +358,21 @@ def timeline_chart(
     x = {"field": "x", "type": "quantitative", "axis": x_axis, "scale": scale}
     # the panels share the x axis: it is drawn under the last one, the others keep its grid
     x_bare = {**x, "axis": {**x_axis, "labels": False, "ticks": False, "domain": False, "title": None}}
-    y = {"field": "y", "type": "quantitative", "scale": {"type": "log", "zero": False},
-         "axis": {"format": ",~r", "tickCount": 4, "title": None}}  # fmt: skip
+    y_log = {"field": "y", "type": "quantitative", "scale": {"type": "log"},
+             "axis": {"format": ",~r", "tickCount": 4, "title": None}}  # fmt: skip
     kind = {"field": "kind", "type": "nominal", "legend": None,
             "scale": {"domain": ["regression", "improvement"], "range": ["#d62728", "#2ca02c"]}}  # fmt: skip
 
     def only(layer: str) -> list[dict[str, str]]:
         return [{"filter": f"datum.layer === '{layer}'"}]
 
-    def layers(x: dict[str, Any]) -> list[dict[str, Any]]:
+    def layers(x: dict[str, Any], label: str) -> list[dict[str, Any]]:
+        # the panel's own y domain: Vega-Lite otherwise takes each layer's extent, and warns of an infinite one for
+        # a layer its filter leaves empty (no run that failed, no change point)
+        values = frame.loc[frame["case"] == label, ["y", "y2"]].stack().astype(float)
+        y = dict(y_log)
+        if not values.empty:
+            y["scale"] = {**y_log["scale"], "domain": [float(values.min()) / 1.02, float(values.max()) * 1.02]}
         return [
             {"transform": only("mean"), "mark": {"type": "line", "color": "#9ecae1", "strokeWidth": 1},
              "encoding": {"x": x, "y": y}},
@@ -379,7 +397,7 @@ def timeline_chart(
         "vconcat": [
             {"title": {"text": label, "fontSize": 12, "fontWeight": "normal"}, "height": TIMELINE_PANEL_HEIGHT,
              "transform": [{"filter": {"field": "case", "equal": label}}],
-             "layer": layers(x if k == len(labels) - 1 else x_bare)}
+             "layer": layers(x if k == len(labels) - 1 else x_bare, label)}
             for k, label in enumerate(labels)
         ],
         "spacing": 16,
