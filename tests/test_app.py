@@ -156,6 +156,8 @@ def test_experiments_progress_chart_spec(demo_store):
     ((spec, frame),) = vega_charts(at)
     x_enc = spec["layer"][0]["encoding"]["x"]
     assert x_enc["type"] == "temporal" and x_enc["axis"]["format"] == "%b %d %H:%M"  # not Vega's ":30" ticks
+    first = str(_layer(frame, "run")["x"].min())[:16]  # the domain from the first run, as a Vega-Lite DateTime
+    assert "{year}-{month:02}-{date:02} {hours:02}:{minutes:02}".format(**x_enc["scale"]["domain"][0]) == first
     assert str(_layer(frame, "run")["x"].iloc[0]).startswith("2026-")  # timestamps
 
 

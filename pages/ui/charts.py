@@ -81,6 +81,12 @@ FIT_WIDTH = {"type": "fit-x", "contains": "padding"}
 PROGRESS_X = ("run order", "time")  # the x axes of the progress chart, as the page offers and the URL names them
 
 
+def _vega_time(t: pd.Timestamp) -> dict[str, Any]:
+    """A UTC time as a Vega-Lite DateTime (a scale domain of a temporal field)."""
+    return {"utc": True, "year": t.year, "month": t.month, "date": t.day, "hours": t.hour, "minutes": t.minute,
+            "seconds": t.second, "milliseconds": t.microsecond // 1000}  # fmt: skip
+
+
 def progress_chart(points: pd.DataFrame, x: str = "run order") -> Chart:
     """The progress chart as Vega-Lite (st.vega_lite_chart(frame, spec)): every passed run a point coloured by
     family, named on hover (click a family in the legend to pick it out); the best-so-far geomean per context as a
@@ -105,8 +111,6 @@ def progress_chart(points: pd.DataFrame, x: str = "run order") -> Chart:
     )  # fmt: skip
     ys = points["geomean_us"] if not points.empty else pd.Series([1.0])
     ticks = log_ticks(ys.min(), ys.max(), widen=True)
-    # an explicit domain: Vega-Lite otherwise takes each layer's extent, and warns of an infinite one for a layer
-    # left empty by its filter
     y_scale: dict[str, Any] = {"type": "log", "domain": [float(ys.min()) / 1.05, float(ys.max()) * 1.05]}
     if "range" in ticks:
         y_scale |= {"domain": [10 ** ticks["range"][0], 10 ** ticks["range"][1]], "nice": False}
@@ -114,9 +118,13 @@ def progress_chart(points: pd.DataFrame, x: str = "run order") -> Chart:
          "axis": {"format": ",~r"} | ({"values": ticks["tickvals"]} if ticks else {})}  # fmt: skip
     # pixels beside the first and the last run: a dot on the plot's edge was cut in half (two runs: both)
     pad = 12
+    # explicit x and y domains: Vega-Lite otherwise takes each layer's extent, and warns of an infinite one
     if x == "time":
+        times = pd.to_datetime(frame["x"].dropna(), utc=True)
+        x_scale = {"padding": pad} | ({"domain": [_vega_time(times.min()), _vega_time(times.max())]}
+                                      if not times.empty else {})  # fmt: skip
         # a fixed format: Vega's default multi-format labels ticks a minute apart ":30" or "09 PM"
-        x_enc = {"field": "x", "type": "temporal", "title": "started (UTC)", "scale": {"padding": pad},
+        x_enc = {"field": "x", "type": "temporal", "title": "started (UTC)", "scale": x_scale,
                  "axis": {"format": "%b %d %H:%M", "labelOverlap": True, "tickCount": 6}}  # fmt: skip
     else:
         xs = frame["x"].dropna().astype(float)
