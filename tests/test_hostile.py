@@ -992,3 +992,21 @@ def test_a_flood_of_empty_files_counts_against_the_run_folder(tmp_path):
         == f"holds more than {(50 * 512 - 1) / 1e9:g} GB"
     )
     assert folder_excess(tmp_path / "gone", max_bytes=1, max_entries=1) is None
+
+
+def test_a_runs_root_planted_as_a_link_is_refused_with_one_error_line(world, tmp_path):
+    """Run folders made through a link another process planted in TMPDIR could land anywhere: refused, named."""
+    tmpdir, elsewhere = tmp_path / "planted-tmp", tmp_path / "elsewhere"
+    tmpdir.mkdir()
+    elsewhere.mkdir()
+    (tmpdir / sandbox.RUNS_ROOT_NAME).symlink_to(elsewhere)
+    cmd = [sys.executable, "-m", "tracker", "run", str(_kernel(world, "custom_kernel = torch.geqrf\n")), "--store",
+           str(world["store"]), "--suite", "smoke", "--mode", "test", "--cases", "0", "--quiet"]  # fmt: skip
+    proc = subprocess.run(
+        cmd, cwd=ROOT, capture_output=True, text=True, timeout=120, env=dict(os.environ, TMPDIR=str(tmpdir))
+    )
+    assert proc.returncode == 2 and proc.stderr.startswith("error: ") and len(proc.stderr.splitlines()) == 1, (
+        proc.stderr
+    )
+    assert sandbox.RUNS_ROOT_NAME in proc.stderr and list(elsewhere.iterdir()) == []
+    assert _snapshot(world["store"]) == world["before"]  # refused before the run began: nothing recorded

@@ -150,6 +150,7 @@ def run_variant(
     """Run one variant in a worker process and record it. Never raises for anything the kernel does."""
     if stopping.REQUESTED.is_set():  # a SIGTERM came between two runs of a session: this one does not start
         raise SystemExit(128 + signal.SIGTERM)
+    sandbox.ready_runs_root()  # a planted one is refused before the run is recorded
     record = new_record(req)
     try:
         Store(req.store).start_run(record)

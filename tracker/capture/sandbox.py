@@ -21,12 +21,14 @@ import functools
 import glob
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from tracker.common.errors import InputError
 from tracker.common.files import folder_excess
 
 _CHECKOUT = Path(__file__).resolve().parents[2]
@@ -59,7 +61,7 @@ PASSED_ENV = (
 # Device nodes a GPU needs (NVIDIA's, the DRM render nodes, ROCm's), bound into the sandbox's own /dev. Nothing else
 # of the host's /dev: its /dev/pts holds the user's terminals, which a kernel could write fake lines to or read.
 GPU_DEVICES = ("/dev/nvidia*", "/dev/dri", "/dev/kfd")
-RUNS_ROOT_NAME = "kernelbeam-runs"
+RUNS_ROOT_NAME = f"kernelbeam-runs-{os.getuid()}"  # a user's own: on a shared machine, another's is not writable
 # What a run's own folder may hold (all a kernel may write but its compile cache): past it the run ends as the
 # kernel's failure, before it fills the machine's disk for every other run.
 RUN_FOLDER_GB_ENV, RUN_FOLDER_GB, RUN_FOLDER_FILES = "KERNELBEAM_RUN_FOLDER_GB", 20.0, 200_000
@@ -72,13 +74,20 @@ def runs_root() -> Path:
     return Path(tempfile.gettempdir()) / RUNS_ROOT_NAME
 
 
-def run_folder(prefix: str) -> Path:
-    """A new private folder (0700) for one run under runs_root()."""
+def ready_runs_root() -> Path:
+    """runs_root(), made (0700) if missing; an InputError where it is not a folder of this user's."""
     root = runs_root()
     root.mkdir(mode=0o700, exist_ok=True)
-    if root.is_symlink() or not root.is_dir():  # planted by someone: run folders made through it could go anywhere
-        raise RuntimeError(f"{root} is not a plain folder: remove it (the tracker makes its run folders there)")
-    return Path(tempfile.mkdtemp(prefix=prefix, dir=root))
+    info = root.lstat()
+    # planted by someone: run folders made through a link could go anywhere, in another's folder they could be read
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise InputError(f"{root} is not a folder of this user's: remove it (the tracker makes its run folders there)")
+    return root
+
+
+def run_folder(prefix: str) -> Path:
+    """A new private folder (0700) for one run under runs_root()."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=ready_runs_root()))
 
 
 class FolderWatch:
