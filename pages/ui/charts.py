@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -81,6 +81,13 @@ FIT_WIDTH = {"type": "fit-x", "contains": "padding"}
 PROGRESS_X = ("run order", "time")  # the x axes of the progress chart, as the page offers and the URL names them
 
 
+def _log_span(values: Iterable[float], margin: float) -> list[float]:
+    """An explicit log-scale domain around `values`, `margin` times beyond each end. Charts set their domains:
+    Vega-Lite otherwise takes each layer's extent, and warns of an infinite one for a layer its filter left empty."""
+    values = [float(v) for v in values]
+    return [min(values) / margin, max(values) * margin]
+
+
 def _vega_time(t: pd.Timestamp) -> dict[str, Any]:
     """A UTC time as a Vega-Lite DateTime (a scale domain of a temporal field)."""
     return {"utc": True, "year": t.year, "month": t.month, "date": t.day, "hours": t.hour, "minutes": t.minute,
@@ -111,15 +118,14 @@ def progress_chart(points: pd.DataFrame, x: str = "run order") -> Chart:
     )  # fmt: skip
     ys = points["geomean_us"] if not points.empty else pd.Series([1.0])
     ticks = log_ticks(ys.min(), ys.max(), widen=True)
-    y_scale: dict[str, Any] = {"type": "log", "domain": [float(ys.min()) / 1.05, float(ys.max()) * 1.05]}
+    y_scale: dict[str, Any] = {"type": "log", "domain": _log_span(ys, 1.05)}
     if "range" in ticks:
         y_scale |= {"domain": [10 ** ticks["range"][0], 10 ** ticks["range"][1]], "nice": False}
     y = {"field": "y", "type": "quantitative", "scale": y_scale, "title": "geomean (µs, log)",
          "axis": {"format": ",~r"} | ({"values": ticks["tickvals"]} if ticks else {})}  # fmt: skip
     # pixels beside the first and the last run: a dot on the plot's edge was cut in half (two runs: both)
     pad = 12
-    # explicit x and y domains: Vega-Lite otherwise takes each layer's extent, and warns of an infinite one
-    if x == "time":
+    if x == "time":  # explicit x domains too (_log_span says why)
         times = pd.to_datetime(frame["x"].dropna(), utc=True)
         x_scale = {"padding": pad} | ({"domain": [_vega_time(times.min()), _vega_time(times.max())]}
                                       if not times.empty else {})  # fmt: skip
@@ -185,8 +191,7 @@ def box_chart(per_case: Mapping[str, Sequence[float]], title: str = "Samples per
     )  # fmt: skip
 
     def span(label: str) -> list[float]:
-        # each row's own domain: Vega-Lite otherwise takes each layer's extent, and warns of an infinite one for
-        # the outliers layer of a box without outliers
+        # each row's own domain (as _log_span, on a linear axis): a box without outliers has an empty layer
         lo, hi = min(per_case[label]), max(per_case[label])
         pad = (hi - lo) * 0.05 or abs(hi) * 0.01 or 1.0
         return [float(lo - pad), float(hi + pad)]
@@ -375,12 +380,11 @@ def timeline_chart(
         return [{"filter": f"datum.layer === '{layer}'"}]
 
     def layers(x: dict[str, Any], label: str) -> list[dict[str, Any]]:
-        # the panel's own y domain: Vega-Lite otherwise takes each layer's extent, and warns of an infinite one for
-        # a layer its filter leaves empty (no run that failed, no change point)
-        values = frame.loc[frame["case"] == label, ["y", "y2"]].stack().astype(float)
+        # the panel's own y domain (_log_span): layers with no run that failed or no change point are empty
+        values = frame.loc[frame["case"] == label, ["y", "y2"]].stack()
         y = dict(y_log)
         if not values.empty:
-            y["scale"] = {**y_log["scale"], "domain": [float(values.min()) / 1.02, float(values.max()) * 1.02]}
+            y["scale"] = {**y_log["scale"], "domain": _log_span(values, 1.02)}
         return [
             {"transform": only("mean"), "mark": {"type": "line", "color": "#9ecae1", "strokeWidth": 1},
              "encoding": {"x": x, "y": y}},
