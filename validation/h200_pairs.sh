@@ -3,8 +3,9 @@
 # phases, each session's JSON and the store's export under $OUT.
 #
 #   bash validation/h200_pairs.sh COMMIT SECONDS aa        A/A: kernels/graphed.py against itself, all 12 benchmark
-#                                                         cases, --rounds ${AA_ROUNDS:-2} (60 to 135 s a run: a
-#                                                         2-round session needs a call of about 585 s)
+#                                                         cases, --rounds ${AA_ROUNDS:-2} (60 to 135 s a run, planned
+#                                                         at ${AA_RUN_S:-130}: a 2-round session needs a
+#                                                         call of about 585 s)
 #   bash validation/h200_pairs.sh COMMIT SECONDS planted   graphed.py against validation/planted_regression.py
 #                                                         (+${PLANT_PCT:-2}% on 40x352), cases 1,2 (40x176 the
 #                                                         unplanted control), --rounds ${PLANTED_ROUNDS:-4}
@@ -19,8 +20,9 @@ S=/tmp/pairs.duckdb R=/tmp/pairs
 mkdir -p $R
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > $R/gpu.txt 2>&1
 aa() {
-  local rounds=${AA_ROUNDS:-2} i=0
-  while [ $(left) -gt $(( rounds * 2 * 130 + 20 )) ]; do  # session 31: three runs took 420 s
+  # a run's seconds as planned (session 31: three runs took 420 s; sessions 29-30: 300-410 s a 2-round session)
+  local rounds=${AA_ROUNDS:-2} run_s=${AA_RUN_S:-130} i=0
+  while [ $(left) -gt $(( rounds * 2 * run_s + 20 )) ]; do
     i=$((i + 1))
     # stopped short of the deadline, so that the export and the archive below always happen (session 31 lost one)
     timeout -s TERM $(( $(left) - 20 )) python3 -m tracker ab kernels/graphed.py kernels/graphed.py --rounds $rounds \

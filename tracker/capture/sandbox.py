@@ -135,6 +135,26 @@ def sandbox_env(workdir: Path, extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
+@functools.cache
+def ready_gpu_nodes() -> None:
+    """Have the NVIDIA driver make its unified-memory nodes (/dev/nvidia-uvm*) before a sandbox is built.
+
+    The driver makes them on the machine's first CUDA call (through nvidia-modprobe). Made inside the sandbox,
+    they would land in its own /dev, by a process with no capability to make a device node, and CUDA fails to
+    start. Outside, a bare cuInit in a child process (the driver alone, no kernel code) makes them.
+    """
+    if not os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/nvidia-uvm"):
+        return
+    try:
+        subprocess.run(
+            [sys.executable, "-I", "-S", "-c", "import ctypes; ctypes.CDLL('libcuda.so.1').cuInit(0)"],
+            capture_output=True,
+            timeout=120,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        pass  # the run says then what CUDA said (worker: no CUDA device, and why)
+
+
 def command(
     bwrap: str, argv: list[str], workdir: Path, env: dict[str, str], hidden: list[Path], writable: list[Path] = ()
 ) -> list[str]:
@@ -196,6 +216,7 @@ def wrap(
     reason = unavailable()
     if reason is not None:
         return argv, dict(os.environ, **inner), f"none: {reason}"
+    ready_gpu_nodes()
     bwrap = find_bwrap()
     return command(bwrap, argv, workdir, sandbox_env(workdir, inner), hidden, writable), {}, version(bwrap)
 

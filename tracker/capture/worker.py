@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
+import glob
 import importlib.util
 import json
 import os
@@ -327,6 +328,19 @@ def _helper_modules(variant_path: str) -> list[str]:
     return sorted(set(found) - {str(Path(variant_path).resolve())})
 
 
+def _no_cuda_reason() -> str:
+    """Why torch sees no CUDA device, in its own words, and which NVIDIA device nodes this process sees."""
+    import torch
+
+    try:
+        torch.cuda.init()
+        said = "torch counts no device"
+    except Exception as exc:  # noqa: BLE001 - any failure of the driver's start is the answer
+        said = " ".join(str(exc).split())[:300]
+    nodes = sorted(os.path.basename(p) for p in glob.glob("/dev/nvidia*"))
+    return f"{said} (device nodes: {', '.join(nodes) or 'none'})"
+
+
 def main() -> int:
     job = _read_job()
     key = bytes.fromhex(job.pop("key"))
@@ -338,7 +352,7 @@ def main() -> int:
 
     want = job.get("device", "auto")
     if want == "cuda" and not torch.cuda.is_available():
-        events.emit("error", message="--device cuda asked for, but no CUDA device is available")
+        events.emit("error", message=f"--device cuda asked for, but no CUDA device is available: {_no_cuda_reason()}")
         return 2
     device = torch.device("cuda" if want != "cpu" and torch.cuda.is_available() else "cpu")
     if device.type == "cpu":
