@@ -25,6 +25,7 @@ from tracker.common.text import counted  # noqa: E402
 from tracker.common.vocabulary import STORE_ENV  # noqa: E402
 from tracker.store import (  # noqa: E402
     NotAStoreError,
+    SchemaTooOldError,
     Store,
     StoreLockedError,
 )
@@ -56,8 +57,11 @@ def default_store() -> str:
 
 @st.cache_data(show_spinner=False)
 def _seed(store: str, version: tuple[int, ...]) -> tuple[int, str | None]:
-    """Seed the dashboard's own store from samples/ when it is missing or has no runs: (runs added, problem)."""
+    """Seed the dashboard's own store from samples/ when it is missing or has no runs: (runs added, problem). Its
+    own store written by an older tracker is brought up to date first, as any writer's open would."""
     try:
+        if Path(store).is_file():
+            Store(store).upgrade()
         if Path(store).exists() and (Store(store).store_problem() or Store(store).count_runs()):
             return 0, None  # a foreign file is refused below; a store with runs is left as it is
         added = seed_from_samples(store, os.environ.get("KERNELBEAM_SAMPLES_DIR") or ROOT / "samples")
@@ -69,6 +73,8 @@ def _seed(store: str, version: tuple[int, ...]) -> tuple[int, str | None]:
         return 0, None  # refused below, untouched
     except StoreLockedError:
         return 0, None  # a writer is busy; seeding is tried again on the next render
+    except SchemaTooOldError:
+        return 0, None  # older and read-only: refused below, with how to upgrade it
     except Exception as exc:  # noqa: BLE001 - a broken sample must not take the dashboard down
         return 0, f"Could not seed {store} from samples/: {exc}"
 

@@ -12,6 +12,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import pytest
 from hypothesis import configuration
@@ -273,6 +274,29 @@ def build_demo_store(path: Path) -> dict:
         cpu="cpu00ccccccc", profiled=ids["householder"][4], commits=(old_commit, new_commit),
     )  # fmt: skip
     return ids
+
+
+def old_store(path: Path, version: int, source: Path) -> Path:
+    """A store as the tracker at schema `version` left it (its migrations only), holding `source`'s rows in the
+    columns that version had: tables and columns that later migrations brought are not there."""
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE schema_version (version INTEGER, applied_at TIMESTAMPTZ)")
+        for v in range(version):
+            con.execute(store_mod.MIGRATIONS[v])
+            con.execute("INSERT INTO schema_version VALUES (?, now())", [v + 1])
+        con.execute(f"ATTACH '{source}' AS src (READ_ONLY)")
+        for table in store_mod.TABLE_COLUMNS:
+            cols = ", ".join(
+                r[0]
+                for r in con.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_catalog = current_database() "
+                    "AND table_name = ? ORDER BY ordinal_position",
+                    [table],
+                ).fetchall()
+            )
+            if cols:
+                con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM src.{table}")
+    return path
 
 
 @pytest.fixture(scope="session")

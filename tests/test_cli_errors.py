@@ -3,6 +3,7 @@ traceback, and nothing is written. Most go through main() in-process (fast); a f
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -12,8 +13,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from tests.conftest import old_store
 from tracker.cli.main import main
-from tracker.store import SCHEMA_VERSION, Store
+from tracker.store import SCHEMA_VERSION, Store, schema_version
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -252,6 +254,48 @@ def test_a_store_without_write_permission_is_reported_as_such(capsys, demo_store
         )
     finally:
         path.chmod(0o644)
+
+
+@contextlib.contextmanager
+def read_only(file: Path):
+    """The file mode 444 in a folder of mode 555; as root, whom modes do not stop, also immutable (chattr +i), which
+    stops root's writes too. Skips where root runs and the flag cannot be set (no capability, file system)."""
+    folder = file.parent
+    file.chmod(0o444)
+    folder.chmod(0o555)
+    flagged = False
+    try:
+        if os.geteuid() == 0:
+            chattr = shutil.which("chattr")
+            flagged = chattr is not None
+            if not flagged or subprocess.run([chattr, "+i", str(file), str(folder)], capture_output=True).returncode:
+                pytest.skip("root may write any file and the immutable flag cannot be set here (chattr +i)")
+        yield
+    finally:
+        if flagged:
+            subprocess.run([shutil.which("chattr") or "chattr", "-i", str(file), str(folder)], capture_output=True)
+        folder.chmod(0o755)
+        file.chmod(0o644)
+
+
+def test_a_read_only_store_of_an_older_schema_is_one_error_line_saying_how_to_upgrade_it(capsys, demo_store, tmp_path):
+    """A read upgrades an older store first; one it cannot write is refused (exit 2), not read with today's
+    queries, and is left as it was."""
+    path, _ = demo_store
+    (tmp_path / "ro").mkdir()
+    old = old_store(tmp_path / "ro" / "old.duckdb", 5, path)
+    before = old.read_bytes()
+    words = (f"store {old} has schema v5, older than this tracker's v{SCHEMA_VERSION}", "read-only",
+             "copy it somewhere writable")  # fmt: skip
+    with read_only(old):
+        for command in ("list", "leaderboard", "lineage", "variants"):
+            assert_bad_input(call(capsys, command, "--store", str(old)), *words)
+        proc = subprocess.run([sys.executable, "-m", "tracker", "list", "--store", str(old)], capture_output=True,
+                              text=True, cwd=ROOT, timeout=90)  # fmt: skip
+        assert_bad_input((proc.returncode, proc.stdout, proc.stderr), *words)
+    assert old.read_bytes() == before and sorted(p.name for p in old.parent.iterdir()) == ["old.duckdb"]
+    with Store(old).connect(read_only=True) as con:
+        assert schema_version(con) == 5
 
 
 def test_unknown_commands_and_options_give_one_error_line(capsys, tmp_path):

@@ -189,18 +189,24 @@ def _v11_store(path: Path) -> dict[str, str]:
 def test_a_v11_store_migrates_with_every_name_resolving_as_before(tmp_path, capsys):
     path = tmp_path / "v11.duckdb"
     resolved = _v11_store(path)
-    # Read before any writer migrated it (reads never migrate): names as they resolved.
+    # Read through the Store before any writer migrated it (its reads never migrate): names as they resolved, and
+    # the runs `list --variant` shows (the CLI upgrades a store before its first read, so it reads no v11 store).
     assert {n: s for n, (s, _, _) in names(path).items()} == resolved
-    unmigrated = call(capsys, "list", "--variant", "graphed", "--store", str(path))[1]
-    assert sorted(r["run_id"] for r in unmigrated) == ["old000000000", "old000000001"]
-    with Store(path).connect() as con:
+    unmigrated = Store(path).list_runs(variant="graphed")
+    assert sorted(unmigrated["run_id"]) == ["old000000000", "old000000001"]
+    with Store(path).connect(read_only=True) as con:
+        assert store_mod.schema_version(con) == 11
+    # The CLI's read upgrades it first (one line on stderr), and the name still gives both versions' runs.
+    assert main(["list", "--variant", "graphed", "--json", "--store", str(path)]) == 0
+    out = capsys.readouterr()
+    assert out.err == f"upgraded store {path} from schema v11 to v{store_mod.SCHEMA_VERSION}\n"
+    assert sorted(r["run_id"] for r in json.loads(out.out)) == ["old000000000", "old000000001"]  # as before
+    with Store(path).connect(read_only=True) as con:
         assert store_mod.schema_version(con) == store_mod.SCHEMA_VERSION
     assert names(path) == {
         "graphed": (resolved["graphed"], "kernels/graphed.py", None),
         "other": (resolved["other"], "kernels/other.py", "beam"),
     }
-    runs = call(capsys, "list", "--variant", "graphed", "--store", str(path))[1]
-    assert sorted(r["run_id"] for r in runs) == ["old000000000", "old000000001"]  # both versions' runs, as before
     assert call(capsys, "show", "other", "--store", str(path))[1]["run_id"] == "old000000002"
 
 

@@ -8,7 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import ROOT
+import pytest
+from conftest import ROOT, old_store
+
+from tracker.cli.main import main
+from tracker.store import SCHEMA_VERSION, Store, schema_version
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
@@ -416,3 +420,25 @@ def test_regressions_says_improvements_were_found_but_not_listed(tmp_path):
     assert text.stdout.splitlines()[-1] == "no regression found (1 improvement: --all lists it)"
     listed = cli("regressions", "--path", "kernels/v.py", "--all", "--store", str(path)).stdout
     assert "improvement" in listed and "640x512 c2 dense" in listed
+
+
+@pytest.mark.parametrize("version", [1, 5])  # the first schema; the last before runs.problem (v6)
+def test_a_store_of_an_older_schema_is_upgraded_by_the_first_read_keeping_its_runs(demo_store, tmp_path, capsys,
+                                                                                  version):  # fmt: skip
+    """`list`, `leaderboard`, `lineage`, `variants` and `since` on a store an older tracker wrote: each upgrades it
+    first, with one line on stderr, then shows what it shows on the same runs in a current store; the next read
+    upgrades nothing and says nothing."""
+    path, _ = demo_store
+    for command in (["list"], ["leaderboard"], ["lineage"], ["variants"], ["since", "2026-03-01T00:00:00+00:00"]):
+        old = old_store(tmp_path / f"v{version}-{command[0]}.duckdb", version, path)
+        assert main([*command, "--json", "--store", str(old)]) == 0
+        upgraded = capsys.readouterr()
+        assert upgraded.err == f"upgraded store {old} from schema v{version} to v{SCHEMA_VERSION}\n", command
+        with Store(old).connect(read_only=True) as con:
+            assert schema_version(con) == SCHEMA_VERSION
+        assert main([*command, "--json", "--store", str(path)]) == 0
+        assert json.loads(upgraded.out) == json.loads(capsys.readouterr().out), command
+        assert main([*command, "--json", "--store", str(old)]) == 0
+        again = capsys.readouterr()
+        assert again.err == "" and json.loads(again.out) == json.loads(upgraded.out), command
+        assert Store(old).count_runs() == Store(path).count_runs()  # every run kept

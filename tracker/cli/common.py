@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 from tracker.common.errors import InputError
 from tracker.common.jsonfields import clean
 from tracker.common.vocabulary import STORE_ENV
-from tracker.store import DEFAULT_STORE, Store
+from tracker.store import DEFAULT_STORE, SCHEMA_VERSION, Store
 
 
 class UsageError(InputError):
@@ -172,8 +172,12 @@ def print_table(rows: list[list[str]], headers: list[str]) -> None:
 
 
 def readable_store(store: str) -> None:
-    """Refuse a store that a read cannot use: missing, not DuckDB, not ours, or written by a newer tracker."""
+    """Refuse a store that a read cannot use: missing, not DuckDB, not ours, or written by a newer tracker. One
+    written by an older tracker is upgraded first (one line on stderr), as a write would; read-only, it is refused."""
     Store(store).check()
+    was = Store(store).upgrade()
+    if was is not None:
+        print(f"upgraded store {store} from schema v{was} to v{SCHEMA_VERSION}", file=sys.stderr)
 
 
 def known_family(store: str, family: str | None, *, names: bool = False) -> None:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from tracker.analysis.summaries import OVERALL, parse_since, since_summary
-from tracker.cli.common import print_columns, time_columns
+from tracker.cli.common import print_columns, readable_store, time_columns
 from tracker.common.jsonfields import clean
 from tracker.common.text import counted
 from tracker.store import Store
@@ -16,8 +15,7 @@ from tracker.store import Store
 def since_doc(args: argparse.Namespace) -> dict:
     """What `since --json` prints."""
     when = parse_since(args.when)
-    if not Path(args.store).exists():
-        raise FileNotFoundError(f"no store at {args.store}")
+    readable_store(args.store)
     activity = Store(args.store).since_activity(when)
     families = sorted({f for f in activity["runs"]["family"] if isinstance(f, str)})
     dead = [{k: clean(v) for k, v in d.items()} for d in Store(args.store).dead_ends(families=families)]

@@ -11,6 +11,7 @@ from tracker.common.vocabulary import DEFAULT_STORE
 from tracker.store.connection import (
     NotAStoreError,
     SchemaTooNewError,
+    SchemaTooOldError,
     StoreAccessError,
     StoreDamagedError,
     StoreError,
@@ -59,6 +60,7 @@ __all__ = [
     "RunRecord",
     "RunRow",
     "SchemaTooNewError",
+    "SchemaTooOldError",
     "SideFileError",
     "Store",
     "StoreAccessError",

@@ -44,6 +44,10 @@ class SchemaTooNewError(StoreError):
     """The store was written by a newer tracker: its schema version is above ours."""
 
 
+class SchemaTooOldError(StoreError):
+    """The store was written by an older tracker and this process cannot write it, so cannot bring it up to date."""
+
+
 class StoreAccessError(StoreError):
     """The store cannot be opened or written: a directory, permissions, a read-only file system."""
 
@@ -278,6 +282,48 @@ def check_store(path: str | os.PathLike, *, write: bool = False, need_runs: bool
         raise NotAStoreError(f"{path} is a DuckDB file but not a KernelBeam store (it has other tables)")
     if need_runs and not write and "runs" not in tables:
         raise NotAStoreError(f"{path} is a DuckDB file but not a KernelBeam store (no runs table)")
+
+
+def upgrade_store(path: str | os.PathLike) -> int | None:
+    """Bring a store written by an older tracker up to this tracker's schema, as any writer's open does: reads
+    never migrate, and today's read queries need today's columns. Returns the version the store had, else None
+    (current already, or no KernelBeam store: check_store says what is wrong with it). A store this process cannot
+    write raises SchemaTooOldError saying how to upgrade it; one locked by a writer waits for it as writers do
+    (that writer migrates it on its own open), bounded by the lock retry limit."""
+    p = Path(path)
+    try:
+        with connect(p, read_only=True) as con:
+            if "schema_version" not in _table_names(con):
+                return None
+            version = schema_version(con)
+    except SchemaTooNewError:
+        return None
+    if version >= SCHEMA_VERSION:
+        return None
+    why = _unwritable(p)
+    if why is None:
+        try:
+            with connect(p):  # migrate() on open
+                pass
+        except StoreAccessError as exc:
+            why = str(exc)
+        else:
+            return version
+    raise SchemaTooOldError(
+        f"store {path} has schema v{version}, older than this tracker's v{SCHEMA_VERSION}, and cannot be upgraded: "
+        f"it is read-only ({why}); copy it somewhere writable, or run any command with write access to it once"
+    )
+
+
+def _unwritable(path: Path) -> str | None:
+    """Why an existing store cannot be written in place (a writer also creates its WAL beside it), else None."""
+    if _read_only_fs(path):
+        return "read-only file system"
+    if not os.access(path, os.W_OK):
+        return "permission denied"
+    if not os.access(path.parent, os.W_OK):
+        return f"permission denied on folder {path.parent}"
+    return None
 
 
 def _read_only_fs(path: Path) -> bool:

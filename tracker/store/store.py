@@ -47,6 +47,10 @@ class Store(RunReads, CaseReads, HistoryReads, VariantReads, VerdictReads, Profi
         """Raise what is wrong with the store before a command uses it (connection.check_store), else nothing."""
         connection.check_store(self.path, write=write, need_runs=need_runs)
 
+    def upgrade(self) -> int | None:
+        """Migrate a store written by an older tracker (connection.upgrade_store): the version it had, else None."""
+        return connection.upgrade_store(self.path)
+
     # ------------------------------------------------------------------------------------- the side folders
 
     @property

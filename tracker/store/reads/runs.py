@@ -154,7 +154,8 @@ class RunReads:
 
     def store_problem(self) -> str | None:
         """Why the dashboard must not use this path as a store, or None: it does not exist, is not a DuckDB file, is
-        a DuckDB file without our tables, or has a newer schema than this tracker. Opens read-only; changes nothing."""
+        a DuckDB file without our tables, or has a newer or an older schema than this tracker (today's reads need
+        today's columns; the CLI upgrades an older one). Opens read-only; changes nothing."""
         path = Path(self.path)
         if not path.exists():
             return f"There is no store at **{path}**. Check the path (the dashboard creates no store there)."
@@ -179,6 +180,12 @@ class RunReads:
             return newer
         if version > SCHEMA_VERSION:
             return newer
+        if version < SCHEMA_VERSION:  # the dashboard migrates only its own store (app.py), before it asks this
+            return (
+                f"**{path}** was written by an older KernelBeam (store schema v{version}; this one reads "
+                f"v{SCHEMA_VERSION}). `python -m tracker list --store {path}` upgrades it once; the dashboard "
+                "changes no store but its own."
+            )
         return None
 
     def past_durations(self, variants: list[tuple[str, str]], suite: str, mode: str) -> dict:
