@@ -746,13 +746,15 @@ _NO_CUDA = re.compile(
     r"CUDA_HOME environment variable is not set|nvcc.*not found|c\+\+: not found|Ninja is required",
     re.IGNORECASE,
 )
-# The seccomp filter (tracker.capture.seccomp_exec) refusing a Unix socket, in a traceback of the worker's log.
+# The seccomp filter (tracker.capture.seccomp_exec) refusing a Unix datagram socket (EACCES) or any connect()
+# (ENOENT, as for a socket that is not there), in a traceback of the worker's log.
 _UNIX_SOCKET_REFUSED = re.compile(
     r'socket\.py", line \d+, in (?:__init__|socketpair)\n(?:[ \t].*\n)*PermissionError: \[Errno 13\]'
+    r"|\.connect\(.*\)\n(?:[ \t].*\n)*FileNotFoundError: \[Errno 2\]"
 )
 UNIX_SOCKET_HINT = (
-    "the sandbox refuses Unix sockets, which multiprocessing's forkserver and Manager need: use "
-    'multiprocessing.get_context("fork") or ("spawn"), a Manager at ("127.0.0.1", 0); README, Trust'
+    "the sandbox refuses connect() and Unix datagram sockets, which multiprocessing's forkserver and Manager "
+    'need: use multiprocessing.get_context("fork") or ("spawn"); README, Trust'
 )
 
 

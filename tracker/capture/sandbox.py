@@ -1,7 +1,7 @@
 """The worker's sandbox: bubblewrap (the tool Flatpak uses) around the process that imports the kernel.
 
 Inside, the kernel sees its own PID namespace (it is pid 1, nothing of the tracker shows in /proc, and every
-process it starts dies with the sandbox, double-forked daemons included), no network and no Unix sockets
+process it starts dies with the sandbox, double-forked daemons included), no network and no connect() to any socket
 (tracker.capture.seccomp_exec), a read-only root filesystem in which only its own run folder (also its TMPDIR
 and HOME) and a private /dev/shm are writable (/tmp stays readable, so kernels and problem folders kept there
 work, but not other runs' folders: all are made under runs_root(), which the sandbox covers with an empty tmpfs
@@ -33,8 +33,8 @@ from tracker.common.files import folder_excess
 
 _CHECKOUT = Path(__file__).resolve().parents[2]
 CARRIED_BWRAP = _CHECKOUT / ".tools" / "bwrap"
-# Every sandboxed command starts under this launcher, which denies it Unix sockets (the network namespace leaves
-# sockets with a path, a host service's, within reach).
+# Every sandboxed command starts under this launcher, which denies it connect() and Unix datagram sockets (the
+# network namespace leaves sockets with a path, a host service's, within reach).
 SECCOMP_EXEC = Path(__file__).resolve().parent / "seccomp_exec.py"
 
 # Variables the worker may see (prefixes end in "_"): paths to binaries and libraries, CUDA and Triton settings,

@@ -1,12 +1,15 @@
-"""Runs a command with no way to open a Unix socket: the first program of every sandbox (tracker.capture.sandbox).
+"""Runs a command that can reach no other process's socket: the first program of every sandbox
+(tracker.capture.sandbox).
 
 The sandbox binds the root file system read-only, but connecting to a Unix socket on it needs no write, and the
 network namespace does not cover sockets with a path: a host service's socket (the session D-Bus, which starts
 programs outside the sandbox; an ssh agent; docker) would take a kernel's requests. A seccomp filter, installed
-here and kept across exec by every process the command starts, refuses with EACCES: socket(AF_UNIX, ...), a
-datagram socketpair (one could be pointed at any datagram socket with connect), io_uring (whose operations open
-and connect sockets past the filter), and any system call of another ABI (i386 or x32 calls from a 64-bit process).
-The sockets the worker inherits are connected stream pairs, which connect() cannot point elsewhere.
+here and kept across exec by every process the command starts, refuses connect() (ENOENT, what a program sees
+where no such socket exists), Unix datagram sockets and socketpairs (EACCES: they send to any path without
+connect), io_uring (whose operations open and connect sockets past the filter), and any system call of another
+ABI (i386 or x32 calls from a 64-bit process). Unix stream sockets may be made: the CUDA driver's start makes one
+to look for the MPS daemon's and fails (CUDA_ERROR_OPERATING_SYSTEM, 304) where it cannot. The sockets the worker
+inherits are connected stream pairs, which connect() cannot point elsewhere.
 
 Run as a script (`python -I -S seccomp_exec.py PROGRAM ARG...`): standard library only, before anything else.
 """
@@ -19,21 +22,23 @@ import platform
 import struct
 import sys
 
-# Per architecture: its audit number, socket, socketpair, and the first number of a foreign ABI sharing it (x32).
+# Per architecture: its audit number, socket, socketpair, connect, and the first number of a foreign ABI sharing it
+# (x32).
 ARCHES = {
-    "x86_64": (0xC000003E, 41, 53, 0x40000000),
-    "aarch64": (0xC00000B7, 198, 199, None),
+    "x86_64": (0xC000003E, 41, 53, 42, 0x40000000),
+    "aarch64": (0xC00000B7, 198, 199, 203, None),
 }
 IO_URING_SETUP = 425  # the same number on every architecture
 AF_UNIX, SOCK_DGRAM, SOCK_TYPE_MASK = 1, 2, 0xF
 ALLOW, DENY = 0x7FFF0000, 0x00050000 | 13  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EACCES
+NO_SUCH = 0x00050000 | 2  # SECCOMP_RET_ERRNO | ENOENT: what connect() says where no such socket exists
 LD, JEQ, JGE, AND, RET = 0x20, 0x15, 0x35, 0x54, 0x06  # BPF_LD|W|ABS, JMP|JEQ|K, JMP|JGE|K, ALU|AND|K, RET|K
 NR, ARCH, ARG0, ARG1 = 0, 4, 16, 24  # offsets in struct seccomp_data (the low half of each argument)
 
 
 def program(machine: str) -> bytes:
     """The filter (struct sock_filter[]) for this machine; KeyError for an architecture it does not know."""
-    audit, socket_nr, pair_nr, foreign = ARCHES[machine]
+    audit, socket_nr, pair_nr, connect_nr, foreign = ARCHES[machine]
     code = [
         (LD, 0, 0, ARCH),
         (JEQ, 1, 0, audit),
@@ -43,18 +48,19 @@ def program(machine: str) -> bytes:
         (RET, 0, 0, DENY),
         (JEQ, 0, 1, IO_URING_SETUP),
         (RET, 0, 0, DENY),
-        (JEQ, 2, 0, socket_nr),
-        (JEQ, 3, 0, pair_nr),
-        (RET, 0, 0, ALLOW),
-        (LD, 0, 0, ARG0),  # socket(domain, ...)
-        (JEQ, 5, 6, AF_UNIX),
-        (LD, 0, 0, ARG0),  # socketpair(domain, type, ...)
-        (JEQ, 0, 4, AF_UNIX),
+        # The CUDA driver's start opens a Unix stream socket and looks for the MPS daemon's (ENOENT: none): so
+        # sockets may be made, but never connected, which is the one way a stream socket reaches another's.
+        (JEQ, 0, 1, connect_nr),
+        (RET, 0, 0, NO_SUCH),
+        (JEQ, 1, 0, socket_nr),
+        (JEQ, 0, 5, pair_nr),
+        (LD, 0, 0, ARG0),  # socket or socketpair(domain, type, ...): a Unix datagram one can send to any path
+        (JEQ, 0, 3, AF_UNIX),
         (LD, 0, 0, ARG1),
         (AND, 0, 0, SOCK_TYPE_MASK),
-        (JEQ, 0, 1, SOCK_DGRAM),
-        (RET, 0, 0, DENY),
+        (JEQ, 1, 0, SOCK_DGRAM),
         (RET, 0, 0, ALLOW),
+        (RET, 0, 0, DENY),
     ]
     return b"".join(struct.pack("HBBI", *insn) for insn in code)
 
