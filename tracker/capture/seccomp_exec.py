@@ -7,9 +7,10 @@ programs outside the sandbox; an ssh agent; docker) would take a kernel's reques
 here and kept across exec by every process the command starts, refuses connect() (ENOENT, what a program sees
 where no such socket exists), Unix datagram sockets and socketpairs (EACCES: they send to any path without
 connect), io_uring (whose operations open and connect sockets past the filter), and any system call of another
-ABI (i386 or x32 calls from a 64-bit process). Unix stream sockets may be made: the CUDA driver's start makes one
-to look for the MPS daemon's and fails (CUDA_ERROR_OPERATING_SYSTEM, 304) where it cannot. The sockets the worker
-inherits are connected stream pairs, which connect() cannot point elsewhere.
+ABI (i386 or x32 calls from a 64-bit process). Unix stream sockets may be made: under a filter that refused every
+Unix socket the CUDA driver did not start (cuInit 304, CUDA_ERROR_OPERATING_SYSTEM; H100, 2026-12-05), most likely
+because it makes one to look for the MPS daemon's (validation/seccomp_cuda_probe.py tells which rule does it).
+The sockets the worker inherits are connected stream pairs, which connect() cannot point elsewhere.
 
 Run as a script (`python -I -S seccomp_exec.py PROGRAM ARG...`): standard library only, before anything else.
 """
@@ -48,8 +49,8 @@ def program(machine: str) -> bytes:
         (RET, 0, 0, DENY),
         (JEQ, 0, 1, IO_URING_SETUP),
         (RET, 0, 0, DENY),
-        # The CUDA driver's start opens a Unix stream socket and looks for the MPS daemon's (ENOENT: none): so
-        # sockets may be made, but never connected, which is the one way a stream socket reaches another's.
+        # A stream socket may be made (the CUDA driver's start needs that), but never connected, the one way it
+        # reaches another's: ENOENT, as where no MPS daemon listens.
         (JEQ, 0, 1, connect_nr),
         (RET, 0, 0, NO_SUCH),
         (JEQ, 1, 0, socket_nr),

@@ -1,0 +1,92 @@
+"""Which rule of the sandbox's seccomp filter keeps CUDA (and Nsight Compute) from starting, on a GPU machine.
+
+Session 38 (H100, 2026-12-05): inside the sandbox cuInit returned 304 (CUDA_ERROR_OPERATING_SYSTEM) and returned 0
+with tracker/capture/seccomp_exec.py taken out of the command; every other part of the sandbox was innocent. This
+runs cuInit under filters that each refuse one thing, under tracker/capture/seccomp_exec.py's filter as it stands,
+then Nsight Compute under it, and prints one line each (`cuInit 0` is a start).
+
+    python3 validation/seccomp_cuda_probe.py          # on the GPU machine, no sandbox needed
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+LD, JEQ, AND, RET = 0x20, 0x15, 0x54, 0x06
+ALLOW, EACCES, ENOENT = 0x7FFF0000, 0x00050000 | 13, 0x00050000 | 2
+SOCKET, SOCKETPAIR, CONNECT, IO_URING = 41, 53, 42, 425  # x86_64
+AF_UNIX, SOCK_DGRAM = 1, 2
+LAUNCHER = Path(__file__).resolve().parents[1] / "tracker" / "capture" / "seccomp_exec.py"
+
+# name -> rules (system call, domain or None, socket type or None, action); the first rule that matches acts.
+FILTERS = {
+    "no rule (no_new_privs alone)": [],
+    "socket(AF_UNIX, any) refused": [(SOCKET, AF_UNIX, None, EACCES)],
+    "socket(AF_UNIX, SOCK_DGRAM) refused": [(SOCKET, AF_UNIX, SOCK_DGRAM, EACCES)],
+    "socketpair(AF_UNIX, SOCK_DGRAM) refused": [(SOCKETPAIR, AF_UNIX, SOCK_DGRAM, EACCES)],
+    "io_uring_setup refused": [(IO_URING, None, None, EACCES)],
+    "connect refused (ENOENT)": [(CONNECT, None, None, ENOENT)],
+}
+CUINIT = "import ctypes; print('cuInit', ctypes.CDLL('libcuda.so.1').cuInit(0))"
+TORCH = "import torch; print('torch', torch.ones(4, device='cuda').sum().item())"
+
+
+def program(rules: list) -> bytes:
+    code = []
+    for nr, domain, kind, action in rules:
+        body = [(LD, 0, 0, 0), (JEQ, 0, None, nr)]
+        if domain is not None:
+            body += [(LD, 0, 0, 16), (JEQ, 0, None, domain)]
+        if kind is not None:
+            body += [(LD, 0, 0, 24), (AND, 0, 0, 0xF), (JEQ, 0, None, kind)]
+        body.append((RET, 0, 0, action))
+        code += [(c, jt, len(body) - i - 1 if jf is None else jf, k) for i, (c, jt, jf, k) in enumerate(body)]
+    code.append((RET, 0, 0, ALLOW))
+    return b"".join(struct.pack("HBBI", *insn) for insn in code)
+
+
+class _Prog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+
+
+def install(name: str) -> None:
+    code = program(FILTERS[name])
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(22, 2, ctypes.byref(_Prog(len(code) // 8, code)), 0, 0) != 0:
+        sys.exit(f"cannot install the filter: errno {ctypes.get_errno()}")
+
+
+def report(name: str, argv: list[str], timeout: int = 150) -> None:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        lines = (done.stdout + done.stderr).strip().splitlines()
+        print(f"{name}: exit {done.returncode} | {' / '.join(lines[-3:])[:400]}", flush=True)
+    except subprocess.TimeoutExpired:
+        print(f"{name}: timed out", flush=True)
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--under"]:  # the child: its filter, then the command
+        install(sys.argv[2])
+        os.execvp(sys.argv[3], sys.argv[3:])
+    me = [sys.executable, __file__, "--under"]
+    for name in FILTERS:
+        report(name, [*me, name, sys.executable, "-c", CUINIT])
+    launcher = [sys.executable, "-I", "-S", str(LAUNCHER)]
+    report("seccomp_exec.py as it stands", [*launcher, sys.executable, "-c", CUINIT])
+    ncu = shutil.which("ncu")
+    if ncu:
+        report("ncu, no filter", [ncu, "-c", "1", sys.executable, "-c", TORCH])
+        report("ncu under seccomp_exec.py", [*launcher, ncu, "-c", "1", sys.executable, "-c", TORCH])
+    else:
+        print("ncu: not on PATH")
+
+
+if __name__ == "__main__":
+    main()
