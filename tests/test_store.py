@@ -14,6 +14,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from conftest import old_store
 
 from tracker import store as store_mod
 from tracker.capture.runner import RunRequest, build_record
@@ -133,28 +134,11 @@ def test_a_new_store_has_the_current_schema_version(store):
 
 
 def test_an_old_v1_store_is_migrated_to_the_current_version_keeping_its_runs(tmp_path, monkeypatch):
-    path = tmp_path / "old.duckdb"
-    con = duckdb.connect(str(path))
-    con.execute("CREATE TABLE schema_version (version INTEGER, applied_at TIMESTAMPTZ)")
-    con.execute(store_mod.MIGRATIONS[0])
-    con.execute("INSERT INTO schema_version VALUES (1, now())")
     # The run is written by today's code into a current store, then copied over in v1's columns only: later
     # migrations add columns that a v1 store does not have.
     src = tmp_path / "src.duckdb"
     assert Store(src).finish_run(make_run("oldrun000001")) is None
-    con.execute(f"ATTACH '{src}' AS src (READ_ONLY)")
-    for table in store_mod.TABLE_COLUMNS:
-        cols = ", ".join(
-            r[0]
-            for r in con.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_catalog = 'old' "
-                "AND table_name = ? ORDER BY ordinal_position",
-                [table],
-            ).fetchall()
-        )
-        if cols:  # tables that later migrations create do not exist in a v1 store
-            con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM src.{table}")
-    con.close()
+    path = old_store(tmp_path / "old.duckdb", 1, src)
     # read before any writer migrates it (run and ab ask it how long a run takes first): no method, no compile_s
     sha = Store(src).get_run("oldrun000001")["variant_sha256"]
     assert len(Store(path).passed_run_seconds(sha, "smoke", "benchmark", "tracker", [0, 1])) == 1
