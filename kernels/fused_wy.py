@@ -419,7 +419,10 @@ if _HAVE_TRITON:
 
 
 _FUSED = True  # batch-rich updates by the one fused kernel (else the parent's cuBLAS bmm)
-_FUSED_PREC = "tf32x3"
+_FUSED_PREC = "tf32x3"  # or "tf32x2": two TF32 products, one operand split; for n >= _X2_MIN_N alone
+# The gates scale with n (20 n eps32 ||A||_1), tf32x2's error does not: at n = 160 it fails rowscale (interpreted),
+# at 512 and 1024 it stays under about half the gate (scripts/tf32_update_study.py, emulated on the CPU).
+_X2_MIN_N = 512
 _FUSED_BM = 64  # rows per step
 _FUSED_BN = 64  # columns of A2 per program
 _FUSED_WARPS = 4
@@ -430,6 +433,21 @@ _FUSED_VT = True  # trailing updates read a transposed copy of V in phase 1 (mea
 _SRC_FIRST = True  # the first outer panel reads the input, so H needs no copy of A (fused_wy_src, run ad8502b53bf3)
 
 if _HAVE_TRITON:
+
+    @triton.jit
+    def _tf32_rn(x):
+        """x rounded to the nearest TF32 value (ties away from zero, as cvt.rna.tf32.f32), held in a float32: a tf32
+        dot of such values is exact where one of raw float32 values truncates them."""
+        return ((x.to(tl.int32, bitcast=True) + 0x1000) & -8192).to(tl.float32, bitcast=True)
+
+    @triton.jit
+    def _dot_tf32x2(a, b, acc):
+        """acc + a @ b as two TF32 products ("tf32x2"): b rounded, a split into a rounded head and tail. Half plain
+        TF32's error (scripts/tf32_update_study.py), two products where tf32x3 takes three."""
+        br = _tf32_rn(b)
+        ah = _tf32_rn(a)
+        acc = tl.dot(_tf32_rn(a - ah), br, acc, input_precision="tf32")
+        return tl.dot(ah, br, acc, input_precision="tf32")
 
     @triton.jit
     def _wy_fused_kernel(
@@ -489,11 +507,19 @@ if _HAVE_TRITON:
             vt = tl.load(vt_ptr + pid_b * vt_sb + offs_k[:, None] * vt_sk + offs_m[None, :],
                          mask=kmask[:, None] & mm[None, :], other=0.0)  # fmt: skip
             a = tl.load(sbase + offs_m[:, None] * s_sm + offs_n[None, :], mask=mm[:, None] & nmask[None, :], other=0.0)
-            wt = tl.dot(tl.trans(a), tl.trans(vt), wt, input_precision=PREC)
+            if PREC == "tf32x2":
+                wt = _dot_tf32x2(tl.trans(a), tl.trans(vt), wt)
+            else:
+                wt = tl.dot(tl.trans(a), tl.trans(vt), wt, input_precision=PREC)
         w = tl.trans(wt)
         tt = tl.load(t_ptr + pid_b * t_sb + offs_k[None, :] * t_sk + offs_k[:, None],
                      mask=kmask[:, None] & kmask[None, :], other=0.0)  # fmt: skip
-        w2 = tl.dot(tt, w, input_precision=PREC)
+        if PREC == "tf32x2":
+            w2 = -tl.dot(tt, w, input_precision="tf32x3")  # negated: the update is then one accumulation
+            w2h = _tf32_rn(w2)
+            w2l = _tf32_rn(w2 - w2h)
+        else:
+            w2 = tl.dot(tt, w, input_precision=PREC)
         vbase = v_ptr + pid_b * v_sb
         for m0 in tl.range(0, M, BM, num_stages=STAGES):
             offs_m = m0 + tl.arange(0, BM)
@@ -502,7 +528,11 @@ if _HAVE_TRITON:
             ap = abase + offs_m[:, None] * a_sm + offs_n[None, :]
             am = mm[:, None] & nmask[None, :]
             a = tl.load(sbase + offs_m[:, None] * s_sm + offs_n[None, :], mask=am, other=0.0)
-            a = a - tl.dot(v, w2, input_precision=PREC)
+            if PREC == "tf32x2":
+                vr = _tf32_rn(v)
+                a = tl.dot(vr, w2h, tl.dot(vr, w2l, a, input_precision="tf32"), input_precision="tf32")
+            else:
+                a = a - tl.dot(v, w2, input_precision=PREC)
             tl.store(ap, a, mask=am)
 
 
@@ -591,7 +621,8 @@ def _apply_qt_fused_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor) -> None
     bk = max(16, triton.next_power_of_2(k))
     _wy_fused_kernel[(triton.cdiv(n, bn), b)](
         v, t, a2, m, n, k, v.stride(0), v.stride(1), t.stride(0), t.stride(1), a2.stride(0), a2.stride(1),
-        BM=_FUSED_BM, BN=bn, BK=bk, PREC=_FUSED_PREC, STAGES=_FUSED_STAGES, num_warps=_FUSED_WARPS,
+        BM=_FUSED_BM, BN=bn, BK=bk, PREC="tf32x3" if _FUSED_PREC == "tf32x2" else _FUSED_PREC, STAGES=_FUSED_STAGES,
+        num_warps=_FUSED_WARPS,
     )  # fmt: skip
 
 
@@ -600,9 +631,9 @@ def _apply_qt_torch_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor) -> None
     a2.baddbmm_(v, wmat, alpha=-1.0)
 
 
-def _apply_qt_vt_(a2: torch.Tensor, v: torch.Tensor, vt: torch.Tensor, t: torch.Tensor, src=None) -> None:
+def _apply_qt_vt_(a2: torch.Tensor, v: torch.Tensor, vt: torch.Tensor, t: torch.Tensor, src=None, prec=None) -> None:
     """As _apply_qt_fused_, phase 1 from vt = V^T (b, k, m), unit stride along m; a2 is read from src if given
-    (same shape, unit stride along columns), else from itself."""
+    (same shape, unit stride along columns), else from itself. prec: the products' precision (_FUSED_PREC)."""
     b, m, n = a2.shape
     k = v.shape[2]
     bn = _fused_bn(n)
@@ -610,7 +641,7 @@ def _apply_qt_vt_(a2: torch.Tensor, v: torch.Tensor, vt: torch.Tensor, t: torch.
     s = a2 if src is None else src
     _wy_fused_vt_kernel[(triton.cdiv(n, bn), b)](
         v, vt, t, a2, s, m, n, k, v.stride(0), v.stride(1), vt.stride(0), vt.stride(1), t.stride(0), t.stride(1),
-        a2.stride(0), a2.stride(1), s.stride(0), s.stride(1), BM=_FUSED_BM, BN=bn, BK=bk, PREC=_FUSED_PREC,
+        a2.stride(0), a2.stride(1), s.stride(0), s.stride(1), BM=_FUSED_BM, BN=bn, BK=bk, PREC=prec or _FUSED_PREC,
         STAGES=_FUSED_STAGES, num_warps=_FUSED_WARPS,
     )  # fmt: skip
 
@@ -979,6 +1010,7 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int, src: torch.Tensor | None = None) ->
     b, m, n = a.shape
     tau = torch.zeros((b, n), dtype=a.dtype, device=a.device)
     gpu = a.is_cuda or _GEMM_ON_CPU
+    prec = "tf32x3" if _FUSED_PREC == "tf32x2" and n < _X2_MIN_N else _FUSED_PREC
     vtbuf = None
     if _REUSE:  # entries above the diagonal are never written nonzero, so one zero-fill serves every panel
         vbuf = torch.zeros((b, m, nbo), dtype=a.dtype, device=a.device)
@@ -1023,7 +1055,7 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int, src: torch.Tensor | None = None) ->
                 a2 = a[:, k0 + c0 :, k0 + c0 + w : k0 + wo]
                 vb, tb = vo[:, c0:, c0 : c0 + w], tleaf[:, c0 : c0 + w, c0 : c0 + w]
                 if vt is not None and _use_fused(a2, vb, tb):
-                    _apply_qt_vt_(a2, vb, vt[:, c0 : c0 + w, c0:], tb, src[:, :, w:wo] if first else None)
+                    _apply_qt_vt_(a2, vb, vt[:, c0 : c0 + w, c0:], tb, src[:, :, w:wo] if first else None, prec)
                 else:
                     _apply_qt_(a2, vb, tb)
         if k0 + wo < n:
@@ -1038,7 +1070,7 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int, src: torch.Tensor | None = None) ->
             a2 = a[:, k0:, k0 + wo :]
             if _FUSED_VT and _use_fused(a2, vo, t):
                 vt_ = vt if vt is not None else vo.transpose(1, 2).contiguous()
-                _apply_qt_vt_(a2, vo, vt_, t, src[:, :, wo:] if src is not None and k0 == 0 else None)
+                _apply_qt_vt_(a2, vo, vt_, t, src[:, :, wo:] if src is not None and k0 == 0 else None, prec)
             else:
                 _apply_qt_(a2, vo, t)
     return tau

@@ -120,6 +120,33 @@ def test_fused_wy_launch_knobs_keep_the_gates():
             setattr(mod, k, v)
 
 
+def test_fused_wy_tf32x2_update_keeps_the_gates_where_it_is_taken():
+    """The two-product TF32 update (`_FUSED_PREC = "tf32x2"`), interpreted: where it is taken its rounded operands
+    move H by about TF32's rounding, no more, and the gates hold; below _X2_MIN_N (the gates are tighter for small
+    n) the update stays tf32x3, bit for bit."""
+    load_variant(os.path.join(ROOT, "kernels", "fused_wy.py"))
+    mod = sys.modules["submission"]
+    route = {"_GEMM_ON_CPU": True, "_FUSED_MIN_PROGRAMS": 1, "_SMALL_MAX": 0}
+    saved = {k: getattr(mod, k) for k in (*route, "_FUSED_PREC", "_X2_MIN_N")}
+    try:
+        for k, v in route.items():
+            setattr(mod, k, v)
+        a = generate(Case(2, 160, 1, 167, "dense"))
+        mod._FUSED_PREC = "tf32x3"
+        h0, t0 = mod.custom_kernel(a)
+        mod._FUSED_PREC = "tf32x2"
+        h1, t1 = mod.custom_kernel(a)
+        assert torch.equal(h1, h0) and torch.equal(t1, t0), "tf32x2 taken below _X2_MIN_N"
+        mod._X2_MIN_N = 128
+        out = mod.custom_kernel(a)
+        assert check_qr(a, out).passed, check_qr(a, out).message
+        moved = ((out[0] - h0).abs().max() / h0.abs().max()).item()
+        assert 1e-7 < moved < 1e-3, f"H moved by {moved:.1e}"
+    finally:
+        for k, v in saved.items():
+            setattr(mod, k, v)
+
+
 def test_fused_wy_lean_step_agrees_with_the_plain_step():
     """_LEAN computes the same reflections in another order (the column mask and tau on the z vector instead of
     the tile): H and tau agree with the knob off to rounding, on the whole-matrix and the leaf routes."""
