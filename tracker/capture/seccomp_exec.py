@@ -49,8 +49,8 @@ def program(machine: str) -> bytes:
         (RET, 0, 0, DENY),
         (JEQ, 0, 1, IO_URING_SETUP),
         (RET, 0, 0, DENY),
-        # A stream socket may be made (the CUDA driver's start needs that), but never connected, the one way it
-        # reaches another's: ENOENT, as where no MPS daemon listens.
+        # A stream socket may be made (the CUDA driver's start seems to need one: see above), but never connected,
+        # the one way it reaches another's: ENOENT, as where no MPS daemon listens.
         (JEQ, 0, 1, connect_nr),
         (RET, 0, 0, NO_SUCH),
         (JEQ, 1, 0, socket_nr),
