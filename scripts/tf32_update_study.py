@@ -20,7 +20,7 @@ import torch
 sys.path.insert(0, ".")
 from tracker.workloads.qr_v2.checks import check_qr  # noqa: E402
 from tracker.workloads.qr_v2.inputs import generate  # noqa: E402
-from tracker.workloads.qr_v2.suites import Case  # noqa: E402
+from tracker.workloads.qr_v2.suites import Case, hidden_seed  # noqa: E402
 
 TYPES = ["dense", "upper", "rankdef", "nearrank", "clustered", "band", "nearcollinear", "rowscale", "mixed"]
 NB = 64
@@ -76,16 +76,19 @@ def main() -> None:
     ap.add_argument("--matrices", type=int, default=48, help="the first N matrices of each batch (CPU time)")
     ap.add_argument("--modes", default="ieee,tf32x3,tf32,tf32+T")
     ap.add_argument("--types", default=",".join(TYPES))
+    ap.add_argument("--seeds", default="0", help="hidden seeds, as `run --seed S` transforms the cases' (0: none)")
     args = ap.parse_args()
     torch.set_num_threads(torch.get_num_threads())
     t0, bad = time.time(), {}
     for shape in args.shapes.split(","):
         b, n = (int(x) for x in shape.split("x"))
-        for i, typ in enumerate(TYPES):
+        for (i, typ), s in ((it, int(s)) for it in enumerate(TYPES) for s in args.seeds.split(",")):
             if typ not in args.types.split(","):
                 continue
             cond = 2 if typ in ("dense", "upper", "band", "mixed", "nearcollinear") else 0
-            a = generate(Case(b, n, cond, 770000 + 17 * i + n, typ), device="cpu")[: args.matrices].contiguous()
+            seed = 770000 + 17 * i + n
+            case = Case(b, n, cond, hidden_seed(seed, s) if s else seed, typ)
+            a = generate(case, device="cpu")[: args.matrices].contiguous()
             cells = []
             for mode in args.modes.split(","):
                 update, t_mode = (mode.removesuffix("+T"), "tf32") if mode.endswith("+T") else (mode, "tf32x3")
@@ -96,7 +99,7 @@ def main() -> None:
                 res = r.residuals
                 cells.append(f"{mode} {'ok' if r.passed else 'FAIL'} f{res.get('factor_res', 0):.2f} "
                              f"o{res.get('orth_res', 0):.2f}")  # fmt: skip
-            print(f"{shape} {typ:13s} " + " | ".join(cells) + f" [{time.time() - t0:.0f}s]", flush=True)
+            print(f"{shape} {typ:13s} seed {s} " + " | ".join(cells) + f" [{time.time() - t0:.0f}s]", flush=True)
     print("failed cases per mode:", bad)
 
 
