@@ -419,7 +419,7 @@ if _HAVE_TRITON:
 
 
 _FUSED = True  # batch-rich updates by the one fused kernel (else the parent's cuBLAS bmm)
-_FUSED_PREC = "tf32x3"  # or "tf32x2": two TF32 products, one operand split; for n >= _X2_MIN_N alone
+_FUSED_PREC = "tf32x3"  # or "tf32x2": two TF32 products, one operand split; trailing updates, n >= _X2_MIN_N
 # The gates scale with n (20 n eps32 ||A||_1), tf32x2's error does not: at n = 160 it fails rowscale (interpreted),
 # at 512 and 1024 it stays under about half the gate (scripts/tf32_update_study.py, emulated on the CPU).
 _X2_MIN_N = 512
@@ -1010,7 +1010,10 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int, src: torch.Tensor | None = None) ->
     b, m, n = a.shape
     tau = torch.zeros((b, n), dtype=a.dtype, device=a.device)
     gpu = a.is_cuda or _GEMM_ON_CPU
-    prec = "tf32x3" if _FUSED_PREC == "tf32x2" and n < _X2_MIN_N else _FUSED_PREC
+    # tf32x2 on the trailing updates of matrices of n >= _X2_MIN_N alone; the intra-panel updates keep tf32x3
+    # (with them too, 640x512 band reached 15.5 of the gate's 20 in scripts/tf32_update_study.py --leaf 16, else 11.7)
+    x3 = "tf32x3" if _FUSED_PREC == "tf32x2" else _FUSED_PREC
+    prec = _FUSED_PREC if n >= _X2_MIN_N else x3
     vtbuf = None
     if _REUSE:  # entries above the diagonal are never written nonzero, so one zero-fill serves every panel
         vbuf = torch.zeros((b, m, nbo), dtype=a.dtype, device=a.device)
@@ -1055,7 +1058,7 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int, src: torch.Tensor | None = None) ->
                 a2 = a[:, k0 + c0 :, k0 + c0 + w : k0 + wo]
                 vb, tb = vo[:, c0:, c0 : c0 + w], tleaf[:, c0 : c0 + w, c0 : c0 + w]
                 if vt is not None and _use_fused(a2, vb, tb):
-                    _apply_qt_vt_(a2, vb, vt[:, c0 : c0 + w, c0:], tb, src[:, :, w:wo] if first else None, prec)
+                    _apply_qt_vt_(a2, vb, vt[:, c0 : c0 + w, c0:], tb, src[:, :, w:wo] if first else None, x3)
                 else:
                     _apply_qt_(a2, vb, tb)
         if k0 + wo < n:

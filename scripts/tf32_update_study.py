@@ -47,17 +47,22 @@ def product(a: torch.Tensor, b: torch.Tensor, mode: str) -> torch.Tensor:
     return ah @ tf32(b - bh) + tf32(a - ah) @ bh + ah @ bh  # tf32x3: small terms first
 
 
-def blocked_qr(a: torch.Tensor, mode: str, t_mode: str) -> tuple[torch.Tensor, torch.Tensor]:
+def blocked_qr(
+    a: torch.Tensor, mode: str, t_mode: str, nb: int = NB, leaf: int = 0, inner: str | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """H and tau of `a` (batch, m, n) by nb-wide panels; each panel by geqrf, or with `leaf` by leaf-wide blocks
+    whose updates inside the panel take `inner`'s products (the kernel's intra-panel updates; default `mode`)."""
     h = a.clone()
-    batch, n, _ = a.shape
+    batch, m, n = a.shape
     tau = torch.zeros(batch, n, dtype=a.dtype)
-    for j in range(0, n, NB):
-        w = min(NB, n - j)
-        ph, pt = torch.geqrf(h[:, j:, j : j + w])
+    for j in range(0, n, nb):
+        w = min(nb, n - j)
+        panel = h[:, j:, j : j + w]
+        ph, pt = blocked_qr(panel, inner or mode, t_mode, leaf) if leaf else torch.geqrf(panel)
         h[:, j:, j : j + w], tau[:, j : j + w] = ph, pt
         if j + w == n:
             break
-        v = torch.tril(ph, -1) + torch.eye(n - j, w, dtype=a.dtype)
+        v = torch.tril(ph, -1) + torch.eye(m - j, w, dtype=a.dtype)
         g = product(v.transpose(1, 2), v, t_mode)  # T from the Gram matrix, as the T builder does
         t = torch.zeros(batch, w, w, dtype=a.dtype)
         for i in range(w):
@@ -77,6 +82,8 @@ def main() -> None:
     ap.add_argument("--modes", default="ieee,tf32x3,tf32,tf32+T")
     ap.add_argument("--types", default=",".join(TYPES))
     ap.add_argument("--seeds", default="0", help="hidden seeds, as `run --seed S` transforms the cases' (0: none)")
+    ap.add_argument("--leaf", type=int, default=0, help="leaf width inside each panel (0: geqrf for the panel)")
+    ap.add_argument("--inner", default=None, help="the intra-panel updates' products (default: the mode's)")
     args = ap.parse_args()
     torch.set_num_threads(torch.get_num_threads())
     t0, bad = time.time(), {}
@@ -94,7 +101,7 @@ def main() -> None:
                 update, t_mode = (mode.removesuffix("+T"), "tf32") if mode.endswith("+T") else (mode, "tf32x3")
                 if mode == "ieee":
                     t_mode = "ieee"
-                r = check_qr(a, blocked_qr(a, update, t_mode))
+                r = check_qr(a, blocked_qr(a, update, t_mode, leaf=args.leaf, inner=args.inner))
                 bad[mode] = bad.get(mode, 0) + (not r.passed)
                 res = r.residuals
                 cells.append(f"{mode} {'ok' if r.passed else 'FAIL'} f{res.get('factor_res', 0):.2f} "
