@@ -595,6 +595,12 @@ def _t_build(vo: torch.Tensor, t: torch.Tensor, nb: int) -> torch.Tensor:
     return t
 
 
+def _update_prec(n: int = 0) -> str:
+    """The fused update's products: _FUSED_PREC, but tf32x3 in tf32x2's place except for the trailing updates of a
+    matrix of n >= _X2_MIN_N columns (n 0: any other update)."""
+    return "tf32x3" if _FUSED_PREC == "tf32x2" and n < _X2_MIN_N else _FUSED_PREC
+
+
 def _fused_bn(n: int) -> int:
     return max(16, min(_FUSED_BN, triton.next_power_of_2(n)))
 
@@ -621,8 +627,7 @@ def _apply_qt_fused_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor) -> None
     bk = max(16, triton.next_power_of_2(k))
     _wy_fused_kernel[(triton.cdiv(n, bn), b)](
         v, t, a2, m, n, k, v.stride(0), v.stride(1), t.stride(0), t.stride(1), a2.stride(0), a2.stride(1),
-        BM=_FUSED_BM, BN=bn, BK=bk, PREC="tf32x3" if _FUSED_PREC == "tf32x2" else _FUSED_PREC, STAGES=_FUSED_STAGES,
-        num_warps=_FUSED_WARPS,
+        BM=_FUSED_BM, BN=bn, BK=bk, PREC=_update_prec(), STAGES=_FUSED_STAGES, num_warps=_FUSED_WARPS,
     )  # fmt: skip
 
 
@@ -1012,8 +1017,7 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int, src: torch.Tensor | None = None) ->
     gpu = a.is_cuda or _GEMM_ON_CPU
     # tf32x2 on the trailing updates of matrices of n >= _X2_MIN_N alone; the intra-panel updates keep tf32x3
     # (with them too, 640x512 band reached 15.5 of the gate's 20 in scripts/tf32_update_study.py --leaf 16, else 11.7)
-    x3 = "tf32x3" if _FUSED_PREC == "tf32x2" else _FUSED_PREC
-    prec = _FUSED_PREC if n >= _X2_MIN_N else x3
+    x3, prec = _update_prec(), _update_prec(n)
     vtbuf = None
     if _REUSE:  # entries above the diagonal are never written nonzero, so one zero-fill serves every panel
         vbuf = torch.zeros((b, m, nbo), dtype=a.dtype, device=a.device)

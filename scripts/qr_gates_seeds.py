@@ -22,6 +22,13 @@ from tracker.workloads.qr_v2.suites import Case, hidden_seed  # noqa: E402
 TYPES = ["dense", "upper", "rankdef", "nearrank", "clustered", "band", "nearcollinear", "rowscale", "mixed"]
 
 
+def gate_case(b: int, n: int, typ: str, seed: int) -> Case:
+    """The case of type `typ` at b x n that the gate checks make, under hidden seed `seed` (0: none)."""
+    cond = 2 if typ in ("dense", "upper", "band", "mixed", "nearcollinear") else 0
+    own = 770000 + 17 * TYPES.index(typ) + n
+    return Case(b, n, cond, own if seed == 0 else hidden_seed(own, seed), typ)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("variant")
@@ -34,10 +41,8 @@ def main():
     for shp in args.shapes.split(","):
         b, n = (int(x) for x in shp.split("x"))
         for s in (int(x) for x in args.seeds.split(",")):
-            for i, typ in enumerate(TYPES):
-                cond = 2 if typ in ("dense", "upper", "band", "mixed", "nearcollinear") else 0
-                case = Case(b, n, cond, 770000 + 17 * i + n if s == 0 else hidden_seed(770000 + 17 * i + n, s), typ)
-                a = generate(case, device="cuda")
+            for typ in TYPES:
+                a = generate(gate_case(b, n, typ, s), device="cuda")
                 out = kernel(a)
                 torch.cuda.synchronize()
                 r = check_qr(a, out)

@@ -18,11 +18,11 @@ import time
 import torch
 
 sys.path.insert(0, ".")
+from qr_gates_seeds import TYPES, gate_case  # noqa: E402 - this folder is first on the path of a script
+
 from tracker.workloads.qr_v2.checks import check_qr  # noqa: E402
 from tracker.workloads.qr_v2.inputs import generate  # noqa: E402
-from tracker.workloads.qr_v2.suites import Case, hidden_seed  # noqa: E402
 
-TYPES = ["dense", "upper", "rankdef", "nearrank", "clustered", "band", "nearcollinear", "rowscale", "mixed"]
 NB = 64
 
 
@@ -89,13 +89,10 @@ def main() -> None:
     t0, bad = time.time(), {}
     for shape in args.shapes.split(","):
         b, n = (int(x) for x in shape.split("x"))
-        for (i, typ), s in ((it, int(s)) for it in enumerate(TYPES) for s in args.seeds.split(",")):
+        for typ, s in ((t, int(s)) for t in TYPES for s in args.seeds.split(",")):
             if typ not in args.types.split(","):
                 continue
-            cond = 2 if typ in ("dense", "upper", "band", "mixed", "nearcollinear") else 0
-            seed = 770000 + 17 * i + n
-            case = Case(b, n, cond, hidden_seed(seed, s) if s else seed, typ)
-            a = generate(case, device="cpu")[: args.matrices].contiguous()
+            a = generate(gate_case(b, n, typ, s), device="cpu")[: args.matrices].contiguous()
             cells = []
             for mode in args.modes.split(","):
                 update, t_mode = (mode.removesuffix("+T"), "tf32") if mode.endswith("+T") else (mode, "tf32x3")

@@ -41,6 +41,7 @@ from tracker.capture.record import (  # noqa: F401 - RunRequest and the defaults
     complete_record,
     exit_text,
 )
+from tracker.capture.worker import NO_CUDA
 from tracker.common.files import read_log
 from tracker.common.gitinfo import EMPTY as NO_GIT
 from tracker.common.gitinfo import capture_git, source_hash
@@ -256,7 +257,7 @@ def capture_variant(
     refused = sandbox.contained(record.run.sandbox) and _UNIX_SOCKET_REFUSED.search(log_tail)
     if record.run.error and refused:  # a bare EACCES says little
         record.run.update(error=f"{record.run.error} ({UNIX_SOCKET_HINT})")
-    if _NO_CUDA_INSIDE in (record.run.error or "") and sandbox.contained(record.run.sandbox) and _gpu_available():
+    if NO_CUDA in (record.run.error or "") and sandbox.contained(record.run.sandbox) and _gpu_available():
         record.run.update(error=f"{record.run.error} ({SANDBOX_CUDA_HINT})")  # the GPU is there, outside
     flags = plausibility.flags(record.cases, req.mode, device)
     if flags:
@@ -754,8 +755,6 @@ _UNIX_SOCKET_REFUSED = re.compile(
     r'socket\.py", line \d+, in (?:__init__|socketpair)\n(?:[ \t].*\n)*PermissionError: \[Errno 13\]'
     r"|\.connect\(.*\)\n(?:[ \t].*\n)*FileNotFoundError: \[Errno 2\]"
 )
-# The worker's words when CUDA does not start in it, though the runner found a GPU (tracker.capture.worker).
-_NO_CUDA_INSIDE = "no CUDA device is available"
 SANDBOX_CUDA_HINT = (
     "this machine has a GPU, but CUDA did not start inside the sandbox: `--no-sandbox` runs without it (README, "
     "Trust); python3 validation/seccomp_cuda_probe.py tells which rule of its system-call filter stops it"

@@ -328,6 +328,9 @@ def _helper_modules(variant_path: str) -> list[str]:
     return sorted(set(found) - {str(Path(variant_path).resolve())})
 
 
+NO_CUDA = "no CUDA device is available"  # the runner adds a hint where the machine has a GPU
+
+
 def _no_cuda_reason() -> str:
     """Why torch sees no CUDA device, in its own words, and which NVIDIA device nodes this process sees."""
     import torch
@@ -352,7 +355,7 @@ def main() -> int:
 
     want = job.get("device", "auto")
     if want == "cuda" and not torch.cuda.is_available():
-        events.emit("error", message=f"--device cuda asked for, but no CUDA device is available: {_no_cuda_reason()}")
+        events.emit("error", message=f"--device cuda asked for, but {NO_CUDA}: {_no_cuda_reason()}")
         return 2
     device = torch.device("cuda" if want != "cpu" and torch.cuda.is_available() else "cpu")
     if device.type == "cpu":

@@ -267,10 +267,9 @@ def check_store(path: str | os.PathLike, *, write: bool = False, need_runs: bool
             raise StoreAccessError(f"cannot create a store at {path}: permission denied on folder {folder}")
         return
     if write:
-        if _read_only_fs(p):
-            raise StoreAccessError(f"cannot write store {path}: read-only file system")
-        if not os.access(p, os.W_OK):
-            raise StoreAccessError(f"cannot write store {path}: permission denied")
+        why = _unwritable(p)
+        if why is not None:
+            raise StoreAccessError(f"cannot write store {path}: {why}")
     try:
         with connect(p, read_only=True, retry_seconds=None if not write else 1.0) as con:
             tables = _table_names(con)
@@ -300,7 +299,7 @@ def upgrade_store(path: str | os.PathLike) -> int | None:
         return None
     if version >= SCHEMA_VERSION:
         return None
-    why = _unwritable(p)
+    why = _unwritable(p, folder=True)
     if why is None:
         try:
             with connect(p):  # migrate() on open
@@ -315,13 +314,14 @@ def upgrade_store(path: str | os.PathLike) -> int | None:
     )
 
 
-def _unwritable(path: Path) -> str | None:
-    """Why an existing store cannot be written in place (a writer also creates its WAL beside it), else None."""
+def _unwritable(path: Path, *, folder: bool = False) -> str | None:
+    """Why an existing store cannot be written in place, else None; with `folder`, also its folder (where a
+    writer's open makes the WAL)."""
     if _read_only_fs(path):
         return "read-only file system"
     if not os.access(path, os.W_OK):
         return "permission denied"
-    if not os.access(path.parent, os.W_OK):
+    if folder and not os.access(path.parent, os.W_OK):
         return f"permission denied on folder {path.parent}"
     return None
 
