@@ -938,6 +938,46 @@ def test_a_kernel_cannot_stop_or_write_the_sandboxs_first_process(world):
     assert "KB-PID1 self refused" in log, log
 
 
+def test_a_kernel_cannot_reach_into_another_process(world):
+    """Under `run --ncu` the kernel's process has a parent in the sandbox that runs without the socket filter:
+    Nsight Compute, which hung under it. Taking that process over (tracing it, writing its memory, taking its file
+    descriptors) would reach every socket the filter refuses. The filter refuses the calls that do it, for any
+    process: here the kernel's own child, which nothing else would stop it from tracing."""
+    kernel = _kernel(
+        world,
+        """
+        import ctypes, subprocess, sys
+        PTRACE_ATTACH, PROCESS_VM_WRITEV, PIDFD_GETFD = 16, 311, 438
+
+        def refused(what, result):
+            err = ctypes.get_errno()
+            print("KB-REACH", what, "refused" if result == -1 and err == 1 else f"done {result} {err}", flush=True)
+
+        def custom_kernel(data):
+            libc = ctypes.CDLL(None, use_errno=True)
+            child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+            try:
+                refused("ptrace", libc.ptrace(PTRACE_ATTACH, child.pid, None, None))
+                buf = ctypes.create_string_buffer(8)
+                iov = (ctypes.c_void_p * 2)(ctypes.addressof(buf), 8)
+                refused("vm-write", libc.syscall(PROCESS_VM_WRITEV, child.pid, iov, 1, iov, 1, 0))
+                pidfd = os.pidfd_open(child.pid)
+                refused("getfd", libc.syscall(PIDFD_GETFD, pidfd, 0, 0))
+            finally:
+                child.kill()
+            return torch.geqrf(data)
+        """,
+    )
+    doc = _run(world, kernel)
+    assert doc["status"] == "passed", doc["error"]
+    log = _log(world, doc["run_id"])
+    assert [line for line in log.splitlines() if "KB-REACH" in line] == [
+        "KB-REACH ptrace refused",
+        "KB-REACH vm-write refused",
+        "KB-REACH getfd refused",
+    ], log
+
+
 def test_a_kernel_cannot_read_another_runs_folder(world):
     """Runs on other GPUs of the machine go on beside this one; their folders (kernel copies, outputs, the checker's
     evidence) share one root, which the sandbox covers: the kernel sees its own folder there and nothing else."""

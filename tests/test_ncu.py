@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, make_record
 
-from tracker.capture import compile_cache, ncu, ncu_pass, runner
+from tracker.capture import compile_cache, ncu, ncu_pass, runner, sandbox
 from tracker.cli.main import main
 from tracker.store import Store, transfer
 
@@ -74,14 +74,26 @@ def test_kernel_rows_build_the_table_from_plain_report_data():
 # reading the job the runner sends its program, and an ncu_report module that reads that JSON through the calls
 # the real interface has (load_report, num_ranges, range_by_idx, num_actions, action_by_idx, name, metric_names,
 # metric_by_name, as_double).
-FAKE_NCU = """#!/bin/sh
-while [ $# -gt 0 ]; do case "$1" in -o) out="$2"; shift;; esac; shift; done
-job=$(cat)
-[ -n "$NCU_SLEEP" ] && sleep "$NCU_SLEEP"
-# what a profiled kernel could do in its folder: put a link where a log might be, then print what it wants appended
-[ -n "$NCU_PLANT" ] && { rm -f ncu.log; ln -s "$NCU_PLANT" ncu.log; echo "import os  # planted"; }
-printf '{"job": %s, "kernels": [{"name": "k", "metrics": {"gpu__time_duration.sum": 3000.0}}]}' "$job" > "$out.ncu-rep"
-"""
+FAKE_NCU = """#!PYTHON -I
+import json, os, re, subprocess, sys, time
+args = sys.argv[1:]
+out = args[args.index("-o") + 1]
+target = args[args.index("-o") + 2:]  # what ncu starts: the tracker's program (under the sandbox's filter)
+job = json.loads(sys.stdin.read() or "null")
+time.sleep(float(os.environ.get("NCU_SLEEP", "0")))
+if os.environ.get("NCU_PLANT"):  # what a profiled kernel could do in its folder: a link where a log might be
+    if os.path.lexists("ncu.log"):
+        os.remove("ncu.log")
+    os.symlink(os.environ["NCU_PLANT"], "ncu.log")
+    print("import os  # planted", flush=True)
+# the seccomp state of ncu and of its target: the target's launcher, as given, starts a line of Python instead
+status = "import re; print(re.search(r'Seccomp:.*', open('/proc/self/status').read()).group())"
+mine = re.search(r"Seccomp:.*", open("/proc/self/status").read()).group()
+theirs = subprocess.run([*target[:-2], "-c", status], capture_output=True, text=True).stdout.strip()
+with open(out + ".ncu-rep", "w") as f:
+    json.dump({"job": job, "ncu": mine, "target": theirs, "target_argv": target,
+               "kernels": [{"name": "k", "metrics": {"gpu__time_duration.sum": 3000.0}}]}, f)
+""".replace("PYTHON", sys.executable)
 FAKE_REPORT_MODULE = """
 import json
 
@@ -128,9 +140,9 @@ def _sandboxed(tmp_path):
     """The runner's own command for the pass: in bubblewrap where it works here, as every run's worker."""
     req = runner.RunRequest(path=str(ROOT / "kernels" / "geqrf_reference.py"), store=str(tmp_path / "s.duckdb"))
 
-    def command(argv, workdir):
+    def command(front, argv, workdir):
         cache = compile_cache.bind("0" * 64, enabled=False)
-        cmd, env, _ = runner._worker_command(req, workdir, None, "KERNELBEAM_RUN_TOKEN=test", cache, argv=argv)
+        cmd, env, _ = runner._worker_command(req, workdir, None, "KERNELBEAM_RUN_TOKEN=test", cache, argv, (), front)
         return cmd, env
 
     return command
@@ -148,6 +160,11 @@ def test_the_pass_runs_ncu_per_case_in_the_sandbox_and_keeps_each_report(tmp_pat
     assert [(k["case_idx"], k["kernel"], k["duration_us"]) for k in result.kernels] == [(0, "k", 3.0), (3, "k", 3.0)]
     kept = json.loads((final / "ncu-case3.ncu-rep").read_text())
     assert kept["job"] == {**job, "case_idx": 3}  # each process is told its case on stdin
+    assert kept["target_argv"][-2:] == ["-m", "tracker.capture.ncu_calls"]
+    if sandbox.unavailable() is None:
+        # ncu's front end hung under the socket filter (it connects to its target): it runs above the filter, the
+        # program it profiles (the kernel's process) under it
+        assert (kept["ncu"], kept["target"]) == ("Seccomp:\t0", "Seccomp:\t2"), kept
     assert sorted(p.name for p in final.iterdir()) == ["ncu-case0.ncu-rep", "ncu-case3.ncu-rep"]
 
 
@@ -183,6 +200,18 @@ def test_a_link_the_profiled_process_leaves_in_its_folder_takes_no_later_output(
 def test_what_stops_a_profile_is_named(tmp_path, monkeypatch, fake_ncu):
     assert ncu_pass.unavailable("cuda") is None
     assert "not on a GPU" in ncu_pass.unavailable("cpu")
+    # In the sandbox ncu runs above the kernel unfiltered: only where the kernel cannot open its memory (Yama).
+    scope = tmp_path / "ptrace_scope"
+    for text, protected in (("1\n", True), ("3\n", True), ("0\n", False), ("", False)):
+        scope.write_text(text)
+        assert sandbox.ancestors_protected(scope) is protected
+    assert not sandbox.ancestors_protected(tmp_path / "no-yama")
+    why = ncu_pass.unavailable("cuda", sandboxed=True)
+    if sandbox.ancestors_protected():
+        assert why is None
+    else:
+        assert "ptrace_scope" in why and "--no-sandbox" in why, why
+    assert ncu_pass.unavailable("cuda", sandboxed=False) is None
     (fake_ncu.parent / "extras" / "python" / "ncu_report.py").unlink()
     assert "no Python report interface" in ncu_pass.unavailable("cuda")
     monkeypatch.setenv(ncu_pass.NCU_ENV, str(tmp_path / "nowhere" / "ncu"))

@@ -3,8 +3,12 @@
 Session 38 (H100, 2026-12-05): inside the sandbox cuInit returned 304 (CUDA_ERROR_OPERATING_SYSTEM) and returned 0
 with tracker/capture/seccomp_exec.py taken out of the command; every other part of the sandbox was innocent. This
 runs cuInit under filters that each refuse one thing, under tracker/capture/seccomp_exec.py's filter as it stands,
-then Nsight Compute under it (and with only its target under it), and prints one line each (`cuInit 0` is a
-start; ncu's last lines say whether it profiled the kernel).
+then Nsight Compute with only its target under it, and prints one line each (`cuInit 0` is a start; ncu's last
+lines say whether it profiled the kernel).
+
+Session 39 (H100, 2026-12-05): the filter as it stands starts CUDA (the rule at fault was the one refusing every
+Unix socket); Nsight Compute with its front end under the filter hung past 150 s (that case is not run any more),
+with only its target under it it profiled. tracker.capture.ncu_pass runs it so.
 
     python3 validation/seccomp_cuda_probe.py          # on the GPU machine, no sandbox needed
 """
@@ -85,8 +89,6 @@ def main() -> None:
     if ncu:
         profile = [ncu, "--target-processes", "all", "-c", "1"]
         report("ncu, no filter", [*profile, sys.executable, "-c", TORCH])
-        report("ncu under seccomp_exec.py", [*launcher, *profile, sys.executable, "-c", TORCH])
-        # the arrangement to fall back on if ncu's front end needs connect(): only its target filtered
         report("ncu's target alone under seccomp_exec.py", [*profile, *launcher, sys.executable, "-c", TORCH])
     else:
         print("ncu: not on PATH")

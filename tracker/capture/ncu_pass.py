@@ -1,12 +1,15 @@
 """`run --ncu`: Nsight Compute over one call per chosen case, as a pass of its own after the timed run.
 
-The timed worker has ended (and its timings with it) before this starts, under the same device lock. Per case
-one process, `ncu ... python -m tracker.capture.ncu_calls`, runs in the worker's sandbox (ncu injects itself
-into the process it starts, so it must start inside: the sandbox clears the environment), in one folder for the
-pass (so a Triton cache built by the first case serves the next). Its report is read by
-`python -m tracker.capture.ncu` in a child process and moved beside the store (`<store>.traces/RUN/`). The pass
-spends what is left of the run's --timeout; what it cannot finish is said, never a reason to change the run's
-status. Where ncu or its report interface is missing, or the run is not on a GPU, it says so and does nothing.
+The timed worker has ended (and its timings with it) before this starts, under the same device lock. Per case one
+process, `ncu ... python -m tracker.capture.ncu_calls`, runs in the worker's sandbox (ncu injects itself into the
+process it starts, so it must start inside: the sandbox clears the environment), in one folder for the pass (so a
+Triton cache built by the first case serves the next). ncu itself runs above the socket filter, its target under it:
+under the filter ncu's front end hung (it connects to its target; H100, 2026-12-05). So a sandboxed profile is taken
+only where a process cannot reach into the memory of one above it (sandbox.ancestors_protected); elsewhere the pass
+says so and a trusted kernel is profiled with --no-sandbox. Its report is read by `python -m tracker.capture.ncu` in
+a child process and moved beside the store (`<store>.traces/RUN/`). The pass spends what is left of the run's
+--timeout; what it cannot finish is said, never a reason to change the run's status. Where ncu or its report
+interface is missing, or the run is not on a GPU, it says so and does nothing.
 """
 
 from __future__ import annotations
@@ -71,8 +74,8 @@ def report_module_dir(ncu: str) -> str | None:
     return next((str(c) for c in candidates if (c / "ncu_report.py").is_file()), None)
 
 
-def unavailable(device: str) -> str | None:
-    """Why no Nsight Compute profile can be taken here, or None."""
+def unavailable(device: str, sandboxed: bool = False) -> str | None:
+    """Why no Nsight Compute profile can be taken here (in the sandbox where `sandboxed`), or None."""
     ncu = find_ncu()
     if ncu is None:
         where = f"${NCU_ENV} is not an executable" if os.environ.get(NCU_ENV) else "ncu is not installed here"
@@ -81,15 +84,23 @@ def unavailable(device: str) -> str | None:
         return f"no Nsight Compute profile: {ncu} has no Python report interface (extras/python/ncu_report.py)"
     if device != "cuda":
         return "no Nsight Compute profile: the run is not on a GPU (ncu profiles CUDA kernels)"
+    if sandboxed and not sandbox.ancestors_protected():
+        return (
+            "no Nsight Compute profile in the sandbox: ncu must run above the kernel without the sandbox's socket "
+            "filter, and this Linux lets a process write the memory of one above it (Yama's "
+            "kernel.yama.ptrace_scope is not 1 or more); set it, or profile a kernel you trust with --no-sandbox"
+        )
     return None
 
 
-def ncu_argv(ncu: str, report_base: Path) -> list[str]:
-    """ncu's command line: only the profiler range ncu_calls opens, at most MAX_KERNELS kernels, and the device's
-    clocks left as they are (by default ncu locks them to base, which the next run would not see)."""
+def ncu_argv(ncu: str, report_base: Path) -> tuple[list[str], list[str]]:
+    """ncu's command line, as (ncu and its options, the profiled command): only the profiler range ncu_calls
+    opens, at most MAX_KERNELS kernels, and the device's clocks left as they are (by default ncu locks them to
+    base, which the next run would not see)."""
     sections = [arg for name in SECTIONS for arg in ("--section", name)]
-    return [ncu, "--profile-from-start", "off", "--clock-control", "none", *sections, "-c", str(MAX_KERNELS), "-f",
-            "-o", str(report_base), sys.executable, "-m", "tracker.capture.ncu_calls"]  # fmt: skip
+    front = [ncu, "--profile-from-start", "off", "--clock-control", "none", *sections, "-c", str(MAX_KERNELS), "-f",
+             "-o", str(report_base)]  # fmt: skip
+    return front, [sys.executable, "-m", "tracker.capture.ncu_calls"]
 
 
 def lock_binds() -> list[Path]:
@@ -143,10 +154,11 @@ def profile_cases(
     cases: list[int],
     budget_s: float,
     final: Path,
-    command: Callable[[list[str], Path], tuple[list[str], dict[str, str] | None]],
+    command: Callable[[list[str], list[str], Path], tuple[list[str], dict[str, str] | None]],
 ) -> NcuResult:
     """Profile one call of each case with ncu; the reports go to `final`. `job` is what ncu_calls needs but the
-    case; `command(argv, workdir)` wraps argv in the worker's sandbox (and gives its environment)."""
+    case; `command(front, argv, workdir)` wraps ncu (front) and its target (argv) in the worker's sandbox, the
+    target alone under its filter (and gives the environment)."""
     result = NcuResult()
     ncu = find_ncu()
     module_dir = report_module_dir(ncu) if ncu else None
@@ -172,7 +184,7 @@ def profile_cases(
                                     "case(s) profiled")  # fmt: skip
                 break
             base = workdir / f"ncu-case{idx}"
-            cmd, env = command(ncu_argv(ncu, base), workdir)
+            cmd, env = command(*ncu_argv(ncu, base), workdir)
             why = _run(cmd, env, workdir, json.dumps({**job, "case_idx": idx}), left, log)
             report = base.with_name(report_name(idx))
             row: dict[str, Any] = {"case_idx": idx, "report": None, "kernels": 0, "error": None}

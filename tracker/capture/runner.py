@@ -277,7 +277,7 @@ def _ncu_profile(req, record, events, status, device: str, variant_path: str | N
     from tracker.capture import ncu_pass
 
     done = [e["case_idx"] for e in events if e.get("event") == "case_done" and isinstance(e.get("case_idx"), int)]
-    note = ncu_pass.unavailable(device)
+    note = ncu_pass.unavailable(device, sandboxed=req.sandbox and sandbox.unavailable() is None)
     if note is None and (status is not None or not done):
         note = "no Nsight Compute profile: the timed run did not finish its cases"
     if note is not None:
@@ -288,8 +288,8 @@ def _ncu_profile(req, record, events, status, device: str, variant_path: str | N
 
         cache = compile_cache.bind(record.run.variant_sha256, req.compile_cache)  # what the timed run compiled
 
-        def command(argv: list[str], workdir: Path) -> tuple[list[str], dict[str, str] | None]:
-            cmd, env, _ = _worker_command(req, workdir, None, token, cache, argv=argv, writable=writable)
+        def command(front: list[str], argv: list[str], workdir: Path) -> tuple[list[str], dict[str, str] | None]:
+            cmd, env, _ = _worker_command(req, workdir, None, token, cache, argv, writable, front)
             return cmd, env
 
         job = {"variant_path": str(Path(variant_path or req.path).resolve()), "problem": _problem_folder(req),
@@ -353,15 +353,16 @@ def _worker_command(
     cache: compile_cache.Binding,
     argv: list[str] | None = None,
     writable: list[Path] = (),
+    front: list[str] = (),
 ) -> tuple[list[str], dict[str, str], str]:
-    """The worker's command line and environment (or `argv`'s: the ncu pass), in the sandbox where one can be
-    made, with this source's compile cache; and how it ran."""
+    """The worker's command line and environment (or `argv`'s started by `front`: the ncu pass), in the sandbox
+    where one can be made, with this source's compile cache; and how it ran."""
     argv = argv or [sys.executable, "-m", "tracker.capture.worker"]
     inner = {"PYTHONPATH": str(_PACKAGE_ROOT), "PYTHONUNBUFFERED": "1", "PYTHONSAFEPATH": "1", **cache.env}
     name, value = token.split("=", 1)
     inner[name] = value  # every process the kernel starts inherits it: how setsid'd children are found and ended
     hidden = [store_mod.side_key_path(), *([private] if private is not None else [])]
-    return sandbox.wrap(argv, workdir, inner, hidden, [*writable, *cache.writable], sandboxed=req.sandbox)
+    return sandbox.wrap(argv, workdir, inner, hidden, [*writable, *cache.writable], req.sandbox, front)
 
 
 # The worker's events by kind, with the fields the runner's bookkeeping relies on and their types. The kernel shares

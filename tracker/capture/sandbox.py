@@ -36,6 +36,7 @@ CARRIED_BWRAP = _CHECKOUT / ".tools" / "bwrap"
 # Every sandboxed command starts under this launcher, which denies it connect() and Unix datagram sockets (the
 # network namespace leaves sockets with a path, a host service's, within reach).
 SECCOMP_EXEC = Path(__file__).resolve().parent / "seccomp_exec.py"
+YAMA_SCOPE = Path("/proc/sys/kernel/yama/ptrace_scope")
 
 # Variables the worker may see (prefixes end in "_"): paths to binaries and libraries, CUDA and Triton settings,
 # thread counts and locale. Nothing else of the tracker's environment crosses, KERNELBEAM_* above all.
@@ -156,10 +157,17 @@ def ready_gpu_nodes() -> None:
 
 
 def command(
-    bwrap: str, argv: list[str], workdir: Path, env: dict[str, str], hidden: list[Path], writable: list[Path] = ()
+    bwrap: str,
+    argv: list[str],
+    workdir: Path,
+    env: dict[str, str],
+    hidden: list[Path],
+    writable: list[Path] = (),
+    front: list[str] = (),
 ) -> list[str]:
     """bwrap's command line for `argv`: everything read-only but `workdir` (and the `writable` files, such as
-    Nsight Compute's lock file), `hidden` files masked."""
+    Nsight Compute's lock file), `hidden` files masked. `front` (a profiler that starts `argv`) runs in the sandbox
+    but before the socket filter: only where ancestors_protected()."""
     cover = workdir.parent == runs_root()
     cmd = [
         bwrap,
@@ -192,7 +200,17 @@ def command(
         cmd += ["--remount-ro", str(runs_root())]
     for name, value in env.items():
         cmd += ["--setenv", name, value]
-    return [*cmd, "--", sys.executable, "-I", "-S", str(SECCOMP_EXEC), *argv]
+    return [*cmd, "--", *front, sys.executable, "-I", "-S", str(SECCOMP_EXEC), *argv]
+
+
+def ancestors_protected(scope_file: Path = YAMA_SCOPE) -> bool:
+    """Whether a process cannot write or read the memory of one above it (Yama's ptrace_scope 1 or more): what lets
+    a profiler run unfiltered above the kernel. The filter refuses ptrace and process_vm_*; /proc/PID/mem is a
+    path, which only Yama closes."""
+    try:
+        return int(scope_file.read_text().split()[0]) >= 1
+    except (OSError, ValueError, IndexError):
+        return False  # no Yama in this kernel: every process of the user may open another's memory
 
 
 def contained(how: str | None) -> bool:
@@ -208,17 +226,19 @@ def wrap(
     hidden: list[Path],
     writable: list[Path] = (),
     sandboxed: bool = True,
+    front: list[str] = (),
 ) -> tuple[list[str], dict[str, str], str]:
-    """(command line, environment for Popen, how it runs) for `argv` with `inner` in its environment: in the
-    sandbox where one can be made, else in the tracker's own environment, saying why (runs.sandbox)."""
+    """(command line, environment for Popen, how it runs) for `front` + `argv` with `inner` in its environment: in
+    the sandbox where one can be made, else in the tracker's own environment, saying why (runs.sandbox)."""
     if not sandboxed:
-        return argv, dict(os.environ, **inner), "off: --no-sandbox"
+        return [*front, *argv], dict(os.environ, **inner), "off: --no-sandbox"
     reason = unavailable()
     if reason is not None:
-        return argv, dict(os.environ, **inner), f"none: {reason}"
+        return [*front, *argv], dict(os.environ, **inner), f"none: {reason}"
     ready_gpu_nodes()
     bwrap = find_bwrap()
-    return command(bwrap, argv, workdir, sandbox_env(workdir, inner), hidden, writable), {}, version(bwrap)
+    cmd = command(bwrap, argv, workdir, sandbox_env(workdir, inner), hidden, writable, front)
+    return cmd, {}, version(bwrap)
 
 
 @functools.cache

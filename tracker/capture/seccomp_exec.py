@@ -3,14 +3,16 @@
 
 The sandbox binds the root file system read-only, but connecting to a Unix socket on it needs no write, and the
 network namespace does not cover sockets with a path: a host service's socket (the session D-Bus, which starts
-programs outside the sandbox; an ssh agent; docker) would take a kernel's requests. A seccomp filter, installed
-here and kept across exec by every process the command starts, refuses connect() (ENOENT, what a program sees
-where no such socket exists), Unix datagram sockets and socketpairs (EACCES: they send to any path without
-connect), io_uring (whose operations open and connect sockets past the filter), and any system call of another
-ABI (i386 or x32 calls from a 64-bit process). Unix stream sockets may be made: under a filter that refused every
-Unix socket the CUDA driver did not start (cuInit 304, CUDA_ERROR_OPERATING_SYSTEM; H100, 2026-12-05), most likely
-because it makes one to look for the MPS daemon's (validation/seccomp_cuda_probe.py tells which rule does it).
-The sockets the worker inherits are connected stream pairs, which connect() cannot point elsewhere.
+programs outside the sandbox; an ssh agent; docker) would take a kernel's requests. A seccomp filter, installed here
+and kept across exec by every process the command starts, refuses connect() (ENOENT, what a program sees where no
+such socket exists), Unix datagram sockets and socketpairs (EACCES: they send to any path without connect), io_uring
+(whose operations open and connect sockets past the filter), any system call of another ABI (i386 or x32 calls from a
+64-bit process), and the calls that reach into another process (ptrace, process_vm_readv/writev, pidfd_getfd: EPERM):
+the Nsight Compute pass runs its profiler unfiltered above the kernel (tracker.capture.ncu_pass), which must not be
+taken over. Unix stream sockets may be made: under a filter that refused every Unix socket the CUDA driver did not
+start (cuInit 304, CUDA_ERROR_OPERATING_SYSTEM; H100, 2026-12-05), most likely because it makes one to look for the
+MPS daemon's (validation/seccomp_cuda_probe.py tells which rule does it). The sockets the worker inherits are
+connected stream pairs, which connect() cannot point elsewhere.
 
 Run as a script (`python -I -S seccomp_exec.py PROGRAM ARG...`): standard library only, before anything else.
 """
@@ -23,15 +25,16 @@ import platform
 import struct
 import sys
 
-# Per architecture: its audit number, socket, socketpair, connect, and the first number of a foreign ABI sharing it
-# (x32).
+# Per architecture: its audit number, socket, socketpair, connect, the first number of a foreign ABI sharing it
+# (x32), ptrace, process_vm_readv, process_vm_writev.
 ARCHES = {
-    "x86_64": (0xC000003E, 41, 53, 42, 0x40000000),
-    "aarch64": (0xC00000B7, 198, 199, 203, None),
+    "x86_64": (0xC000003E, 41, 53, 42, 0x40000000, 101, 310, 311),
+    "aarch64": (0xC00000B7, 198, 199, 203, None, 117, 270, 271),
 }
-IO_URING_SETUP = 425  # the same number on every architecture
+IO_URING_SETUP, PIDFD_GETFD = 425, 438  # the same numbers on every architecture
 AF_UNIX, SOCK_DGRAM, SOCK_TYPE_MASK = 1, 2, 0xF
 ALLOW, DENY = 0x7FFF0000, 0x00050000 | 13  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EACCES
+NOT_PERMITTED = 0x00050000 | 1  # SECCOMP_RET_ERRNO | EPERM: what ptrace says to a process it may not trace
 NO_SUCH = 0x00050000 | 2  # SECCOMP_RET_ERRNO | ENOENT: what connect() says where no such socket exists
 LD, JEQ, JGE, AND, RET = 0x20, 0x15, 0x35, 0x54, 0x06  # BPF_LD|W|ABS, JMP|JEQ|K, JMP|JGE|K, ALU|AND|K, RET|K
 NR, ARCH, ARG0, ARG1 = 0, 4, 16, 24  # offsets in struct seccomp_data (the low half of each argument)
@@ -39,7 +42,7 @@ NR, ARCH, ARG0, ARG1 = 0, 4, 16, 24  # offsets in struct seccomp_data (the low h
 
 def program(machine: str) -> bytes:
     """The filter (struct sock_filter[]) for this machine; KeyError for an architecture it does not know."""
-    audit, socket_nr, pair_nr, connect_nr, foreign = ARCHES[machine]
+    audit, socket_nr, pair_nr, connect_nr, foreign, ptrace_nr, vm_read_nr, vm_write_nr = ARCHES[machine]
     code = [
         (LD, 0, 0, ARCH),
         (JEQ, 1, 0, audit),
@@ -53,6 +56,11 @@ def program(machine: str) -> bytes:
         # the one way it reaches another's: ENOENT, as where no MPS daemon listens.
         (JEQ, 0, 1, connect_nr),
         (RET, 0, 0, NO_SUCH),
+        (JEQ, 3, 0, ptrace_nr),
+        (JEQ, 2, 0, vm_read_nr),
+        (JEQ, 1, 0, vm_write_nr),
+        (JEQ, 0, 1, PIDFD_GETFD),
+        (RET, 0, 0, NOT_PERMITTED),
         (JEQ, 1, 0, socket_nr),
         (JEQ, 0, 5, pair_nr),
         (LD, 0, 0, ARG0),  # socket or socketpair(domain, type, ...): a Unix datagram one can send to any path
