@@ -25,6 +25,7 @@ from pathlib import Path
 
 LD, JEQ, AND, RET = 0x20, 0x15, 0x54, 0x06
 ALLOW, EACCES, ENOENT = 0x7FFF0000, 0x00050000 | 13, 0x00050000 | 2
+EPERM, ENOSYS, EAFNOSUPPORT = 0x00050000 | 1, 0x00050000 | 38, 0x00050000 | 97
 SOCKET, SOCKETPAIR, CONNECT, IO_URING = 41, 53, 42, 425  # x86_64
 AF_UNIX, SOCK_DGRAM = 1, 2
 LAUNCHER = Path(__file__).resolve().parents[1] / "tracker" / "capture" / "seccomp_exec.py"
@@ -33,6 +34,11 @@ LAUNCHER = Path(__file__).resolve().parents[1] / "tracker" / "capture" / "seccom
 FILTERS = {
     "no rule (no_new_privs alone)": [],
     "socket(AF_UNIX, any) refused": [(SOCKET, AF_UNIX, None, EACCES)],
+    # If the driver takes one of these errnos as "no Unix sockets here", the filter could refuse every Unix socket
+    # and allow connect(): Nsight Compute (which connects to its target) and TCP would then work under it.
+    "socket(AF_UNIX, any) refused (EAFNOSUPPORT)": [(SOCKET, AF_UNIX, None, EAFNOSUPPORT)],
+    "socket(AF_UNIX, any) refused (EPERM)": [(SOCKET, AF_UNIX, None, EPERM)],
+    "socket(AF_UNIX, any) refused (ENOSYS)": [(SOCKET, AF_UNIX, None, ENOSYS)],
     "socket(AF_UNIX, SOCK_DGRAM) refused": [(SOCKET, AF_UNIX, SOCK_DGRAM, EACCES)],
     "socketpair(AF_UNIX, SOCK_DGRAM) refused": [(SOCKETPAIR, AF_UNIX, SOCK_DGRAM, EACCES)],
     "io_uring_setup refused": [(IO_URING, None, None, EACCES)],
@@ -89,6 +95,9 @@ def main() -> None:
     if ncu:
         profile = [ncu, "--target-processes", "all", "-c", "1"]
         report("ncu, no filter", [*profile, sys.executable, "-c", TORCH])
+        for name in FILTERS:  # ncu whole under a filter that refuses Unix sockets but lets connect() through
+            if "EAFNOSUPPORT" in name or "EPERM" in name:
+                report(f"ncu under {name}", [*me, name, *profile, sys.executable, "-c", TORCH], timeout=60)
         report("ncu's target alone under seccomp_exec.py", [*profile, *launcher, sys.executable, "-c", TORCH])
     else:
         print("ncu: not on PATH")
