@@ -210,3 +210,36 @@ def test_the_harness_recheck_checks_each_output_on_its_own_with_the_spec_product
     wrong = (outs[0][0], outs[0][1] * 2)
     workload.harness_recheck(xs, [wrong, outs[1], outs[2]])  # the harness stops at the first failure
     assert batches == [3]
+
+
+@pytest.mark.parametrize("blocked", [False, True])
+def test_a_batch_judged_in_chunks_gets_the_verdicts_of_one_pass(monkeypatch, blocked):
+    """The gates judge a large batch a chunk at a time (a 640x512 batch at once took ~12 GiB beside the kernel):
+    every verdict, message, blamed matrix and residual is the one-pass one, failures in a later chunk included."""
+    a = generate(Case(11, 24, 1, 909))
+    h, tau = torch.geqrf(a.clone())
+    wrong_r, wrong_q, inf_q, inf_p = h.clone(), tau.clone(), tau.clone(), a.clone()
+    wrong_r[9, 5, 7] += 0.25  # R off in matrix 9 (the third chunk of four)
+    wrong_q[6, 3] = 1.9  # Q not orthogonal... and R no longer its factor: the factor gate speaks first
+    inf_q[10, 0] = float("inf")  # Q from H, tau not finite in the last chunk only
+    inf_p[7, 2, 2] = float("inf")  # Q fine, Q^T A not finite (A itself is not checked for finiteness)
+    outputs = [(h, tau), (wrong_r, tau), (h, wrong_q), (h, inf_q), (h, tau)]
+    inputs = [a, a, a, a, inf_p]
+
+    def judged(chunk_matrices: int | None) -> list[tuple]:
+        if chunk_matrices is not None:
+            monkeypatch.setattr(checks, "CHUNK_BYTES", chunk_matrices * 8 * 24 * 24)
+        results = [checks.check_outputs([x], [o], blocked=blocked) for x, o in zip(inputs, outputs, strict=True)]
+        return [(r.passed, r.message, r.matrix_idx, r.residuals, r.worst_residuals) for r in results]
+
+    whole = judged(None)
+    assert [w[0] for w in whole] == [True, False, False, False, False]
+    assert [w[2] for w in whole[1:]] == [9, 6, 10, 7]
+    for size in (1, 3, 4):
+        chunked = judged(size)
+        for one, other in zip(whole, chunked, strict=True):
+            assert one[:3] == other[:3]
+            for mine, theirs in ((one[3], other[3]), (one[4], other[4])):
+                assert set(mine) == set(theirs)
+                for key in mine:
+                    assert theirs[key] == pytest.approx(mine[key], rel=1e-9), key

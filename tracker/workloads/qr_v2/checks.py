@@ -133,8 +133,32 @@ def check_qr(a: torch.Tensor, output: object, *, blocked: bool | None = None) ->
     return check_outputs([a], [output], blocked=blocked)
 
 
-def _first_bad(x: torch.Tensor) -> int:
-    return int((~torch.isfinite(x)).reshape(x.shape[0], -1).any(dim=1).nonzero()[0, 0])
+# The gates judge a batch in chunks of at most this many float64 bytes of matrices. At once their working set is
+# about 13 float32 copies of the batch (CPU, 160x512): ~8.6 GB for 640x512, beside a kernel that may hold most of the
+# GPU (a checker ran out of memory on 640x512 on a 141 GB H200, 2026-12-05); in chunks it is ~6 copies of one chunk.
+# Each matrix's residuals are its own, so chunking changes no verdict (640x512 takes five chunks, 60x1024 two).
+CHUNK_BYTES = 256 << 20
+
+
+def _measure(a: torch.Tensor, h: torch.Tensor, tau: torch.Tensor, blocked: bool | None) -> dict[str, torch.Tensor]:
+    """Per matrix of one chunk: whether Q and Q^T A are finite, and the gates' norms (float64)."""
+    n = a.shape[-1]
+    q = householder_q(h, tau, blocked)
+    q_bad = (~torch.isfinite(q)).reshape(q.shape[0], -1).any(dim=1)
+    a64, q64, r64 = a.double(), q.double(), torch.triu(h).double()
+    del q
+    p = q64.transpose(-1, -2) @ a64
+    p_bad = (~torch.isfinite(p)).reshape(p.shape[0], -1).any(dim=1)
+    eye = torch.eye(n, dtype=torch.float64, device=a.device)
+    return {
+        "q_bad": q_bad,
+        "p_bad": p_bad,
+        "a_norm": norm1(a64),
+        "factor": norm1(r64 - p),
+        "tril": norm1(torch.tril(p, -1)),
+        "orth": norm1(q64.transpose(-1, -2) @ q64 - eye),
+        "recon": norm1(q64 @ r64 - a64),
+    }
 
 
 def _gates(
@@ -150,29 +174,24 @@ def _gates(
     def fail(message: str, k: int, worst: dict[str, float] | None = None, residuals=None) -> CheckResult:
         return CheckResult(False, message, residuals or {}, k // per_input, k % per_input, worst or {})
 
-    q = householder_q(h, tau, blocked)
-    r = torch.triu(h)
-    if not bool(torch.isfinite(q).all()):
-        k = _first_bad(q)
-        return fail(f"Q built from (H, tau) is not finite ({name(k)})", k)
-    a64, q64, r64 = a.double(), q.double(), r.double()
-    p = q64.transpose(-1, -2) @ a64
-    if not bool(torch.isfinite(p).all()):
-        k = _first_bad(p)
-        return fail(f"Q^T A is not finite ({name(k)})", k)
+    step = max(1, CHUNK_BYTES // (8 * n * n))
+    chunks = [_measure(a[i : i + step], h[i : i + step], tau[i : i + step], blocked) for i in range(0, batch, step)]
+    m = {key: torch.cat([c[key] for c in chunks]) for key in chunks[0]}
+    del chunks
+    for key, what in (("q_bad", "Q built from (H, tau)"), ("p_bad", "Q^T A")):
+        if bool(m[key].any()):
+            k = int(m[key].nonzero()[0, 0])
+            return fail(f"{what} is not finite ({name(k)})", k)
 
-    a_norm = norm1(a64).clamp_min(torch.finfo(torch.float64).tiny)
-    factor_scale = EPS32 * n * a_norm
-    factor = norm1(r64 - p)
+    factor_scale = EPS32 * n * m["a_norm"].clamp_min(torch.finfo(torch.float64).tiny)
+    factor, orth = m["factor"], m["orth"]
     allowed = FACTOR_TOL * factor_scale
-    eye = torch.eye(n, dtype=torch.float64, device=a.device)
-    orth = norm1(q64.transpose(-1, -2) @ q64 - eye)
     orth_allowed = ORTH_TOL * n * EPS32
 
     per_matrix = {
         "factor_res": factor / factor_scale,
-        "tril_res": norm1(torch.tril(p, -1)) / factor_scale,
-        "recon_res": norm1(q64 @ r64 - a64) / factor_scale,
+        "tril_res": m["tril"] / factor_scale,
+        "recon_res": m["recon"] / factor_scale,
         "orth_res": orth / (n * EPS32),
     }
     residuals = {k: float(v.max()) for k, v in per_matrix.items()}
