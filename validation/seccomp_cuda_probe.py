@@ -2,13 +2,14 @@
 
 Session 38 (H100, 2026-12-05): inside the sandbox cuInit returned 304 (CUDA_ERROR_OPERATING_SYSTEM) and returned 0
 with tracker/capture/seccomp_exec.py taken out of the command; every other part of the sandbox was innocent. This
-runs cuInit under filters that each refuse one thing, under tracker/capture/seccomp_exec.py's filter as it stands,
-then Nsight Compute with only its target under it, and prints one line each (`cuInit 0` is a start; ncu's last
-lines say whether it profiled the kernel).
+runs cuInit under filters that each refuse one thing and under tracker/capture/seccomp_exec.py's filter as it
+stands, then Nsight Compute whole under each filter that refuses every Unix socket with an errno CUDA started under,
+and prints one line each (`cuInit 0` is a start; ncu's last lines say whether it profiled the kernel).
 
 Session 39 (H100, 2026-12-05): the filter as it stands starts CUDA (the rule at fault was the one refusing every
-Unix socket); Nsight Compute with its front end under the filter hung past 150 s (that case is not run any more),
-with only its target under it it profiled. tracker.capture.ncu_pass runs it so.
+Unix socket); Nsight Compute with its front end under the filter hung past 150 s, with only its target under it it
+profiled (tracker.capture.ncu_pass runs it so where Yama allows). Neither case is run any more; the question left is
+whether CUDA takes a refused Unix socket with another errno, which would let ncu run whole under the filter.
 
     python3 validation/seccomp_cuda_probe.py          # on the GPU machine, no sandbox needed
 """
@@ -73,13 +74,16 @@ def install(name: str) -> None:
         sys.exit(f"cannot install the filter: errno {ctypes.get_errno()}")
 
 
-def report(name: str, argv: list[str], timeout: int = 150) -> None:
+def report(name: str, argv: list[str], timeout: int = 150) -> str:
+    """Run argv, print one line for it, return its output ("" when it timed out)."""
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-        lines = (done.stdout + done.stderr).strip().splitlines()
-        print(f"{name}: exit {done.returncode} | {' / '.join(lines[-3:])[:400]}", flush=True)
     except subprocess.TimeoutExpired:
         print(f"{name}: timed out", flush=True)
+        return ""
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    print(f"{name}: exit {done.returncode} | {' / '.join(lines[-3:])[:400]}", flush=True)
+    return done.stdout
 
 
 def main() -> None:
@@ -87,20 +91,20 @@ def main() -> None:
         install(sys.argv[2])
         os.execvp(sys.argv[3], sys.argv[3:])
     me = [sys.executable, __file__, "--under"]
-    for name in FILTERS:
-        report(name, [*me, name, sys.executable, "-c", CUINIT])
+    started = [name for name in FILTERS if "cuInit 0" in report(name, [*me, name, sys.executable, "-c", CUINIT])]
     launcher = [sys.executable, "-I", "-S", str(LAUNCHER)]
     report("seccomp_exec.py as it stands", [*launcher, sys.executable, "-c", CUINIT])
+    # Nsight Compute whole under a filter that refuses every Unix socket but lets connect() through: only for the
+    # errnos CUDA started under (ncu with its front end under connect() refused hangs: session 39)
     ncu = shutil.which("ncu")
-    if ncu:
+    candidates = [name for name in started if name.startswith("socket(AF_UNIX, any) refused (")]
+    if ncu and candidates:
         profile = [ncu, "--target-processes", "all", "-c", "1"]
         report("ncu, no filter", [*profile, sys.executable, "-c", TORCH])
-        for name in FILTERS:  # ncu whole under a filter that refuses Unix sockets but lets connect() through
-            if "EAFNOSUPPORT" in name or "EPERM" in name:
-                report(f"ncu under {name}", [*me, name, *profile, sys.executable, "-c", TORCH], timeout=60)
-        report("ncu's target alone under seccomp_exec.py", [*profile, *launcher, sys.executable, "-c", TORCH])
+        for name in candidates:
+            report(f"ncu under {name}", [*me, name, *profile, sys.executable, "-c", TORCH], timeout=60)
     else:
-        print("ncu: not on PATH")
+        print("ncu: " + ("not on PATH" if not ncu else "CUDA started under no filter that refuses every Unix socket"))
 
 
 if __name__ == "__main__":
