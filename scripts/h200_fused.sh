@@ -89,6 +89,7 @@ run_job() {  # NEED PATH FAMILY PARENT [tracker args]
     python3 -m tracker run $path --store $S --family $family --parent $parent --note "$(note $path)" $extra \
       --quiet --json --timeout $(( $(left) - 15 )) < /dev/null > $R/run-$tag.json 2> $R/run-$tag.err
     rm -f $R/last-status
+    seen=$(cat $R/summary.txt 2>/dev/null | wc -l)
     python3 - $R/run-$tag.json $R/last-status >> $R/summary.txt <<'PY'
 import json, sys
 try:
@@ -101,8 +102,11 @@ open(sys.argv[2], "w").write(str(d.get("status")))
 print(d.get("run_id"), d.get("variant"), d.get("mode"), d.get("status"), round(d.get("geomean_us") or 0),
       [round(c.get("mean_us") or 0) for c in d.get("cases") or []], (d.get("error") or "")[:200],
       {k: round(v) for k, v in (d.get("time") or {}).items()})
+for c in d.get("cases") or []:  # why each failed case failed (an OOM in the checker reads like a wrong answer above)
+    if c.get("passed") is False:
+        print(f"  case {c.get('case_idx')}: {(c.get('message') or '')[:300]}")
 PY
-    tail -1 $R/summary.txt
+    tail -n +$(( seen + 1 )) $R/summary.txt
     [ "${REPEAT:-}" = 1 ] || verdict $R/run-$tag.json $parent
 }
 while IFS= read -r line; do
