@@ -401,3 +401,24 @@ def test_a_repetition_times_a_batch_of_inputs_sized_as_the_contest_sizes_it(runs
     bad = write_folder(tmp_path / "bad", {**VECADD, "task.yml": VECADD["task.yml"] + "benchmark_inputs: 0\n"})
     with pytest.raises(InputError, match="benchmark_inputs"):
         ProblemFolder(bad)
+
+
+def test_a_case_the_checker_could_not_judge_is_named_so_in_the_runs_error(tmp_path):
+    """The checker itself can fail on a correct output (it ran out of GPU memory beside a kernel on the H200): the
+    run fails, as a case without a verdict must, but its error says the answer was not judged, so no one reads it as
+    a wrong result."""
+    raising = dict(VECADD)
+    raising["reference.py"] = VECADD["reference.py"].replace(
+        "    expected = ref_kernel(data)\n",
+        "    if data[0].numel() == 257:\n"
+        "        raise RuntimeError('CUDA out of memory (the stand-in for a checker without room)')\n"
+        "    expected = ref_kernel(data)\n",
+    )
+    folder = write_folder(tmp_path / "problems" / "vecadd_oom", raising)
+    kernel = tmp_path / "vadd_ok.py"
+    kernel.write_text(VECADD_OK)
+    doc = run_json(tmp_path / "s.duckdb", kernel, folder, "--mode", "test", "--suite", "vecadd_oom")
+    assert doc["status"] == "failed"
+    assert [c["passed"] for c in doc["cases"]] == [True, False]
+    assert doc["error"].startswith("1 case(s) failed: size=257 seed=12; 1 of them not judged, ")
+    assert "the checker raised RuntimeError: CUDA out of memory (the stand-in" in doc["error"], doc["error"]

@@ -27,6 +27,7 @@ from tracker.capture import handoff
 from tracker.capture.channel import Verdicts
 from tracker.capture.evidence import FRESH_PASS, failed_check
 from tracker.capture.evidence import save as save_evidence
+from tracker.common.vocabulary import CHECKER_RAISED
 
 PR_SET_PDEATHSIG = 1
 OUTPUT_SLACK_BYTES = 64 << 20  # outputs may exceed their inputs by this much (plus 4x) before they are refused
@@ -166,7 +167,7 @@ def main() -> int:
             from tracker.workloads.base import CheckResult
 
             traceback.print_exc()
-            result, outputs = CheckResult(False, f"the checker raised {type(exc).__name__}: {exc}"), None
+            result, outputs = CheckResult(False, f"{CHECKER_RAISED} {type(exc).__name__}: {exc}"), None
         finally:
             if fd is not None:
                 os.close(fd)

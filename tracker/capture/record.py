@@ -14,7 +14,7 @@ from typing import Any
 from tracker import store as store_mod
 from tracker.common.errors import InputError
 from tracker.common.jsonfields import parse_flags
-from tracker.common.vocabulary import CASE_STATS, DEFAULT_WORKLOAD, RUN_MODES
+from tracker.common.vocabulary import CASE_STATS, CHECKER_RAISED, DEFAULT_WORKLOAD, RUN_MODES
 from tracker.store.validate import row_problem
 from tracker.workloads import cases_for, get_suite, get_workload, no_geomean
 from tracker.workloads.base import BENCHMARK_SEED_STEP, MAX_INPUTS_PER_REP, combine_seed
@@ -199,6 +199,11 @@ def complete_record(record, req, events, status, error, returncode, log_tail) ->
             failed = [c["spec"] for c in record.cases if not c["passed"]]
             status = "failed" if failed or not record.cases else "passed"
             error = f"{len(failed)} case(s) failed: {', '.join(failed)}" if failed else None
+            unjudged = [
+                c.get("message") for c in record.cases if not c["passed"] and CHECKER_RAISED in (c.get("message") or "")
+            ]
+            if unjudged:  # not the kernel's answer: the checker could not judge it
+                error += f"; {len(unjudged)} of them not judged, {unjudged[0][:300]}"
             first = (record.cases[0].get("message") or "") if record.cases else ""
             if failed and _COMPILE_ERROR.search(first):  # the first call failed to build: not the kernel's result
                 error = f"compile failed: {first[:600]}; {error}"

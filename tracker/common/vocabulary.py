@@ -15,3 +15,6 @@ TIMED_MODES = RUN_MODES[1:]
 RUN_METHODS = ("tracker", "contest")  # runs.method; NULL is the tracker's own (runs recorded before methods)
 # The statistics of a timed case over its samples, as case_results stores them (tracker.common.samplestats).
 CASE_STATS = ("runs", "mean_us", "std_us", "err_us", "best_us", "worst_us", "median_us")
+# How a case's message begins when the checker itself failed on an output (out of GPU memory, say), so the run's error
+# can say the kernel's answer was not judged.
+CHECKER_RAISED = "the checker raised"
