@@ -64,6 +64,8 @@ prev = [r for r in runs if (r["variant"] == parent or r["run_id"] == parent) and
 g = doc.get("geomean_us")
 if g is None and doc.get("status") in ("timeout", "cancelled"):
     kind, reason = "inconclusive", f"{doc['status']} before every case was timed"
+elif g is None and "not judged" in (doc.get("error") or ""):  # the checker failed, not the kernel's answer
+    kind, reason = "inconclusive", f"cases not judged: {doc['error'][:400]}"
 elif g is None:
     kind, reason = "rejected", f"did not pass: {(doc.get('error') or doc.get('status'))[:200]}"
 elif not prev:
