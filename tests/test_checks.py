@@ -210,6 +210,14 @@ def test_the_harness_recheck_checks_each_output_on_its_own_with_the_spec_product
     wrong = (outs[0][0], outs[0][1] * 2)
     workload.harness_recheck(xs, [wrong, outs[1], outs[2]])  # the harness stops at the first failure
     assert batches == [3]
+    # With the batch larger than a chunk the checker goes a chunk at a time, the harness's recheck still at once.
+    monkeypatch.setattr(checks, "CHUNK_BYTES", 2 * 8 * 20 * 20)
+    batches.clear()
+    workload.check_outputs(xs, outs)
+    assert batches == [2, 2, 2, 2, 1]
+    batches.clear()
+    workload.harness_recheck(xs, outs)
+    assert batches == [3, 3, 3]
 
 
 @pytest.mark.parametrize("blocked", [False, True])
@@ -226,15 +234,19 @@ def test_a_batch_judged_in_chunks_gets_the_verdicts_of_one_pass(monkeypatch, blo
     outputs = [(h, tau), (wrong_r, tau), (h, wrong_q), (h, inf_q), (h, tau)]
     inputs = [a, a, a, a, inf_p]
 
-    def judged(chunk_matrices: int | None) -> list[tuple]:
+    def judged(chunk_matrices: int | None, one_pass: bool = False) -> list[tuple]:
         if chunk_matrices is not None:
             monkeypatch.setattr(checks, "CHUNK_BYTES", chunk_matrices * 8 * 24 * 24)
-        results = [checks.check_outputs([x], [o], blocked=blocked) for x, o in zip(inputs, outputs, strict=True)]
+        results = [
+            checks.check_outputs([x], [o], blocked=blocked, one_pass=one_pass)
+            for x, o in zip(inputs, outputs, strict=True)
+        ]
         return [(r.passed, r.message, r.matrix_idx, r.residuals, r.worst_residuals) for r in results]
 
     whole = judged(None)
     assert [w[0] for w in whole] == [True, False, False, False, False]
     assert [w[2] for w in whole[1:]] == [9, 6, 10, 7]
+    assert judged(2, one_pass=True) == whole  # the harness's recheck in the worker: the batch at once
     for size in (1, 3, 4):
         chunked = judged(size)
         for one, other in zip(whole, chunked, strict=True):
