@@ -96,7 +96,8 @@ with st.expander("Options"):
         "Nsight Compute profile of one call per case (where ncu is installed)",
         key="bm_ncu",
         help="After the timed run: per kernel duration, occupancy, SM and memory throughput, registers, shared "
-        "memory and top stall reasons. Its time counts against the timeout.",
+        "memory and top stall reasons. Its time counts against the timeout. In the sandbox only where Linux keeps "
+        "a process out of its parent's memory (Yama's ptrace_scope 1 or more); elsewhere the run says so.",
     )
     a1, a2, a3 = st.columns([2, 3, 1])
     paired = a1.checkbox(
