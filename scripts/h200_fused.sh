@@ -42,8 +42,10 @@ R=/tmp/r
 mkdir -p $R
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,utilization.gpu --format=csv > $R/gpu.txt 2>&1
 # GPU memory per process every second (a checker ran out of memory beside the worker in session 39): mem.csv
-nvidia-smi --query-compute-apps=timestamp,pid,process_name,used_memory --format=csv,noheader -lms 1000 \
-  > $R/mem.csv 2>&1 &
+while :; do
+  nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader 2>&1 | sed "s/^/$(date +%s), /"
+  sleep 1
+done > $R/mem.csv &
 MEMLOG=$!
 python3 -m tracker import --store $S samples/*/ > /dev/null 2>&1
 note() {
