@@ -143,7 +143,7 @@ def check_qr(a: torch.Tensor, output: object, *, blocked: bool | None = None, on
 
 # The gates judge a batch in chunks of at most this many float64 bytes of matrices. At once their working set is
 # about 13 float32 copies of the batch (CPU, 160x512): ~8.6 GB for 640x512, beside a kernel that may hold most of the
-# GPU (a checker ran out of memory on 640x512 on a 141 GB H200, 2026-12-05); in chunks it is ~6 copies of one chunk.
+# GPU (a checker ran out of memory at 640x512 on an H200 of 139.8 GiB, 2026-12-05); in chunks, ~6 copies of a chunk.
 # Each matrix's residuals are its own, so chunking changes no verdict (640x512 takes five chunks, 60x1024 two).
 # The worker's copy of the harness's recheck stays one pass (check_outputs' one_pass), as the harness is.
 CHUNK_BYTES = 256 << 20
