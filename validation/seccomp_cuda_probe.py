@@ -16,20 +16,21 @@ whether CUDA takes a refused Unix socket with another errno, which would let ncu
 
 from __future__ import annotations
 
-import ctypes
+import errno
 import os
 import shutil
-import struct
 import subprocess
 import sys
 from pathlib import Path
 
-LD, JEQ, AND, RET = 0x20, 0x15, 0x54, 0x06
-ALLOW, EACCES, ENOENT = 0x7FFF0000, 0x00050000 | 13, 0x00050000 | 2
-EPERM, ENOSYS, EAFNOSUPPORT = 0x00050000 | 1, 0x00050000 | 38, 0x00050000 | 97
-SOCKET, SOCKETPAIR, CONNECT, IO_URING = 41, 53, 42, 425  # x86_64
-AF_UNIX, SOCK_DGRAM = 1, 2
-LAUNCHER = Path(__file__).resolve().parents[1] / "tracker" / "capture" / "seccomp_exec.py"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from the checkout
+from tracker.capture import seccomp_exec as sx  # noqa: E402 - standard library only, as this script
+
+LAUNCHER = Path(sx.__file__)
+_, SOCKET, SOCKETPAIR, CONNECT, *_ = sx.ARCHES["x86_64"]
+EACCES, ENOENT, EPERM = sx.DENY, sx.NO_SUCH, sx.NOT_PERMITTED
+ENOSYS, EAFNOSUPPORT = sx.fails_with(errno.ENOSYS), sx.fails_with(errno.EAFNOSUPPORT)
+AF_UNIX, SOCK_DGRAM = sx.AF_UNIX, sx.SOCK_DGRAM
 
 # name -> rules (system call, domain or None, socket type or None, action); the first rule that matches acts.
 FILTERS = {
@@ -42,7 +43,7 @@ FILTERS = {
     "socket(AF_UNIX, any) refused (ENOSYS)": [(SOCKET, AF_UNIX, None, ENOSYS)],
     "socket(AF_UNIX, SOCK_DGRAM) refused": [(SOCKET, AF_UNIX, SOCK_DGRAM, EACCES)],
     "socketpair(AF_UNIX, SOCK_DGRAM) refused": [(SOCKETPAIR, AF_UNIX, SOCK_DGRAM, EACCES)],
-    "io_uring_setup refused": [(IO_URING, None, None, EACCES)],
+    "io_uring_setup refused": [(sx.IO_URING_SETUP, None, None, EACCES)],
     "connect refused (ENOENT)": [(CONNECT, None, None, ENOENT)],
 }
 CUINIT = "import ctypes; print('cuInit', ctypes.CDLL('libcuda.so.1').cuInit(0))"
@@ -50,28 +51,24 @@ TORCH = "import torch; print('torch', torch.ones(4, device='cuda').sum().item())
 
 
 def program(rules: list) -> bytes:
+    """One filter of `rules` (x86_64), each a chain of tests that falls through to the next rule on a mismatch."""
     code = []
     for nr, domain, kind, action in rules:
-        body = [(LD, 0, 0, 0), (JEQ, 0, None, nr)]
+        body = [(sx.LD, 0, 0, sx.NR), (sx.JEQ, 0, None, nr)]
         if domain is not None:
-            body += [(LD, 0, 0, 16), (JEQ, 0, None, domain)]
+            body += [(sx.LD, 0, 0, sx.ARG0), (sx.JEQ, 0, None, domain)]
         if kind is not None:
-            body += [(LD, 0, 0, 24), (AND, 0, 0, 0xF), (JEQ, 0, None, kind)]
-        body.append((RET, 0, 0, action))
+            body += [(sx.LD, 0, 0, sx.ARG1), (sx.AND, 0, 0, sx.SOCK_TYPE_MASK), (sx.JEQ, 0, None, kind)]
+        body.append((sx.RET, 0, 0, action))
         code += [(c, jt, len(body) - i - 1 if jf is None else jf, k) for i, (c, jt, jf, k) in enumerate(body)]
-    code.append((RET, 0, 0, ALLOW))
-    return b"".join(struct.pack("HBBI", *insn) for insn in code)
-
-
-class _Prog(ctypes.Structure):
-    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+    return sx.assemble([*code, (sx.RET, 0, 0, sx.ALLOW)])
 
 
 def install(name: str) -> None:
-    code = program(FILTERS[name])
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(22, 2, ctypes.byref(_Prog(len(code) // 8, code)), 0, 0) != 0:
-        sys.exit(f"cannot install the filter: errno {ctypes.get_errno()}")
+    try:
+        sx.install(program(FILTERS[name]))
+    except OSError as exc:
+        sys.exit(f"cannot install the filter: {exc}")
 
 
 def report(name: str, argv: list[str], timeout: int = 150) -> str:

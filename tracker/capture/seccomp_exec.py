@@ -20,6 +20,7 @@ Run as a script (`python -I -S seccomp_exec.py PROGRAM ARG...`): standard librar
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import platform
 import struct
@@ -33,11 +34,28 @@ ARCHES = {
 }
 IO_URING_SETUP, PIDFD_GETFD = 425, 438  # the same numbers on every architecture
 AF_UNIX, SOCK_DGRAM, SOCK_TYPE_MASK = 1, 2, 0xF
-ALLOW, DENY = 0x7FFF0000, 0x00050000 | 13  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EACCES
-NOT_PERMITTED = 0x00050000 | 1  # SECCOMP_RET_ERRNO | EPERM: what ptrace says to a process it may not trace
-NO_SUCH = 0x00050000 | 2  # SECCOMP_RET_ERRNO | ENOENT: what connect() says where no such socket exists
+ALLOW = 0x7FFF0000  # SECCOMP_RET_ALLOW
+
+
+def fails_with(code: int) -> int:
+    """SECCOMP_RET_ERRNO: the call is not made and returns -1 with errno `code`."""
+    return 0x00050000 | code
+
+
+DENY = fails_with(errno.EACCES)
+NOT_PERMITTED = fails_with(errno.EPERM)  # what ptrace says to a process it may not trace
+NO_SUCH = fails_with(errno.ENOENT)  # what connect() says where no such socket exists
 LD, JEQ, JGE, AND, RET = 0x20, 0x15, 0x35, 0x54, 0x06  # BPF_LD|W|ABS, JMP|JEQ|K, JMP|JGE|K, ALU|AND|K, RET|K
 NR, ARCH, ARG0, ARG1 = 0, 4, 16, 24  # offsets in struct seccomp_data (the low half of each argument)
+
+
+def any_of(numbers: list[int], action: int) -> list[tuple[int, int, int, int]]:
+    """Instructions that return `action` when the loaded value is one of `numbers`, else go on after them."""
+    last = len(numbers) - 1
+    return [(JEQ, last - i, 0, nr) for i, nr in enumerate(numbers[:-1])] + [
+        (JEQ, 0, 1, numbers[-1]),
+        (RET, 0, 0, action),
+    ]
 
 
 def program(machine: str) -> bytes:
@@ -50,17 +68,11 @@ def program(machine: str) -> bytes:
         (LD, 0, 0, NR),
         (JGE, 0, 1, foreign if foreign is not None else 0xFFFFFFFF),
         (RET, 0, 0, DENY),
-        (JEQ, 0, 1, IO_URING_SETUP),
-        (RET, 0, 0, DENY),
+        *any_of([IO_URING_SETUP], DENY),
         # A stream socket may be made (the CUDA driver's start seems to need one: see above), but never connected,
         # the one way it reaches another's: ENOENT, as where no MPS daemon listens.
-        (JEQ, 0, 1, connect_nr),
-        (RET, 0, 0, NO_SUCH),
-        (JEQ, 3, 0, ptrace_nr),
-        (JEQ, 2, 0, vm_read_nr),
-        (JEQ, 1, 0, vm_write_nr),
-        (JEQ, 0, 1, PIDFD_GETFD),
-        (RET, 0, 0, NOT_PERMITTED),
+        *any_of([connect_nr], NO_SUCH),
+        *any_of([ptrace_nr, vm_read_nr, vm_write_nr, PIDFD_GETFD], NOT_PERMITTED),
         (JEQ, 1, 0, socket_nr),
         (JEQ, 0, 5, pair_nr),
         (LD, 0, 0, ARG0),  # socket or socketpair(domain, type, ...): a Unix datagram one can send to any path
@@ -71,6 +83,11 @@ def program(machine: str) -> bytes:
         (RET, 0, 0, ALLOW),
         (RET, 0, 0, DENY),
     ]
+    return assemble(code)
+
+
+def assemble(code: list[tuple[int, int, int, int]]) -> bytes:
+    """struct sock_filter[] of (code, jt, jf, k) instructions."""
     return b"".join(struct.pack("HBBI", *insn) for insn in code)
 
 
@@ -78,9 +95,10 @@ class _Prog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
 
 
-def install() -> None:
-    """Install the filter on this process (and so on everything it execs or forks); OSError if it cannot."""
-    code = program(platform.machine())
+def install(code: bytes | None = None) -> None:
+    """Install the filter (this machine's, or `code`) on this process and so on everything it execs or forks;
+    OSError if it cannot, KeyError for an architecture it does not know."""
+    code = program(platform.machine()) if code is None else code
     libc = ctypes.CDLL(None, use_errno=True)
     prog = _Prog(len(code) // 8, code)
     if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS: required for an unprivileged filter
