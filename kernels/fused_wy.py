@@ -636,9 +636,9 @@ def _apply_qt_torch_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor) -> None
     a2.baddbmm_(v, wmat, alpha=-1.0)
 
 
-def _apply_qt_vt_(a2: torch.Tensor, v: torch.Tensor, vt: torch.Tensor, t: torch.Tensor, src=None, prec=None) -> None:
+def _apply_qt_vt_(a2: torch.Tensor, v: torch.Tensor, vt: torch.Tensor, t: torch.Tensor, src, prec: str) -> None:
     """As _apply_qt_fused_, phase 1 from vt = V^T (b, k, m), unit stride along m; a2 is read from src if given
-    (same shape, unit stride along columns), else from itself. prec: the products' precision (_FUSED_PREC)."""
+    (same shape, unit stride along columns), else from itself. prec: the products' precision (_update_prec)."""
     b, m, n = a2.shape
     k = v.shape[2]
     bn = _fused_bn(n)
@@ -646,7 +646,7 @@ def _apply_qt_vt_(a2: torch.Tensor, v: torch.Tensor, vt: torch.Tensor, t: torch.
     s = a2 if src is None else src
     _wy_fused_vt_kernel[(triton.cdiv(n, bn), b)](
         v, vt, t, a2, s, m, n, k, v.stride(0), v.stride(1), vt.stride(0), vt.stride(1), t.stride(0), t.stride(1),
-        a2.stride(0), a2.stride(1), s.stride(0), s.stride(1), BM=_FUSED_BM, BN=bn, BK=bk, PREC=prec or _FUSED_PREC,
+        a2.stride(0), a2.stride(1), s.stride(0), s.stride(1), BM=_FUSED_BM, BN=bn, BK=bk, PREC=prec,
         STAGES=_FUSED_STAGES, num_warps=_FUSED_WARPS,
     )  # fmt: skip
 
