@@ -72,7 +72,7 @@ def main():
                 mod._FUSED_BM, mod._FUSED_BN, mod._FUSED_WARPS, mod._FUSED_STAGES, mod._FUSED_PREC = cfg
 
                 def fn(a2, v, t, vt=vt, tr=name == "vt+tr"):
-                    mod._apply_qt_vt_(a2, v, v.transpose(1, 2).contiguous() if tr else vt, t)
+                    mod._apply_qt_vt_(a2, v, v.transpose(1, 2).contiguous() if tr else vt, t, None, mod._FUSED_PREC)
 
             elif cfg is None:
                 fn = mod._apply_qt_torch_
