@@ -31,6 +31,11 @@ from tracker.common.vocabulary import CHECKER_RAISED
 
 PR_SET_PDEATHSIG = 1
 OUTPUT_SLACK_BYTES = 64 << 20  # outputs may exceed their inputs by this much (plus 4x) before they are refused
+# Cached GPU memory above this is handed back after each verdict. The checker shares the GPU with the kernel's
+# process, whose allocator grows into whatever is free (fused_wy at 640x512: 49-65 GiB, mem.csv of session 40);
+# the checker's cache grew beside it to 30 GiB on an H100 and 73 GiB on the H200 (where it ran out) from a working
+# set of 3.4 GiB (9.4 with the harness's recheck it times once per case).
+CACHE_KEPT_BYTES = 1 << 30
 
 
 def _nbytes(x: Any) -> int:
@@ -77,6 +82,18 @@ def _judge(workload: Any, inputs: list[Any], outputs: list[Any]) -> Any:
     gc.collect()
     torch.cuda.empty_cache()
     return workload.check_outputs(inputs, outputs)
+
+
+def _release_cache(device: Any) -> None:
+    """Hand the allocator's unused blocks back to the GPU when they exceed CACHE_KEPT_BYTES (a few ms; the worker
+    waits for the verdict, which has been sent by now)."""
+    import torch
+
+    if (
+        device.type == "cuda"
+        and torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device) > CACHE_KEPT_BYTES
+    ):
+        torch.cuda.empty_cache()
 
 
 def main() -> int:
@@ -215,6 +232,7 @@ def main() -> int:
         )  # before the worker hears it: the runner has the verdict by the time the worker reports the case
         handoff.send(sock, {"passed": result.passed, "message": result.message})
         del outputs
+        _release_cache(device)
 
 
 if __name__ == "__main__":
