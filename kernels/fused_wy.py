@@ -382,7 +382,12 @@ if _HAVE_TRITON:
             mm = offs_m < m1
             v = tl.load(vbase + offs_m[:, None] * v_sm + offs_k[None, :], mask=mm[:, None] & kmask[None, :], other=0.0)
             a = tl.load(abase + offs_m[:, None] * a_sm + offs_n[None, :], mask=mm[:, None] & nmask[None, :], other=0.0)
-            acc += tl.dot(tl.trans(v), a, input_precision=PREC)
+            if PREC == "tf32x2":  # as the fused kernel: V rounded, the data split
+                vr = _tf32_rn(tl.trans(v))
+                ah = _tf32_rn(a)
+                acc = tl.dot(vr, ah, tl.dot(vr, _tf32_rn(a - ah), acc, input_precision="tf32"), input_precision="tf32")
+            else:
+                acc += tl.dot(tl.trans(v), a, input_precision=PREC)
         wp = w_ptr + pid_b * w_sb + offs_k[:, None] * w_sk + offs_n[None, :]
         wm = kmask[:, None] & nmask[None, :]
         if ATOMIC:
@@ -411,7 +416,12 @@ if _HAVE_TRITON:
                         mask=mm[:, None] & km[None, :], other=0.0)  # fmt: skip
             w = tl.load(w_ptr + pid_b * w_sb + offs_k[:, None] * w_sk + offs_n[None, :],
                         mask=km[:, None] & nmask[None, :], other=0.0)  # fmt: skip
-            acc += tl.dot(v, w, input_precision=PREC)
+            if PREC == "tf32x2":  # V rounded, W split
+                vr = _tf32_rn(v)
+                wh = _tf32_rn(w)
+                acc = tl.dot(vr, wh, tl.dot(vr, _tf32_rn(w - wh), acc, input_precision="tf32"), input_precision="tf32")
+            else:
+                acc += tl.dot(v, w, input_precision=PREC)
         ap = a_ptr + pid_b * a_sb + offs_m[:, None] * a_sm + offs_n[None, :]
         am = mm[:, None] & nmask[None, :]
         a = tl.load(ap, mask=am, other=0.0)
@@ -596,8 +606,8 @@ def _t_build(vo: torch.Tensor, t: torch.Tensor, nb: int) -> torch.Tensor:
 
 
 def _update_prec(n: int = 0) -> str:
-    """The fused update's products: _FUSED_PREC, but tf32x3 in tf32x2's place except for the trailing updates of a
-    matrix of n >= _X2_MIN_N columns (n 0: any other update)."""
+    """The WY updates' products (the fused kernel's, and the split route's _vta/_upd): _FUSED_PREC, but tf32x3 in
+    tf32x2's place except for the trailing updates of a matrix of n >= _X2_MIN_N columns (n 0: any other update)."""
     return "tf32x3" if _FUSED_PREC == "tf32x2" and n < _X2_MIN_N else _FUSED_PREC
 
 
@@ -620,14 +630,14 @@ def _use_fused(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor) -> bool:
     )  # fmt: skip
 
 
-def _apply_qt_fused_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor) -> None:
+def _apply_qt_fused_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor, prec: str | None = None) -> None:
     b, m, n = a2.shape
     k = v.shape[2]
     bn = _fused_bn(n)
     bk = max(16, triton.next_power_of_2(k))
     _wy_fused_kernel[(triton.cdiv(n, bn), b)](
         v, t, a2, m, n, k, v.stride(0), v.stride(1), t.stride(0), t.stride(1), a2.stride(0), a2.stride(1),
-        BM=_FUSED_BM, BN=bn, BK=bk, PREC=_update_prec(), STAGES=_FUSED_STAGES, num_warps=_FUSED_WARPS,
+        BM=_FUSED_BM, BN=bn, BK=bk, PREC=prec or _update_prec(), STAGES=_FUSED_STAGES, num_warps=_FUSED_WARPS,
     )  # fmt: skip
 
 
@@ -651,8 +661,9 @@ def _apply_qt_vt_(a2: torch.Tensor, v: torch.Tensor, vt: torch.Tensor, t: torch.
     )  # fmt: skip
 
 
-def _vta_splitk(v: torch.Tensor, a2: torch.Tensor) -> torch.Tensor:
-    """W = V^T a2 per matrix by the split-K Triton kernel (rows split over programs, fp32 atomics)."""
+def _vta_splitk(v: torch.Tensor, a2: torch.Tensor, prec: str | None = None) -> torch.Tensor:
+    """W = V^T a2 per matrix by the split-K Triton kernel (rows split over programs, fp32 atomics); prec: its
+    products' precision (default _PREC)."""
     b, m, n = a2.shape
     k = v.shape[2]
     bk = min(64, max(16, triton.next_power_of_2(k)))
@@ -668,15 +679,16 @@ def _vta_splitk(v: torch.Tensor, a2: torch.Tensor) -> torch.Tensor:
     w = (torch.zeros if atomic else torch.empty)((b, k, n), dtype=a2.dtype, device=a2.device)
     _vta_kernel[(ktiles * ntiles, splits, b)](
         v, a2, w, m, k, n, rps, ntiles, v.stride(0), v.stride(1), a2.stride(0), a2.stride(1),
-        w.stride(0), w.stride(1), BK=bk, BN=bn, BM=bm, ATOMIC=atomic, PREC=_PREC, num_warps=4, num_stages=3,
+        w.stride(0), w.stride(1), BK=bk, BN=bn, BM=bm, ATOMIC=atomic, PREC=prec or _PREC, num_warps=4, num_stages=3,
     )  # fmt: skip
     return w
 
 
-def _apply_qt_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor) -> None:
-    """a2 <- (I - V T V^T)^T a2 = a2 - V (T^T (V^T a2))."""
+def _apply_qt_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor, prec: str | None = None) -> None:
+    """a2 <- (I - V T V^T)^T a2 = a2 - V (T^T (V^T a2)); prec: the Triton products' precision (_update_prec; by
+    default the intra-panel one), cuBLAS stays float32."""
     if _use_fused(a2, v, t):
-        _apply_qt_fused_(a2, v, t)
+        _apply_qt_fused_(a2, v, t, prec)
         return
     b, m, n = a2.shape
     k = v.shape[2]
@@ -689,12 +701,12 @@ def _apply_qt_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor) -> None:
     ):  # fmt: skip
         _apply_qt_torch_(a2, v, t)
         return
-    w = _vta_splitk(v, a2)
+    w = _vta_splitk(v, a2, prec)
     w2 = torch.bmm(t.transpose(1, 2), w)
     bkc = min(32, max(16, triton.next_power_of_2(k)))
     _upd_kernel[(triton.cdiv(m, 64), triton.cdiv(n, 64), b)](
         v, w2, a2, m, k, n, v.stride(0), v.stride(1), w2.stride(0), w2.stride(1), a2.stride(0), a2.stride(1),
-        BM=64, BN=64, BKC=bkc, PREC=_PREC, num_warps=4, num_stages=3,
+        BM=64, BN=64, BKC=bkc, PREC=prec or _PREC, num_warps=4, num_stages=3,
     )  # fmt: skip
 
 
@@ -1079,7 +1091,7 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int, src: torch.Tensor | None = None) ->
                 vt_ = vt if vt is not None else vo.transpose(1, 2).contiguous()
                 _apply_qt_vt_(a2, vo, vt_, t, src[:, :, wo:] if src is not None and k0 == 0 else None, prec)
             else:
-                _apply_qt_(a2, vo, t)
+                _apply_qt_(a2, vo, t, prec)
     return tau
 
 

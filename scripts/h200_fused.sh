@@ -29,8 +29,8 @@
 #   NEED PATH FAMILY PARENT [tracker args]   a tracker run (skipped when fewer than NEED seconds are left);
 #       PARENT is a variant name or run id; a benchmark run gets the verdict promoted when its geomean is below
 #       the parent's newest passed benchmark run in the store, else rejected, with both figures as the reason.
-# Results under $OUT: export.tgz (the Parquet export of this call's runs), logs.tgz (with mem.csv: GPU memory per
-# process, every second).
+# Results under $OUT: export.tgz (the Parquet export of this call's runs), logs.tgz (with MEMLOG_ON=1, mem.csv: GPU
+# memory per process, every second).
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 KERNELBEAM_GIT_COMMIT=${1:?commit} KERNELBEAM_GIT_BRANCH=kernels
@@ -41,12 +41,16 @@ S=/tmp/fused.duckdb
 R=/tmp/r
 mkdir -p $R
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,utilization.gpu --format=csv > $R/gpu.txt 2>&1
-# GPU memory per process every second (a checker ran out of memory beside the worker in session 39): mem.csv
-while :; do
-  nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader 2>&1 | sed "s/^/$(date +%s), /"
-  sleep 1
-done > $R/mem.csv &
-MEMLOG=$!
+# With MEMLOG_ON=1, GPU memory per process every second into mem.csv (session 40 found the checker's cache growing
+# beside the worker with it). Off by default: nvidia-smi's process query may stall the timed loops it runs beside.
+MEMLOG=
+if [ "${MEMLOG_ON:-0}" = 1 ]; then
+  while :; do
+    nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader 2>&1 | sed "s/^/$(date +%s), /"
+    sleep 1
+  done > $R/mem.csv &
+  MEMLOG=$!
+fi
 python3 -m tracker import --store $S samples/*/ > /dev/null 2>&1
 note() {
   python3 - "$1" <<'PY'
@@ -198,6 +202,6 @@ PY
 done < ${3:?list}
 python3 -m tracker list --store $S --limit 12 2>&1 | tail -14
 [ -s /tmp/run_ids ] && python3 -m tracker export --store $S --out /tmp/export $(grep -v None /tmp/run_ids) > /dev/null 2>&1
-kill $MEMLOG 2>/dev/null
+[ -n "$MEMLOG" ] && kill $MEMLOG 2>/dev/null
 tar czf $OUT/export.tgz -C /tmp export
 tar czf $OUT/logs.tgz -C /tmp r

@@ -120,14 +120,23 @@ def test_fused_wy_launch_knobs_keep_the_gates():
             setattr(mod, k, v)
 
 
-def test_fused_wy_tf32x2_update_keeps_the_gates_where_it_is_taken():
-    """The two-product TF32 update (`_FUSED_PREC = "tf32x2"`), interpreted: where it is taken its rounded operands
-    move H by about TF32's rounding, no more, and the gates hold; below _X2_MIN_N (the gates are tighter for small
-    n) the update stays tf32x3, bit for bit."""
+@pytest.mark.parametrize(
+    "route",
+    [
+        pytest.param({"_GEMM_ON_CPU": True, "_FUSED_MIN_PROGRAMS": 1, "_SMALL_MAX": 0}, id="fused"),
+        pytest.param({"_GEMM_ON_CPU": True, "_SMALL_MAX": 0}, id="split"),  # 2 matrices: _vta + _upd (2x4096's route)
+    ],
+)
+def test_fused_wy_tf32x2_update_keeps_the_gates_where_it_is_taken(route):
+    """The two-product TF32 update (`_FUSED_PREC = "tf32x2"`), interpreted, on the fused kernel and on the split
+    route of few matrices: where it is taken its rounded operands move H by about TF32's rounding, no more, and
+    the gates hold; below _X2_MIN_N (the gates are tighter for small n) the updates stay tf32x3, bit for bit."""
     load_variant(os.path.join(ROOT, "kernels", "fused_wy.py"))
     mod = sys.modules["submission"]
-    route = {"_GEMM_ON_CPU": True, "_FUSED_MIN_PROGRAMS": 1, "_SMALL_MAX": 0}
-    saved = {k: getattr(mod, k) for k in (*route, "_FUSED_PREC", "_X2_MIN_N")}
+    saved = {k: getattr(mod, k) for k in (*route, "_FUSED_PREC", "_X2_MIN_N", "_vta_splitk")}
+    precs = []  # what the split route's products were asked for
+    vta_splitk = mod._vta_splitk
+    mod._vta_splitk = lambda v, a2, prec=None: precs.append(prec) or vta_splitk(v, a2, prec)
     try:
         for k, v in route.items():
             setattr(mod, k, v)
@@ -137,11 +146,13 @@ def test_fused_wy_tf32x2_update_keeps_the_gates_where_it_is_taken():
         mod._FUSED_PREC = "tf32x2"
         h1, t1 = mod.custom_kernel(a)
         assert torch.equal(h1, h0) and torch.equal(t1, t0), "tf32x2 taken below _X2_MIN_N"
+        assert "tf32x2" not in precs
         mod._X2_MIN_N = 128
         out = mod.custom_kernel(a)
         assert check_qr(a, out).passed, check_qr(a, out).message
         moved = ((out[0] - h0).abs().max() / h0.abs().max()).item()
         assert 1e-7 < moved < 1e-3, f"H moved by {moved:.1e}"
+        assert ("tf32x2" in precs) == (route.get("_FUSED_MIN_PROGRAMS") is None), precs
     finally:
         for k, v in saved.items():
             setattr(mod, k, v)
