@@ -435,6 +435,10 @@ _FUSED_PREC = "tf32x3"  # or "tf32x2": two TF32 products, one operand split; tra
 _X2_MIN_N = 512
 _FUSED_BM = 64  # rows per step
 _FUSED_BN = 64  # columns of A2 per program
+# ... of the intra-panel updates (0: _FUSED_BN). Their A2 is at most 48 columns wide, so at 64 one program per matrix
+# does it: Nsight Compute on the H100 (run aa4022aa2ea8) has them at 15-17% of 640x512 and 60x1024, each at 6-12%
+# occupancy; 16 gives a program per 16 columns
+_FUSED_BN_INTRA = 0
 _FUSED_WARPS = 4
 _FUSED_STAGES = 3  # measured (wy_update_bench, H200): 640x512x448 950 us vs 1,045 with 2
 _FUSED_MIN_PROGRAMS = 264  # batch x column tiles at least (else cuBLAS: too few programs for 132 SMs)
@@ -611,8 +615,8 @@ def _update_prec(n: int = 0) -> str:
     return "tf32x3" if _FUSED_PREC == "tf32x2" and n < _X2_MIN_N else _FUSED_PREC
 
 
-def _fused_bn(n: int) -> int:
-    return max(16, min(_FUSED_BN, triton.next_power_of_2(n)))
+def _fused_bn(n: int, widest: int = 0) -> int:
+    return max(16, min(widest or _FUSED_BN, triton.next_power_of_2(n)))
 
 
 def _fused_pays(b: int, n: int) -> bool:
@@ -646,12 +650,15 @@ def _apply_qt_torch_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor) -> None
     a2.baddbmm_(v, wmat, alpha=-1.0)
 
 
-def _apply_qt_vt_(a2: torch.Tensor, v: torch.Tensor, vt: torch.Tensor, t: torch.Tensor, src, prec: str) -> None:
+def _apply_qt_vt_(
+    a2: torch.Tensor, v: torch.Tensor, vt: torch.Tensor, t: torch.Tensor, src, prec: str, widest: int = 0
+) -> None:
     """As _apply_qt_fused_, phase 1 from vt = V^T (b, k, m), unit stride along m; a2 is read from src if given
-    (same shape, unit stride along columns), else from itself. prec: the products' precision (_update_prec)."""
+    (same shape, unit stride along columns), else from itself. prec: the products' precision (_update_prec);
+    widest: the most columns a program takes (0: _FUSED_BN)."""
     b, m, n = a2.shape
     k = v.shape[2]
-    bn = _fused_bn(n)
+    bn = _fused_bn(n, widest)
     bk = max(16, triton.next_power_of_2(k))
     s = a2 if src is None else src
     _wy_fused_vt_kernel[(triton.cdiv(n, bn), b)](
@@ -1074,7 +1081,8 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int, src: torch.Tensor | None = None) ->
                 a2 = a[:, k0 + c0 :, k0 + c0 + w : k0 + wo]
                 vb, tb = vo[:, c0:, c0 : c0 + w], tleaf[:, c0 : c0 + w, c0 : c0 + w]
                 if vt is not None and _use_fused(a2, vb, tb):
-                    _apply_qt_vt_(a2, vb, vt[:, c0 : c0 + w, c0:], tb, src[:, :, w:wo] if first else None, x3)
+                    intra_src = src[:, :, w:wo] if first else None
+                    _apply_qt_vt_(a2, vb, vt[:, c0 : c0 + w, c0:], tb, intra_src, x3, _FUSED_BN_INTRA)
                 else:
                     _apply_qt_(a2, vb, tb)
         if k0 + wo < n:

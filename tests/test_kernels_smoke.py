@@ -158,6 +158,34 @@ def test_fused_wy_tf32x2_update_keeps_the_gates_where_it_is_taken(route):
             setattr(mod, k, v)
 
 
+def test_fused_wy_intra_panel_updates_agree_in_narrow_column_tiles():
+    """_FUSED_BN_INTRA=16 splits each intra-panel update over programs of 16 columns: every column's products are
+    the same, so H and tau agree with the one-program update to rounding, interpreted."""
+    load_variant(os.path.join(ROOT, "kernels", "fused_wy.py"))
+    mod = sys.modules["submission"]
+    route = {"_GEMM_ON_CPU": True, "_FUSED_MIN_PROGRAMS": 1, "_SMALL_MAX": 0}
+    saved = {k: getattr(mod, k) for k in (*route, "_FUSED_BN_INTRA", "_apply_qt_vt_")}
+    widths = []  # the column tiles the intra-panel updates were given
+    apply_qt_vt = mod._apply_qt_vt_
+    mod._apply_qt_vt_ = lambda *args: widths.append(args[6] if len(args) > 6 else None) or apply_qt_vt(*args)
+    try:
+        for k, v in route.items():
+            setattr(mod, k, v)
+        a = generate(Case(2, 160, 1, 171, "dense"))
+        outs = []
+        for bn in (0, 16):
+            mod._FUSED_BN_INTRA = bn
+            out = mod.custom_kernel(a)
+            assert check_qr(a, out).passed, check_qr(a, out).message
+            outs.append(out)
+        assert 16 in widths, widths
+        (h0, t0), (h1, t1) = outs
+        assert (h1 - h0).abs().max() <= 1e-5 * h0.abs().max() and (t1 - t0).abs().max() <= 1e-5
+    finally:
+        for k, v in saved.items():
+            setattr(mod, k, v)
+
+
 def test_fused_wy_lean_step_agrees_with_the_plain_step():
     """_LEAN computes the same reflections in another order (the column mask and tau on the z vector instead of
     the tile): H and tau agree with the knob off to rounding, on the whole-matrix and the leaf routes."""
