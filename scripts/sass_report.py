@@ -10,9 +10,10 @@ what it will run; another version prints its own code generation.
     python scripts/sass_report.py kernels/fused_wy.py _tile_qr_kernel --ptrs src,dst --warps 8 \\
         BM=512 BW=16 WRITE_VT=1 WRITE_VTT=1 SKIP_HELD=0 LEAN=0 / LEAN=1
 
-Arguments: FILE KERNEL, then constexpr settings (K=V, Python literals); `/` starts another setting, which inherits
-the previous one's values. Parameters named *_ptr or listed in --ptrs are float32 pointers, the other non-constexpr
-ones 32-bit integers; all pointers and integers get the 16-byte divisibility the contest's inputs give them.
+Arguments: FILE KERNEL, then constexpr settings (K=V, Python literals; a constexpr with a default may be left
+out); `/` starts another setting, which inherits the previous one's values. Parameters named *_ptr or listed in
+--ptrs are float32 pointers, the other non-constexpr ones 32-bit integers; all pointers and integers get the
+16-byte divisibility the contest's inputs give them.
 """
 
 from __future__ import annotations
@@ -52,6 +53,14 @@ def load_kernel(path: str, name: str):
     if not hasattr(mod, name):
         raise SystemExit(f"{path}: no kernel {name}")
     return getattr(mod, name)
+
+
+def with_defaults(kernel, const: dict) -> dict:
+    """The settings given, then the defaults of the constexprs not given (a knob added with a default that keeps
+    the kernel as it was needs no setting)."""
+    params = inspect.signature(kernel.fn).parameters
+    defaults = {n: p.default for n, p in params.items() if n not in const and p.default is not inspect.Parameter.empty}
+    return {**const, **defaults}
 
 
 def signature(kernel, ptrs: set[str], const: dict) -> dict[str, str]:
@@ -143,10 +152,11 @@ def main(argv: list[str] | None = None) -> int:
     import triton
 
     print(f"{args.kernel} from {args.file}, sm_{args.arch}, {args.warps} warps, triton {triton.__version__}")
-    for const in settings(args.const) or [{}]:
+    for given in settings(args.const) or [{}]:
+        const = with_defaults(kernel, given)
         sig = signature(kernel, ptrs, const)
         r = report(kernel, sig, const, args.warps, args.arch)
-        shown = " ".join(f"{k}={v}" for k, v in const.items())
+        shown = " ".join(f"{k}={v}" for k, v in given.items())
         print(f"{shown}: " + ", ".join(f"{k} {v}" for k, v in r.items()), flush=True)
     return 0
 

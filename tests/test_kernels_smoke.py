@@ -186,6 +186,38 @@ def test_fused_wy_intra_panel_updates_agree_in_narrow_column_tiles():
             setattr(mod, k, v)
 
 
+@pytest.mark.parametrize("fused", [True, False], ids=["fused-updates", "split-updates"])
+def test_fused_wy_left_looking_leaves_agree_with_the_intra_panel_updates(fused):
+    """_LEFT_LOOK: each leaf applies its panel's earlier leaves itself (in the tile kernel) instead of each leaf
+    updating the rest of the panel; the same reflections in another order, so H and tau agree to rounding and the
+    gates hold, interpreted, with the first panel read from the input (fused) and in place (split)."""
+    load_variant(os.path.join(ROOT, "kernels", "fused_wy.py"))
+    mod = sys.modules["submission"]
+    route = {"_GEMM_ON_CPU": True, "_SMALL_MAX": 0, **({"_FUSED_MIN_PROGRAMS": 1} if fused else {})}
+    saved = {k: getattr(mod, k) for k in (*route, "_LEFT_LOOK", "_leaf")}
+    lefts = []  # the leaves that went left-looking, by their first column in the panel
+    leaf = mod._leaf
+    mod._leaf = lambda *args, **kw: lefts.append(kw.get("left", (0, 0))[0]) or leaf(*args, **kw)
+    try:
+        for k, v in route.items():
+            setattr(mod, k, v)
+        for batch, n, case in [(2, 160, "dense"), (3, 96, "rankdef")]:  # two 32-wide leaves a 64-wide panel
+            a = generate(Case(batch, n, 1, 53 + n, case))
+            outs = []
+            for on in (False, True):
+                mod._LEFT_LOOK = on
+                out = mod.custom_kernel(a)
+                assert check_qr(a, out).passed, f"{batch}x{n} {case} with _LEFT_LOOK={on}: {check_qr(a, out).message}"
+                outs.append(out)
+            (h0, t0), (h1, t1) = outs
+            if case == "dense":  # rankdef's near-zero columns amplify rounding: the gates only
+                assert (h1 - h0).abs().max() <= 1e-4 * h0.abs().max() and (t1 - t0).abs().max() <= 1e-4
+        assert 32 in lefts, lefts
+    finally:
+        for k, v in saved.items():
+            setattr(mod, k, v)
+
+
 def test_fused_wy_lean_step_agrees_with_the_plain_step():
     """_LEAN computes the same reflections in another order (the column mask and tau on the z vector instead of
     the tile): H and tau agree with the knob off to rounding, on the whole-matrix and the leaf routes."""
