@@ -85,8 +85,8 @@ def _judge(workload: Any, inputs: list[Any], outputs: list[Any]) -> Any:
 
 
 def _release_cache(device: Any) -> None:
-    """Hand the allocator's unused blocks back to the GPU when they exceed CACHE_KEPT_BYTES (a few ms; the worker
-    waits for the verdict, which has been sent by now)."""
+    """Hand the allocator's unused blocks back to the GPU when they exceed CACHE_KEPT_BYTES (a few ms, while the
+    worker waits for the verdict, between its repetitions)."""
     import torch
 
     if (
@@ -230,9 +230,9 @@ def main() -> int:
             inputs=len(inputs) if inputs is not None else None,  # the count the case's time is divided by
             harness_recheck_s=recheck,
         )  # before the worker hears it: the runner has the verdict by the time the worker reports the case
-        handoff.send(sock, {"passed": result.passed, "message": result.message})
         del outputs
-        _release_cache(device)
+        _release_cache(device)  # before the answer: the worker's next timed window never sees a cudaFree here
+        handoff.send(sock, {"passed": result.passed, "message": result.message})
 
 
 if __name__ == "__main__":
