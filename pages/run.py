@@ -10,7 +10,7 @@ from pages.ui import tables as views
 from tracker.analysis import margins
 from tracker.analysis import series as analysis
 from tracker.common.jsonfields import parse_flags
-from tracker.common.vocabulary import DEFAULT_WORKLOAD
+from tracker.common.vocabulary import DEFAULT_WORKLOAD, REPORT_NOT_HERE
 from tracker.store import VERDICTS, Store, StoreLockedError
 
 # Times keep common.table's format (0.1 µs, thousands separators), as in the per-case table beside.
@@ -201,10 +201,11 @@ with tabs[2]:
         if not bundle["ncu_kernels"].empty:
             common.table(views.ncu_table(bundle["ncu_kernels"]), column_config=PROFILE_KERNEL_COLUMNS)
         for row in bundle["ncu_cases"].itertuples():
-            has = isinstance(row.report, str) and row.report  # NULL reads as NaN here
-            kept = f"report {common.code(str(Store(common.store()).traces_dir(run_id) / row.report))}" if has else ""
+            report = row.report if isinstance(row.report, str) and row.report else None  # NULL reads as NaN here
+            kept = Store(common.store()).ncu_report_file(run_id, report)
+            said = f"report {common.code(str(kept))}" if kept else f"report {common.code(report)} {REPORT_NOT_HERE}"
             why = f" · {common.md(row.error)}" if isinstance(row.error, str) and row.error else ""
-            st.caption(f"case {row.case_idx}: {kept or 'no report'}{why}")
+            st.caption(f"case {row.case_idx}: {said if report else 'no report'}{why}")
 
 with tabs[3]:
     if bundle["source"]:

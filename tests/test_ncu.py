@@ -308,7 +308,14 @@ def test_the_run_page_shows_the_profile(tmp_path, monkeypatch):
     assert table.iloc[0]["top stalls (cycles per issue)"] == "long_scoreboard 7.5, barrier 3.2, wait 1.5"
     assert table.iloc[0]["smem/block (B)"] == 16384 and table.iloc[0]["duration (µs)"] == pytest.approx(12.5)
     captions = " ".join(c.value for c in at.caption)
-    assert "ncu-case0.ncu-rep" in captions and "case 3: no report" in captions
+    # the record names a report whose file is not here (as with the shipped samples/): named, not pointed to
+    assert "ncu-case0.ncu-rep` not beside this store" in captions and "case 3: no report" in captions
+    report = Store(store).traces_dir("ncurun00003") / "ncu-case0.ncu-rep"
+    report.parent.mkdir(parents=True)
+    report.write_bytes(b"NVIDIA report bytes")
+    at = open_page("pages/run.py", id="ncurun00003")
+    captions = " ".join(c.value for c in at.caption)
+    assert f"report `{report}`" in captions and "not beside" not in captions
 
 
 @pytest.mark.skipif(any(Path(p).exists() for p in ncu_pass.KNOWN_NCU), reason="ncu is installed here")

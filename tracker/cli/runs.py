@@ -23,7 +23,7 @@ from tracker.cli.common import (
 from tracker.cli.queue import queue_lines
 from tracker.common.jsonfields import clean, parse_flags, parse_stalls, stalls_text
 from tracker.common.text import counted, short_kernel
-from tracker.common.vocabulary import RUN_STATUSES
+from tracker.common.vocabulary import REPORT_NOT_HERE, RUN_STATUSES
 from tracker.store import VERDICTS, Store
 from tracker.variants.scan import describe
 
@@ -108,8 +108,8 @@ def ncu_doc(store: str, run_id: str) -> dict:
     found = Store(store).ncu_profile(run_id)
     cases = [{k: clean(v) for k, v in r.items()} for r in found["cases"].to_dict("records")]
     for c in cases:  # a path only where the file is here (an import may come without a report too large to move)
-        kept = Store(store).traces_dir(run_id) / c["report"] if c.get("report") else None
-        c["report_path"] = str(kept) if kept is not None and kept.is_file() else None
+        kept = Store(store).ncu_report_file(run_id, c.get("report"))
+        c["report_path"] = str(kept) if kept is not None else None
     kernels = [{k: clean(v) for k, v in r.items()} for r in found["kernels"].to_dict("records")]
     for k in kernels:
         k["stalls"] = parse_stalls(k.get("stalls"))
@@ -129,9 +129,7 @@ def ncu_text(doc: dict) -> str:
     for c in doc["cases"]:
         head = f"case {c['case_idx']}: {c['kernels'] or 0} kernel(s)"
         if c.get("report"):
-            head += (
-                f", report {c['report_path']}" if c["report_path"] else f", report {c['report']} not beside this store"
-            )
+            head += f", report {c['report_path']}" if c["report_path"] else f", report {c['report']} {REPORT_NOT_HERE}"
         lines.append(head + (f"; error: {c['error']}" if c.get("error") else ""))
         for k in (k for k in doc["kernels"] if k["case_idx"] == c["case_idx"]):
             us = "-" if k["duration_us"] is None else f"{k['duration_us']:.2f} us"

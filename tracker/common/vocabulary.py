@@ -18,3 +18,6 @@ CASE_STATS = ("runs", "mean_us", "std_us", "err_us", "best_us", "worst_us", "med
 # How a case's message begins when the checker itself failed on an output (out of GPU memory, say), so the run's error
 # can say the kernel's answer was not judged.
 CHECKER_RAISED = "the checker raised"
+# What the CLI and the Run page say of a profile report whose file is not here (an import may come without a report
+# too large to move; the shipped samples/ leave Nsight Compute reports out).
+REPORT_NOT_HERE = "not beside this store"

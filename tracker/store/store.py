@@ -62,6 +62,12 @@ class Store(RunReads, CaseReads, HistoryReads, VariantReads, VerdictReads, Profi
         """Where a run's profile files live beside the store."""
         return sidefiles.traces_dir(self.path, run_id)
 
+    def ncu_report_file(self, run_id: str, report: str | None) -> Path | None:
+        """A run's Nsight Compute report file where it is here, beside the store; None for no report, or for one
+        whose file did not come along."""
+        path = self.traces_dir(run_id) / report if report else None
+        return path if path is not None and path.is_file() else None
+
     def pending_run_ids(self) -> set[str]:
         """Run ids waiting in the side folder."""
         return sidefiles.pending_run_ids(self.path)
