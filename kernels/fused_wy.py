@@ -122,10 +122,10 @@ if _HAVE_TRITON:
     ):  # fmt: skip
         """SKIP_HELD: matrices whose flag in held_ptr is set were factored by the CholeskyQR2 leaf; not again.
         LEFT (the leaf width of the panel, 0: off): the tile is the leaf's columns from the top of its outer panel,
-        (LCH, LSTAGES: the row chunks of _left_leaf and their pipeline stages)
         the leaf's diagonal at row r0 (its first column in the panel); the panel's r0 / LEFT earlier leaves are
         applied to it first (their V in the columns of V left of this leaf's, their T's on the diagonal left of
-        this leaf's T; tf32x3 products), then rows r0.. are factored; V and V^T are written from the panel's top."""
+        this leaf's T; tf32x3 products, by _left_leaf in LCH-row chunks with LSTAGES pipeline stages), then rows
+        r0.. are factored; V and V^T are written from the panel's top."""
         pid = tl.program_id(0).to(tl.int64)
         if SKIP_HELD:  # noqa: SIM102 (a constexpr: no load at all when off)
             if tl.load(held_ptr + pid) != 0:
