@@ -10,25 +10,17 @@ allocated and reserved, so the step that holds the rest is named:
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tracker" / "capture" / "shim")]  # the shim: `from task import ...`
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tracker.capture.worker import load_variant  # noqa: E402  (the worker's import: `task` from the shim)
 from tracker.workloads import cases_for, get_suite, get_workload  # noqa: E402
 
 GIB = float(1 << 30)
-
-
-def _load(path: str):
-    spec = importlib.util.spec_from_file_location("probe_kernel", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.custom_kernel
 
 
 def _step(name: str, fn):
@@ -62,7 +54,7 @@ def main() -> int:
     parser.add_argument("cases", nargs="*", type=int, default=[3])
     parser.add_argument("--json", help="unused: scripts/h200_fused.sh's PROBE passes it; the figures are printed")
     args = parser.parse_args()
-    kernel = _load(args.kernel)
+    kernel = load_variant(args.kernel)
     workload = get_workload("qr_v2")
     cases = cases_for(get_suite(workload, "qr_v2"), "benchmark")
     for idx in args.cases:
