@@ -200,9 +200,10 @@ with tabs[2]:
     else:
         if not bundle["ncu_kernels"].empty:
             common.table(views.ncu_table(bundle["ncu_kernels"]), column_config=PROFILE_KERNEL_COLUMNS)
+        here = Store(common.store())
         for row in bundle["ncu_cases"].itertuples():
             report = row.report if isinstance(row.report, str) and row.report else None  # NULL reads as NaN here
-            kept = Store(common.store()).ncu_report_file(run_id, report)
+            kept = here.ncu_report_file(run_id, report)
             said = f"report {common.code(str(kept))}" if kept else f"report {common.code(report)} {REPORT_NOT_HERE}"
             why = f" · {common.md(row.error)}" if isinstance(row.error, str) and row.error else ""
             st.caption(f"case {row.case_idx}: {said if report else 'no report'}{why}")

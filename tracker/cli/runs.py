@@ -105,10 +105,11 @@ def show_doc(args: argparse.Namespace) -> dict:
 def ncu_doc(store: str, run_id: str) -> dict:
     """A run's Nsight Compute profile as `show --json` and the MCP tool give it: per case the report's path (beside
     the store) or why there is none; per kernel its metrics, stalls as {reason: warp cycles per issued instruction}."""
-    found = Store(store).ncu_profile(run_id)
+    here = Store(store)
+    found = here.ncu_profile(run_id)
     cases = [{k: clean(v) for k, v in r.items()} for r in found["cases"].to_dict("records")]
     for c in cases:  # a path only where the file is here (an import may come without a report too large to move)
-        kept = Store(store).ncu_report_file(run_id, c.get("report"))
+        kept = here.ncu_report_file(run_id, c.get("report"))
         c["report_path"] = str(kept) if kept is not None else None
     kernels = [{k: clean(v) for k, v in r.items()} for r in found["kernels"].to_dict("records")]
     for k in kernels:
