@@ -35,6 +35,28 @@ def test_leaderboard_defaults_to_the_context_that_passed_last(demo_store):
     assert bad.returncode == 2 and "NVIDIA H200" in bad.stderr and "Traceback" not in bad.stderr
 
 
+def test_newer_runs_of_chosen_cases_on_another_gpu_do_not_move_the_default_off_whole_runs(demo_store):
+    """A GPU whose only passed runs are of chosen cases (no geomean: nothing to rank or chart) does not become the
+    default over a context with whole runs, however new; its first whole run makes it the default."""
+    from datetime import timedelta
+
+    from conftest import BASE_US, T0, kernel_source, make_record
+
+    from tracker.analysis.context import default_context
+
+    path, _ = demo_store
+    h100 = "NVIDIA H100 80GB HBM3"
+    part = make_record("h100part000a", variant="p", source=kernel_source("p", 1), path="k/p.py", family="wy",
+                       started=T0 + timedelta(hours=30), gpu=h100, means=None)  # fmt: skip
+    assert part.run.status == "passed" and part.run.geomean_us is None
+    assert Store(path).finish_run(part) is None
+    assert default_context(Store(path).run_contexts())["gpu"] == "CPU"  # the newest whole run's
+    whole = make_record("h100whole00a", variant="p", source=kernel_source("p", 1), path="k/p.py", family="wy",
+                        started=T0 + timedelta(hours=31), gpu=h100, means=BASE_US)  # fmt: skip
+    assert Store(path).finish_run(whole) is None
+    assert default_context(Store(path).run_contexts())["gpu"] == h100
+
+
 def test_store_before_the_command_version_and_list_filters(demo_store):
     """`--store` before the command, `--version`, and `list --family/--status/--variant/--since` (newest first)."""
     path, ids = demo_store

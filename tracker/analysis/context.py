@@ -2,8 +2,8 @@
 
 Every page and `leaderboard`/`lineage` take their choices from here, so a new run in another context (a CPU smoke
 run beside H200 runs) never leaves a view on a combination without data. Choices are listed with the most
-recently passed first; the first is the default, except that a preferred value (the sidebar's GPU) comes first
-wherever it has runs."""
+recently passed first (whole runs before runs of chosen cases); the first is the default, except that a preferred
+value (the sidebar's GPU) comes first wherever it has runs."""
 
 from __future__ import annotations
 
@@ -26,8 +26,9 @@ def choices(
 ) -> list[str]:
     """The values of `column` (gpu, suite, mode, family, problem) among the contexts of Store.run_contexts
     that match `fixed` (None: any) and `modes`: those with `min_passed` passed runs first (a history needs two
-    points), the most recently passed first, then the others; `prefer` first when it is among them. Keys in
-    `loose` are dropped from `fixed` when keeping them leaves nothing (a registered family without runs yet)."""
+    points), ordered by their latest whole passed run (with a geomean), then by their latest passed run, then the
+    others; `prefer` first when it is among them. Keys in `loose` are dropped from `fixed` when keeping them leaves
+    nothing (a registered family without runs yet)."""
     for key in loose:
         if fixed.get(key) is not None and not choices(contexts, column, modes=modes, **fixed):
             fixed = {**fixed, key: None}
@@ -40,9 +41,13 @@ def choices(
     rows = rows[rows[column].notna()]
     if rows.empty:
         return []
-    agg = rows.groupby(column).agg(passed=("passed", "sum"), last=("last_passed", "max"), runs=("runs", "sum"))
+    agg = rows.groupby(column).agg(
+        passed=("passed", "sum"), whole=("last_whole", "max"), last=("last_passed", "max"), runs=("runs", "sum")
+    )
     agg["has_passed"] = agg["passed"] >= min_passed
-    agg = agg.sort_values(["has_passed", "last", "runs"], ascending=False, na_position="last", kind="stable")
+    # Whole runs first: a GPU with a few newer runs of chosen cases (no geomean) would open the Leaderboard on
+    # nothing to rank and the Experiments chart on no point.
+    agg = agg.sort_values(["has_passed", "whole", "last", "runs"], ascending=False, na_position="last", kind="stable")
     out = [str(v) for v in agg.index]
     if prefer in out:
         out.remove(prefer)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from tracker.common.vocabulary import DEFAULT_WORKLOAD
+from tracker.common.vocabulary import DEFAULT_WORKLOAD, TIMED_MODES
 from tracker.store.connection import SchemaTooNewError, connect, schema_version
 from tracker.store.reads._sql import (
     RUN_LIST_COLUMNS,
@@ -264,18 +264,22 @@ class RunReads:
         return out
 
     def run_contexts(self) -> pd.DataFrame:
-        """Per (problem, suite, mode, GPU, family): runs, passed runs and the start of the latest passed one; what
+        """Per (problem, suite, mode, GPU, family): runs, passed runs, the start of the latest passed one and of the
+        latest passed whole one (a timed run with a geomean: not a run of chosen cases); what
         tracker.analysis.context picks the pages' and commands' defaults from."""
         with connect(self.path, read_only=True) as con:
             if not _has_runs_table(con):
                 return pd.DataFrame(
-                    columns=["problem", "suite", "mode", "gpu", "family", "runs", "passed", "last_passed"]
+                    columns=["problem", "suite", "mode", "gpu", "family", "runs", "passed", "last_passed", "last_whole"]
                 )
+            timed = ", ".join("?" * len(TIMED_MODES))
             return con.execute(  # a run of a store from before problems were recorded is the built-in one's
                 "SELECT coalesce(problem, ?) AS problem, suite, mode, gpu, family, count(*) AS runs, "
                 "count(*) FILTER (WHERE status = 'passed') AS passed, max(started_at) FILTER (WHERE status = 'passed') "
-                f"AS last_passed FROM {RUNS_IN_CONTEXT_SQL} WHERE status <> 'running' GROUP BY ALL",
-                [DEFAULT_WORKLOAD],
+                "AS last_passed, max(started_at) FILTER (WHERE status = 'passed' AND (geomean_us IS NOT NULL "
+                f"OR mode NOT IN ({timed}))) AS last_whole "
+                f"FROM {RUNS_IN_CONTEXT_SQL} WHERE status <> 'running' GROUP BY ALL",
+                [DEFAULT_WORKLOAD, *TIMED_MODES],
             ).df()
 
     def run_choices(self, *, gpu: str | None = None, limit: int = 300, search: str | None = None) -> pd.DataFrame:
