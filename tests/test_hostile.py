@@ -401,6 +401,105 @@ def test_an_output_cache_keyed_by_the_inputs_values_is_flagged(world):
     assert "identity-cache" in _flags(doc), doc["flags"]
 
 
+def test_work_done_while_the_inputs_are_made_is_flagged(world):
+    """The inputs are made in the kernel's process: a hook on the torch functions the generator calls sees each one
+    as it is made and computes its outputs there, outside every timed call, so the loop and even the call on fresh
+    inputs only look them up (the fresh seed is drawn late, but the fresh inputs are made here too). The fresh
+    inputs are made inside that call's timed window, and the checker makes the same ones on its own clock: the
+    difference is the hidden work. The hook's 80 ms stand for a QR that costs that much."""
+    kernel = _kernel(
+        world,
+        """
+        DONE = {}
+        contiguous = torch.Tensor.contiguous
+
+        def key(a):
+            return (tuple(a.shape), tuple(a.reshape(-1)[:4].tolist()))
+
+        def made(self, *args, **kwargs):  # the generator's last step: a new input is in hand
+            out = contiguous(self, *args, **kwargs)
+            if out.dim() == 3 and out.shape[-1] == out.shape[-2] and key(out) not in DONE:
+                time.sleep(0.08)
+                DONE[key(out)] = torch.geqrf(out)
+            return out
+
+        torch.Tensor.contiguous = made
+
+        def custom_kernel(data):
+            return DONE.get(key(data)) or torch.geqrf(data)
+        """,
+    )
+    doc = _run(world, kernel, "--suite", "smoke", "--cases", "1")
+    assert doc["status"] == "passed", doc["error"]
+    assert "hidden-work" in _flags(doc), doc["flags"]
+    assert "torch-patch" in {f["code"] for f in json.loads(Store(world["store"]).get_run(doc["run_id"])["flags"])}
+
+
+def test_an_inflated_hand_off_size_does_not_hide_work_between_repetitions(world):
+    """The call returns placeholders at once and the real work happens while the worker packs the outputs for the
+    checker (its Sender patched), 30 ms a repetition; the header claims 64 MiB of outputs (a sparse memfd costs
+    nothing) so that the allowance for handing them over would swallow the gap. The checker sizes that allowance
+    by the bytes it actually rebuilt: the gap shows."""
+    kernel = _kernel(
+        world,
+        """
+        handoff = sys.modules["tracker.capture" + ".handoff"]
+        pack = handoff.Sender.pack
+        BIG = 64 << 20
+
+        def slow_pack(self, outputs):
+            end = time.monotonic() + 0.03
+            while time.monotonic() < end:
+                pass
+            outputs = [torch.geqrf(h.kb_source) if hasattr(h, "kb_source") else (h, t) for h, t in outputs]
+            self._buffer(BIG)
+            header, fd = pack(self, outputs)
+            header["bytes"] = BIG
+            return header, fd
+
+        handoff.Sender.pack = slow_pack
+
+        def custom_kernel(data):
+            h = torch.empty_like(data)
+            h.kb_source = data.clone()
+            return h, torch.empty(data.shape[:-1], dtype=data.dtype)
+        """,
+    )
+    doc = _run(world, kernel, "--suite", "smoke", "--cases", "0")
+    assert doc["status"] == "passed", doc["error"]
+    assert "timing-gap" in _flags(doc), doc["flags"]
+
+
+def test_a_malformed_request_on_the_checkers_socket_fails_the_kernel_not_the_checker(world):
+    """The kernel finds the worker's socket to the checker and asks for fresh inputs of a case named by a list:
+    the checker answers that it drew no seed and goes on, so the run is the kernel's failure (its outputs are
+    zeros, and the stray answer reaches the worker as a verdict), not the checker's crash."""
+    kernel = _kernel(
+        world,
+        """
+        import json, socket
+
+        def poke():
+            for name in os.listdir("/proc/self/fd"):
+                try:
+                    s = socket.socket(fileno=os.dup(int(name)))
+                except OSError:
+                    continue
+                if s.family == socket.AF_UNIX and s.type == socket.SOCK_SEQPACKET:
+                    s.sendall(json.dumps({"pos": [], "fresh": True}).encode())
+                s.close()
+
+        def custom_kernel(data, poked=[]):
+            if not poked:
+                poked.append(poke())
+            return torch.zeros_like(data), torch.zeros(data.shape[:-1], dtype=data.dtype)
+        """,
+    )
+    doc = _run(world, kernel, "--suite", "smoke", "--cases", "0")
+    assert doc["status"] == "failed", (doc["status"], doc["error"])
+    assert "checker process died" not in (doc["error"] or ""), doc["error"]
+
+
 def test_tensor_subclasses_are_refused_before_they_reach_the_checker(world):
     """Case 0 returns a subclass that computes only when the checker touches it, case 1 one that reports float32
     while holding float64: only plain torch.Tensor outputs are accepted."""

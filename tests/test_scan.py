@@ -27,6 +27,7 @@ HOSTILE = {
     "hack_timer_patch.py": "timer-patch",
     "hack_identity_cache.py": "identity-cache",
     "hack_side_stream.py": "side-stream",
+    "hack_torch_patch.py": "torch-patch",
     "spawns_children.py": "process-spawn",
 }
 

@@ -66,6 +66,19 @@ def _recheck_seconds(workload: Any, inputs: list[Any], outputs: list[Any], devic
     return time.monotonic() - start
 
 
+def _made(workload: Any, case: Any, device: Any) -> tuple[list[Any], float]:
+    """A case's inputs and the seconds this process took to make them, where the kernel cannot reach the clock:
+    the worker makes the same ones inside the fresh call's timed window (plausibility.made_flags compares)."""
+    import torch
+
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda *_: None)
+    sync(device)
+    start = time.monotonic()
+    inputs = workload.benchmark_inputs(case, device)
+    sync(device)
+    return inputs, time.monotonic() - start
+
+
 def _judge(workload: Any, inputs: list[Any], outputs: list[Any]) -> Any:
     """The workload's verdict on the outputs; where the GPU ran out of memory, once more after this process hands
     its allocator's cached blocks back (the checker shares the GPU with the kernel's process: on the H200 a check
@@ -142,7 +155,8 @@ def main() -> int:
     shadowed = job["mode"] != "test" and harness_rechecks_here(device.type)
     receiver = handoff.Receiver(device)
     held_pos, inputs, limit = None, None, 0
-    fresh: dict[int, tuple[int, list[Any]]] = {}  # per case, the seed and inputs of its call on fresh inputs
+    # per case, the seed and inputs of its call on fresh inputs, and the seconds this process took to make them
+    fresh: dict[int, tuple[int, list[Any], float]] = {}
     held_fresh = False  # whether `inputs` are a case's fresh ones
     evidence_kept: set[int] = set()
     while True:
@@ -154,7 +168,7 @@ def main() -> int:
         if message is None:
             return 0
         received = time.monotonic()
-        sent = 0
+        sent, made_s = 0, None
         if message.get("prepare") is True:  # the worker starts a timed case: make its inputs now, no reply
             pos = message.get("pos")
             if fd is not None:
@@ -168,10 +182,11 @@ def main() -> int:
             pos = message.get("pos")  # can have computed their outputs beforehand (the suite's seeds are public)
             if fd is not None:
                 os.close(fd)
-            if job["mode"] != "test" and type(pos) is int and 0 <= pos < len(cases) and pos not in fresh:
+            known = type(pos) is int and 0 <= pos < len(cases)  # the kernel can write here: any JSON may come
+            if job["mode"] != "test" and known and pos not in fresh:
                 seed = secrets.randbits(31)
-                fresh[pos] = seed, workload.benchmark_inputs(workload.hidden_seed(cases[pos], seed), device)
-            handoff.send(sock, {"seed": fresh[pos][0] if pos in fresh else None})
+                fresh[pos] = seed, *_made(workload, workload.hidden_seed(cases[pos], seed), device)
+            handoff.send(sock, {"seed": fresh[pos][0] if known and pos in fresh else None})
             continue
         try:
             pos, rep = message.get("pos"), message.get("rep")
@@ -181,7 +196,8 @@ def main() -> int:
                 if pos not in fresh:
                     raise handoff.BadOutput("the worker sent a call on fresh inputs the checker never drew")
                 inputs = None
-                held_pos, inputs, held_fresh = pos, fresh.pop(pos)[1], True
+                _, inputs, made_s = fresh.pop(pos)
+                held_pos, held_fresh = pos, True
                 limit = 4 * _nbytes(inputs) + OUTPUT_SLACK_BYTES
             elif pos != held_pos or held_fresh:  # a new case: its inputs, made here exactly as the worker made its own
                 inputs = None
@@ -190,7 +206,7 @@ def main() -> int:
             if message.get("error"):  # the worker refused the outputs itself (not plain tensors, ...)
                 raise handoff.BadOutput(str(message["error"])[:2000])
             outputs = receiver.unpack(message.get("outputs"), fd, limit)
-            sent = message["outputs"]["bytes"]
+            sent = _nbytes(outputs)  # what came, not what the header says: it sizes the hand-off's allowance
             if not isinstance(outputs, list) or len(outputs) != len(inputs):
                 raise handoff.BadOutput(f"the worker sent {len(outputs)} outputs for {len(inputs)} inputs")
             result = _judge(workload, inputs, outputs)
@@ -229,6 +245,7 @@ def main() -> int:
             bytes=sent,
             inputs=len(inputs) if inputs is not None else None,  # the count the case's time is divided by
             harness_recheck_s=recheck,
+            made_s=made_s,  # the call on fresh inputs: how long this process took to make them
         )  # before the worker hears it: the runner has the verdict by the time the worker reports the case
         del outputs
         _release_cache(device)  # before the answer: the worker's next timed window never sees a cudaFree here

@@ -1,5 +1,6 @@
-"""Timing cross-checks: flags for a case whose reported time is less than its work can take, or than the same
-call takes on fresh inputs of the same shapes.
+"""Timing cross-checks: flags for a case whose reported time is less than its work can take, than the same
+call takes on fresh inputs of the same shapes, or whose inputs took the kernel's process far longer to make than
+the checker.
 
 The kernel's process measures its own time (CUDA events or the CPU clock), so a kernel that patches the timer,
 forges its events or does the work outside the timed window can report what it likes. Two checks do not
@@ -11,6 +12,8 @@ be shorter than the kernel's real time; a reported time far below it on a long r
 from __future__ import annotations
 
 from typing import Any
+
+from tracker.capture.evidence import FRESH_PASS
 
 # (FLOP/s, bytes/s) no device of the kind exceeds: GPUs' dense low-precision peaks and memory bandwidth are
 # below 5 PFLOP/s and 20 TB/s; CPUs' FP32 vector peaks (two sockets of wide cores) and DRAM below these.
@@ -25,6 +28,11 @@ HANDOFF_BYTES_PER_S = 2e9
 RECHECK_MARGIN = 2.0
 FRESH_FACTOR = 10.0  # a call on fresh inputs (other values) this many times slower than the loop's median ...
 FRESH_MIN_US = 10.0  # ... and by at least this much
+# Making a call's fresh inputs took the kernel's process more than MADE_MARGIN times what it took the checker, and
+# the excess is FRESH_FACTOR times the loop's median and at least MADE_MIN_US for all the call's inputs. On a CPU the
+# two processes share the cores and the scheduler's stalls reach tens of ms, so only more than that is seen there.
+MADE_MARGIN = 2.0
+MADE_MIN_US = {"cuda": 1_000.0, "cpu": 50_000.0}
 
 
 def floor_us(flops: float | None, nbytes: float | None, device: str) -> float:
@@ -63,6 +71,44 @@ def flags(cases: list[dict[str, Any]], mode: str, device: str) -> list[dict[str,
                 "code": "timing-gap", "line": 0, "severity": "hack",
                 "message": f"case {case['case_idx']}: the checker saw {wall:.3g} us per call between repetitions "
                            f"against {mean:.3g} us reported: work may happen outside the timed window",
+            })  # fmt: skip
+    return out
+
+
+def made_per_call(verdicts: list[dict[str, Any]]) -> float | None:
+    """Microseconds per input the checker took to make the inputs of a case's call on fresh inputs (None where it
+    did not say: an old checker, or the call never came)."""
+    made = next((v for v in verdicts if v.get("rep") == FRESH_PASS), {})
+    seconds, inputs = made.get("made_s"), made.get("inputs")
+    if not isinstance(seconds, int | float) or type(inputs) is not int or inputs < 1:
+        return None
+    return float(seconds) / inputs * 1e6
+
+
+def made_flags(events: list[dict[str, Any]], mode: str, device: str) -> list[dict[str, Any]]:
+    """`hidden-work` for a passed case whose fresh inputs took the kernel's process far longer to make than they
+    took the checker: the inputs are made in the kernel's process, so a hook on the torch functions that make them
+    can compute their outputs there, outside every timed call, and the call then only looks them up. The worker
+    makes them inside the fresh call's timed window (`made_us`, its word), the checker makes the same ones on its own
+    clock (`made_checker_us`)."""
+    if mode == "test":
+        return []
+    out = []
+    for event in events:
+        if event.get("event") != "case_done" or not event.get("passed"):
+            continue
+        made, checker, median = event.get("made_us"), event.get("made_checker_us"), event.get("median_us")
+        if not all(isinstance(x, int | float) for x in (made, checker, median)):
+            continue
+        excess = made - MADE_MARGIN * checker
+        inputs = (event.get("case") or {}).get("inputs") or 1
+        if excess > FRESH_FACTOR * median and excess * inputs > MADE_MIN_US["cuda" if device == "cuda" else "cpu"]:
+            out.append({
+                "code": "hidden-work", "line": 0, "severity": "hack",
+                "message": f"case {event['case_idx']}: making the inputs of the call on fresh inputs took "
+                           f"{made:.3g} us per call in the kernel's process against {checker:.3g} us in the checker, "
+                           f"while a call took {median:.3g} us: the kernel seems to compute while its inputs are made "
+                           "(a hook on torch), outside the timed calls",
             })  # fmt: skip
     return out
 

@@ -259,7 +259,7 @@ def capture_variant(
         record.run.update(error=f"{record.run.error} ({UNIX_SOCKET_HINT})")
     if NO_CUDA in (record.run.error or "") and sandbox.contained(record.run.sandbox) and _gpu_available():
         record.run.update(error=f"{record.run.error} ({SANDBOX_CUDA_HINT})")  # the GPU is there, outside
-    flags = plausibility.flags(record.cases, req.mode, device)
+    flags = plausibility.flags(record.cases, req.mode, device) + plausibility.made_flags(events, req.mode, device)
     if flags:
         record.run.flags = json.dumps(json.loads(record.run.flags) + flags)
     if forged:
@@ -651,7 +651,7 @@ def judge(events: list[dict[str, Any]], verdicts: list[dict[str, Any]], req, gpu
         needed = {FIRST_PASS} if req.mode == "test" else {FIRST_PASS, FRESH_PASS, *range(len(samples))}
         judged = {v["rep"] for v in mine}
         bad = next((v for v in mine if not v["passed"]), None)
-        for k in [*RESIDUAL_KEYS, "evidence", *CASE_STATS, "wall_us", "columns", *GPU_STATE_COLUMNS]:
+        for k in [*RESIDUAL_KEYS, "evidence", *CASE_STATS, "wall_us", "made_checker_us", "columns", *GPU_STATE_COLUMNS]:
             event.pop(k, None)  # never the worker's word for these
         event["columns"] = workload.case_columns(case)  # the workload's description (label, shape), set after the pop
         event["samples"] = samples
@@ -678,6 +678,7 @@ def judge(events: list[dict[str, Any]], verdicts: list[dict[str, Any]], req, gpu
         if samples and req.mode != "test":
             event.update(_stats(samples))
             event["wall_us"] = plausibility.wall_per_call(mine, inputs)
+            event["made_checker_us"] = plausibility.made_per_call(mine)
             event.update(gpustate.case_state(gpu_readings, gpustate.timed_window(mine)))
 
 

@@ -95,6 +95,28 @@ class Clock:
         result = fn()
         return _clock() - t0, result
 
+    def time_made(self, make: Callable[[], list], call: Callable[[list], list]) -> tuple[float, float, list, list]:
+        """Make inputs, then call on them, in one timed window split where the inputs are made: (seconds making,
+        seconds calling, the inputs, the outputs). What happens while the inputs are made (a kernel's hook on
+        the generator's torch functions computing their outputs, say) lands in the first figure, which the
+        checker's own time to make the same inputs bounds."""
+        self.sync()
+        if self.cuda:
+            self._flush_l2()
+            start, made, end = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+            start.record()
+            inputs = make()
+            made.record()
+            result = call(inputs)
+            end.record()
+            torch.cuda.synchronize()
+            return start.elapsed_time(made) / 1e3, made.elapsed_time(end) / 1e3, inputs, result
+        t0 = _clock()
+        inputs = make()
+        t1 = _clock()
+        result = call(inputs)
+        return t1 - t0, _clock() - t1, inputs, result
+
 
 def clone_data(data: Any) -> Any:
     """A deep copy of an input: tensors cloned inside tuples, lists and dicts (GPU Mode inputs are often tuples)."""

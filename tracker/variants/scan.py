@@ -19,6 +19,7 @@ FLAGS: dict[str, tuple[str, str]] = {
     "timer-patch": ("hack", "replaces a timer or synchronisation function"),
     "identity-cache": ("hack", "keys something on the identity of its inputs (a cache of outputs?)"),
     "side-stream": ("hack", "creates a CUDA stream without waiting for it before returning"),
+    "torch-patch": ("hack", "replaces a torch function (the harness makes the inputs with torch in this process)"),
     "process-spawn": ("info", "starts processes or threads"),
     "forged-events": ("hack", "wrote lines into the worker's event channel"),  # set by the runner, not the scan
 }
@@ -52,6 +53,14 @@ _SPAWN = {"os.fork", "os.forkpty", "os.system", "os.popen", "os.posix_spawn", "o
 _SPAWN |= {"threading.Thread"}
 _STREAMS = {"torch.cuda.Stream", "torch.cuda.stream", "torch.Stream", "torch.cuda.ExternalStream"}
 _WAITS = {"synchronize", "wait_stream", "wait_event", "wait"}
+
+
+def _torch_function(name: str | None, value: ast.AST | None) -> bool:
+    """Whether assigning `value` to `name` replaces something of torch's: a name under torch that is not a setting
+    (torch.backends..., a config module) given anything but a constant (True, a number, a string)."""
+    if not name or name.split(".")[0] != "torch" or isinstance(value, ast.Constant):
+        return False
+    return not any(part in ("backends", "config") or part.endswith("_config") for part in name.split(".")[1:])
 
 
 @dataclass(frozen=True)
@@ -100,16 +109,18 @@ class _Scanner(ast.NodeVisitor):
             self.add("tracker-internals", node, f"from {module} import ...")
         self.generic_visit(node)
 
-    def _target(self, target: ast.AST, node: ast.AST) -> None:
+    def _target(self, target: ast.AST, node: ast.AST, value: ast.AST | None = None) -> None:
         name = self.dotted(target)
         if name in _TIMERS:
             self.add("timer-patch", node, f"assigns {name}")
+        elif _torch_function(name, value):
+            self.add("torch-patch", node, f"assigns {name}")
         if isinstance(target, ast.Subscript) and self.dotted(target.value) == "sys.modules":
             self.add("sys-modules", node, "assigns an entry of sys.modules")
 
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
-            self._target(target, node)
+            self._target(target, node, node.value)
         self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
@@ -131,6 +142,8 @@ class _Scanner(ast.NodeVisitor):
             attr = node.args[1].value if isinstance(node.args[1], ast.Constant) else "?"
             if f"{owner}.{attr}" in _TIMERS or owner in _TIMERS:
                 self.add("timer-patch", node, f"setattr({owner}, {attr!r}, ...)")
+            elif _torch_function(f"{owner}.{attr}", node.args[2] if len(node.args) > 2 else None):
+                self.add("torch-patch", node, f"setattr({owner}, {attr!r}, ...)")
             if owner == "sys" and attr == "modules":
                 self.add("sys-modules", node, "setattr(sys, 'modules', ...)")
         if isinstance(node.func, ast.Attribute) and node.func.attr == "data_ptr":
