@@ -104,6 +104,14 @@ def test_add_of_an_unchanged_copy_records_its_name_and_family_and_the_name_finds
     assert Store(store).list_runs(search="twi")["run_id"].tolist() == ["firstrun0001"]  # the dashboards' search
     assert Store(store).variant_table(search="twi")["variant_sha256"].tolist() == [sha]
     assert Store(store).latest_run_of_variant("twin") == "firstrun0001"  # run --parent twin
+    # The newest run, whatever its status (a NULL in the ORDER BY had put every run that did not pass first).
+    for k, status in enumerate(("timeout", "passed")):
+        later = make_record(f"laterrun000{k}", variant="orig", source=BASE, path=str(orig), family=None,
+                            started=T0 + timedelta(days=k + 1), suite="smoke", status=status,
+                            means=None if status == "timeout" else SMOKE_MEANS)  # fmt: skip
+        assert Store(store).finish_run(later) is None
+        assert Store(store).latest_run_of_variant("twin") == f"laterrun000{k}"
+    assert Store(store).latest_run_of_variant("twin", "smoke", "benchmark") == "laterrun0001"
 
     from tracker.cli.ab import _target
 

@@ -108,7 +108,8 @@ class RunReads:
     def latest_run_of_variant(self, name: str, suite: str | None = None, mode: str | None = None) -> str | None:
         """The newest run of the variant with this name (any recorded name, as list_runs' `variant`), e.g. to name
         it as a parent. Given a suite and mode, the newest passed run of those comes first, then any run of them,
-        then any run: a benchmark's parent is then a benchmark it can be compared with, not the newest test run."""
+        then any run: a benchmark's parent is then a benchmark it can be compared with, not the newest test run.
+        (Without them the comparisons are NULL, which DuckDB sorts last even descending: hence the coalesce.)"""
         if not Path(self.path).exists():
             return None
         with connect(self.path, read_only=True) as con:
@@ -118,7 +119,8 @@ class RunReads:
             same = "(suite = ? AND mode = ?)"
             row = con.execute(
                 f"SELECT run_id FROM runs WHERE {clause} "
-                f"ORDER BY ({same} AND status = 'passed') DESC, {same} DESC, started_at DESC, run_id LIMIT 1",
+                f"ORDER BY coalesce({same} AND status = 'passed', false) DESC, coalesce({same}, false) DESC, "
+                "started_at DESC, run_id LIMIT 1",
                 [*params, suite, mode, suite, mode],
             ).fetchone()
         return row[0] if row else None
