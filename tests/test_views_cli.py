@@ -37,7 +37,8 @@ def test_leaderboard_defaults_to_the_context_that_passed_last(demo_store):
 
 def test_newer_runs_of_chosen_cases_on_another_gpu_do_not_move_the_default_off_whole_runs(demo_store):
     """A GPU whose only passed runs are of chosen cases (no geomean: nothing to rank or chart) does not become the
-    default over a context with whole runs, however new; its first whole run makes it the default."""
+    default over a context with whole runs, however new, nor head the Experiments table sorted by best geomean; its
+    first whole run makes it the default."""
     from datetime import timedelta
 
     from conftest import BASE_US, T0, kernel_source, make_record
@@ -51,6 +52,8 @@ def test_newer_runs_of_chosen_cases_on_another_gpu_do_not_move_the_default_off_w
     assert part.run.status == "passed" and part.run.geomean_us is None
     assert Store(path).finish_run(part) is None
     assert default_context(Store(path).run_contexts())["gpu"] == "CPU"  # the newest whole run's
+    table = Store(path).variant_table()  # sorted by best geomean: the GPU with none comes last, not first by name
+    assert table["best_geomean_us"].iloc[0] > 0 and table["gpu"].iloc[-1] == h100
     whole = make_record("h100whole00a", variant="p", source=kernel_source("p", 1), path="k/p.py", family="wy",
                         started=T0 + timedelta(hours=31), gpu=h100, means=BASE_US)  # fmt: skip
     assert Store(path).finish_run(whole) is None

@@ -25,7 +25,9 @@ from tracker.store.reads._sql import (
 
 VARIANT_SORTS = {
     # Geomeans of different contexts (suite, GPU or CPU) are not comparable: ranked within each context.
-    "best geomean": "suite, gpu, best_geomean_us ASC NULLS LAST, last_run_at DESC",
+    # Contexts without a geomean (runs of chosen cases only) after those with one, not first by the GPU's name.
+    "best geomean": "count(best_geomean_us) OVER (PARTITION BY suite, gpu) = 0, suite, gpu, "
+    "best_geomean_us ASC NULLS LAST, last_run_at DESC",
     "latest run": "last_run_at DESC",
     "most runs": "runs DESC, last_run_at DESC",
     "name": "variant ASC, last_run_at DESC",
