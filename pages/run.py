@@ -100,7 +100,14 @@ if run.get("gpu") == "CPU" or run.get("device") == "cpu":
 if isinstance(run.get("note"), str) and run["note"]:
     st.markdown(f"**Note / hypothesis:** {md(run['note'])}")
 if isinstance(run.get("error"), str) and run["error"]:
-    st.error(md(run["error"]))
+    _failed = cases[(cases["passed"] == False) & cases["message"].notna()] if not cases.empty else cases  # noqa: E712
+    _first = _failed.iloc[0] if not _failed.empty else None
+    _why = (  # the first failed case's own words, where the run's error only names the cases
+        f"  \nFirst failure, {md(_first['spec'])}: {md(str(_first['message'])[:600])}"
+        if _first is not None and str(_first["message"]) and str(_first["message"]) not in run["error"]
+        else ""
+    )
+    st.error(md(run["error"]) + _why)
 if isinstance(run.get("warnings"), str) and run["warnings"]:
     st.warning(md(run["warnings"]))
 _flags, _readable = parse_flags(run.get("flags"))

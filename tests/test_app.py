@@ -430,6 +430,8 @@ def test_run_page_failed_and_timeout_runs(demo_store):
     at = open_page("pages/run.py", id=ids["wy"][2])
     cases = table(at, "cases")
     assert cases.iloc[4]["ok"] == "FAIL" and "residual" in cases.iloc[4]["message"]
+    # the banner says why, not only which case: the message sits far right in the table
+    assert "First failure, 60x1024 c2 s75342 dense: factorization residual" in texts(at.error)
 
 
 def test_verdict_form_writes_and_shows_in_experiments(own_demo_store):
