@@ -11,7 +11,7 @@ from pages.ui import charts, diffs
 from pages.ui import tables as views
 from tracker.analysis import gpustate, series
 from tracker.common.gitinfo import diff_commits
-from tracker.common.vocabulary import DEFAULT_WORKLOAD
+from tracker.common.vocabulary import DEFAULT_WORKLOAD, SHARED_DEVICE_NOTE
 from tracker.store import Store
 
 common.page_setup()
@@ -88,10 +88,7 @@ if (run_a.get("gpu") or "?") != (run_b.get("gpu") or "?"):
 _shared = common.read(Store.shared_device_runs, (run_a["run_id"], run_b["run_id"]))
 if _shared:
     _sides = " and ".join(side for side, r in (("A", run_a), ("B", run_b)) if r["run_id"] in _shared)
-    st.warning(
-        f"{_sides} ran on a shared device (other GPU processes or host load above its cores): differences may be "
-        "contention, not the code."
-    )
+    st.warning(f"{_sides} {SHARED_DEVICE_NOTE}.")
 _pair_id = run_a.get("pair_id")
 if isinstance(_pair_id, str) and _pair_id == run_b.get("pair_id") and run_a.get("pair_side") != run_b.get("pair_side"):
     _paired = series.paired_cases(common.read(Store.pair_runs, _pair_id))  # the session's verdict, over all its rounds

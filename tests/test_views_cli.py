@@ -321,7 +321,8 @@ def test_the_cli_takes_kernelbeam_store_as_its_default_store_as_the_dashboard_do
 def test_compare_says_what_it_compares_as_the_compare_page(demo_store):
     """`compare` of a partial run against a full one said only "geomean ratio B/A: 1.1" (over 2 of 12 cases), and of
     a test run against a benchmark run "no case comparable on both sides": like the Compare page, one line says how
-    many cases are timed in both and why, and the ratio names the cases it covers (--json: coverage)."""
+    many cases are timed in both and why, and the ratio names the cases it covers (--json: coverage); a side that ran
+    on a shared device is named (--json: shared_device)."""
     from datetime import timedelta
 
     from conftest import BASE_US, T0, make_record
@@ -343,6 +344,16 @@ def test_compare_says_what_it_compares_as_the_compare_page(demo_store):
     assert "over 20x32 c1 dense, 640x512 c2 dense" in text.stdout.split("geomean ratio B/A")[1].splitlines()[0]
     doc = json.loads(cli("compare", "test0aaaaaaa", ids["before_regression"], "--json", "--store", str(path)).stdout)
     assert "A is a test run" in doc["coverage"]["line"] and doc["coverage"]["both"] == []
+    assert doc["shared_device"] == []
+    # A run beside other work: said as on the page (the CLI's compare had printed its ratio without a word).
+    busy = make_record("busy0aaaaaaa", variant="busy", source="# busy\n", path="kernels/busy.py", family=None,
+                       started=T0 + timedelta(days=4), means=BASE_US)  # fmt: skip
+    busy.run.shared_device = True
+    assert Store(path).finish_run(busy) is None
+    text = cli("compare", ids["before_regression"], "busy0aaaaaaa", "--store", str(path))
+    assert "warning: B ran on a shared device" in text.stderr, text.stderr
+    doc = json.loads(cli("compare", "busy0aaaaaaa", ids["before_regression"], "--json", "--store", str(path)).stdout)
+    assert doc["shared_device"] == ["A"]
     text = cli("compare", "test0aaaaaaa", ids["before_regression"], "--store", str(path))
     assert "A is a test run (correctness cases, untimed)" in text.stdout
 

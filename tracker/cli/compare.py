@@ -20,6 +20,7 @@ from tracker.cli.common import (
     time_columns,
 )
 from tracker.common.text import context_name, counted
+from tracker.common.vocabulary import SHARED_DEVICE_NOTE
 from tracker.store import Store
 
 COMPARE_HELP = (
@@ -63,7 +64,13 @@ def compare_doc(args: argparse.Namespace) -> dict[str, Any]:
     doc["coverage"] = coverage(cmp, a["run"], b["run"])
     doc["pair"] = _pair(args, a, b)
     doc["fidelity"] = _fidelity(args, a, b, methods)
+    doc["shared_device"] = _shared_sides(a, b)
     return json.loads(json.dumps(doc, default=str))
+
+
+def _shared_sides(a, b) -> list[str]:
+    """The sides ("A", "B") that did not have their device to themselves: their timings may be contended."""
+    return [side for side, r in (("A", a), ("B", b)) if r["run"].get("shared_device") is True]
 
 
 def _pair_id(a, b) -> str | None:
@@ -139,6 +146,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print_fidelity(fidelity)
     if methods[0] != methods[1]:
         print(f"warning: A was timed by the {methods[0]} method, B by the {methods[1]} method", file=sys.stderr)
+    shared = _shared_sides(a, b)
+    if shared:
+        print(f"warning: {' and '.join(shared)} {SHARED_DEVICE_NOTE}", file=sys.stderr)
     for note in _state_notes(a, b):  # the machine, not the code, may explain these cases
         print(f"warning: GPU state on {note['case']}: {note['note']}", file=sys.stderr)
     print("marks: - faster, + slower, ~ within noise, x not comparable", file=sys.stderr)

@@ -21,3 +21,8 @@ CHECKER_RAISED = "the checker raised"
 # What the CLI and the Run page say of a profile report whose file is not here (an import may come without a report
 # too large to move; the shipped samples/ leave Nsight Compute reports out).
 REPORT_NOT_HERE = "not beside this store"
+# Compare (page and CLI) after the sides that ran beside other work ("A", "B" or "A and B")
+SHARED_DEVICE_NOTE = (
+    "ran on a shared device (other GPU processes or host load above its cores): differences may be contention, not "
+    "the code"
+)
