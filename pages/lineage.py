@@ -92,7 +92,7 @@ common.table(
 )
 
 # Dead ends: what was tried and rejected, so that it is not tried again unchanged (`run` and `add` warn).
-dead = common.read(Store.dead_ends, families=None if family == ALL else [family])
+dead = common.read(Store.dead_ends, families=None if family == ALL else [family], problem=problem)
 st.subheader("Dead ends")
 if not dead:
     st.caption("No rejected variants" + (f" in family {family}." if family != ALL else "."))

@@ -93,6 +93,11 @@ def test_rejected_variant_warns_on_add_and_run_and_is_listed(tmp_path: Path, cap
     assert dead["assumption"] == "a copy costs nothing at this size"
     lineage, _ = _json(capsys, ["lineage", "--family", "fam", "--json", "--store", store])
     assert [d["reason"] for d in lineage["dead_ends"]] == ["12% slower: the clone"]
+    # Another problem's tree lists that problem's dead ends only (this one was judged on a qr_v2 run).
+    from tracker.store import Store
+
+    assert [d["run_id"] for d in Store(store).dead_ends(problem="qr_v2")] == [rid]
+    assert Store(store).dead_ends(problem="vectoradd") == []
 
     empty = tmp_path / "no-samples"
     empty.mkdir()

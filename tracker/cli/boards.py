@@ -188,7 +188,7 @@ def lineage_doc(args: argparse.Namespace) -> dict[str, Any]:
     nodes = Store(args.store).lineage_nodes(family=args.family, **ctx)
     tree = summaries.lineage_tree(nodes)
     rows = [{k: clean(r.get(k)) for k in LINEAGE_KEYS} for r in tree.to_dict("records")]
-    dead = Store(args.store).dead_ends(families=None if args.family is None else [args.family])
+    dead = Store(args.store).dead_ends(families=None if args.family is None else [args.family], problem=ctx["problem"])
     return {"family": args.family, **ctx, "variants": rows,
             "dead_ends": [{k: clean(v) for k, v in d.items()} for d in dead]}  # fmt: skip
 

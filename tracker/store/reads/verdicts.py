@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from tracker.common.vocabulary import DEFAULT_WORKLOAD
 from tracker.store.connection import connect
 from tracker.store.reads._sql import (
     _has_column,
@@ -17,9 +18,12 @@ class VerdictReads:
 
     path: str | os.PathLike
 
-    def dead_ends(self, *, families: list[str] | None = None, with_source: bool = False) -> list[dict[str, Any]]:
-        """Variants whose latest verdict is `rejected` (of these families, if given), oldest verdict first: variant,
-        sha256, family, the judged run_id and its note, reason, assumption, created_at (and source)."""
+    def dead_ends(
+        self, *, families: list[str] | None = None, with_source: bool = False, problem: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Variants whose latest verdict is `rejected` (of these families and of this problem, if given: the judged
+        run's), oldest verdict first: variant, sha256, family, the judged run_id and its note, reason, assumption,
+        created_at (and source)."""
         with connect(self.path, read_only=True) as con:
             if not _has_runs_table(con):
                 return []
@@ -40,13 +44,16 @@ class VerdictReads:
                 )
                 SELECT * FROM (
                 SELECT v.name AS variant, l.variant_sha256 AS sha256, coalesce(r.family, {vfam}) AS family, l.run_id,
-                        r.note, l.reason, l.assumption, l.created_at{", v.source" if with_source else ""}
+                        r.note, l.reason, l.assumption, l.created_at{", v.source" if with_source else ""},
+                        coalesce({"r.problem" if _has_column(con, "runs", "problem") else "NULL"}, ?) AS problem
                     FROM latest l JOIN variants v ON v.sha256 = l.variant_sha256 LEFT JOIN runs r ON r.run_id = l.run_id
                     WHERE l.verdict = 'rejected'
-                ) {"WHERE family IN (SELECT unnest(?))" if families is not None else ""}
+                ) WHERE {"family IN (SELECT unnest(?))" if families is not None else "true"}
+                    AND {"problem = ?" if problem is not None else "true"}
                 ORDER BY created_at
             """
-            rows = con.execute(sql, [list(families)] if families is not None else []).df()
+            params = [DEFAULT_WORKLOAD, *([list(families)] if families is not None else [])]
+            rows = con.execute(sql, params + ([problem] if problem is not None else [])).df()
         return rows.to_dict("records")
 
     def latest_verdict(self, sha256: str) -> str | None:
