@@ -31,7 +31,7 @@ def case_gaps(data: dict[str, pd.DataFrame], variant: str | None = None) -> dict
     variants, cells = data["variants"], data["cells"]
     passed = variants[variants["best_geomean_us"].notna()] if not variants.empty else variants
     if passed.empty:
-        raise InputError("no variant has a passed run in this suite, mode and GPU")
+        raise InputError("no variant has a passed run of every case (a geomean) in this suite, mode and GPU")
     if variant is None:
         row = passed.loc[passed["best_geomean_us"].idxmin()]
     else:
