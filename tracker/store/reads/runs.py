@@ -160,7 +160,11 @@ class RunReads:
         today's columns; the CLI upgrades an older one). Opens read-only; changes nothing."""
         path = Path(self.path)
         if not path.exists():
-            return f"There is no store at **{path}**. Check the path (the dashboard creates no store there)."
+            return (
+                f"There is no store at **{path}**. Check the path (the dashboard creates no store there), or make one: "
+                f"`python -m tracker run FILE --store {path}` records a first run there, and `python -m tracker "
+                f"import samples/* --store {path}` brings the shipped runs."
+            )
         if not path.is_file():
             return f"**{path}** is not a file, so not a KernelBeam store."
         newer = f"**{path}** has a store schema newer than this dashboard (v{SCHEMA_VERSION}): upgrade KernelBeam."
