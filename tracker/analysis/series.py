@@ -243,5 +243,6 @@ def coverage(cmp: Any, run_a: Mapping[str, Any], run_b: Mapping[str, Any]) -> di
     else:
         line = None
     named = ", ".join(both) if len(both) <= 4 else f"{len(both)} cases"
-    over = f"over {named}" if len(both) < len(cmp.cases) else f"over all {len(both)} cases"
+    over = (f"over {named}" if len(both) < len(cmp.cases)
+            else "over its one case" if len(both) == 1 else f"over all {len(both)} cases")  # fmt: skip
     return {"both": both, "only_a": only_a, "only_b": only_b, "line": line, "ratio_over": over}
