@@ -168,6 +168,8 @@ def test_log_ticks_read_as_round_numbers():
     narrow = charts_mod.log_ticks(3822.43, 3822.44, widen=True)  # the 3822.43, 3822.44
     assert narrow["ticktext"] == ["3,700", "3,750", "3,800", "3,850", "3,900"] and len(narrow["range"]) == 2
     assert charts_mod.log_ticks(9780, 9800)["ticktext"] == ["9,780", "9,785", "9,790", "9,795", "9,800"]
+    # The shipped search (2,723-4,272 us) under the reference's 116,356: a tick inside it, not 5,000 the lowest.
+    assert "3,000" in charts_mod.log_ticks(2723, 116_356)["ticktext"]
 
 
 def test_experiments_filters_and_gpu(demo_store):

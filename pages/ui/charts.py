@@ -45,7 +45,7 @@ def log_ticks(lo: float, hi: float, *, most: int = 8, widen: bool = False) -> di
     lo, hi = min(lo, hi), max(lo, hi)
     extra: dict[str, Any] = {}
     if hi / lo >= 3:
-        for mantissas in ((1, 2, 5), (1, 3), (1,)):
+        for mantissas in ((1, 2, 3, 5), (1, 2, 5), (1, 3), (1,)):  # the finest that fits: a tick in every stretch
             vals = [m * 10.0**k for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
                     for m in mantissas]  # fmt: skip
             inside = [v for v in vals if lo / 1.05 <= v <= hi * 1.05]
