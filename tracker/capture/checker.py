@@ -68,7 +68,7 @@ def _recheck_seconds(workload: Any, inputs: list[Any], outputs: list[Any], devic
 
 def _made(workload: Any, case: Any, device: Any) -> tuple[list[Any], float]:
     """A case's inputs and the seconds this process took to make them, where the kernel cannot reach the clock:
-    the worker makes the same ones inside the fresh call's timed window (plausibility.made_flags compares)."""
+    the worker makes the same ones inside a fresh call's timed window (plausibility.made_flags compares)."""
     import torch
 
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda *_: None)
@@ -155,7 +155,8 @@ def main() -> int:
     shadowed = job["mode"] != "test" and harness_rechecks_here(device.type)
     receiver = handoff.Receiver(device)
     held_pos, inputs, limit = None, None, 0
-    # per case, the seed and inputs of its call on fresh inputs, and the seconds this process took to make them
+    # per case, the seed and inputs of its next call on fresh inputs (the worker makes a few, one after another, each
+    # drawn when asked for), and the seconds this process took to make them
     fresh: dict[int, tuple[int, list[Any], float]] = {}
     held_fresh = False  # whether `inputs` are a case's fresh ones
     evidence_kept: set[int] = set()
@@ -245,7 +246,7 @@ def main() -> int:
             bytes=sent,
             inputs=len(inputs) if inputs is not None else None,  # the count the case's time is divided by
             harness_recheck_s=recheck,
-            made_s=made_s,  # the call on fresh inputs: how long this process took to make them
+            made_s=made_s,  # a call on fresh inputs: how long this process took to make them
         )  # before the worker hears it: the runner has the verdict by the time the worker reports the case
         del outputs
         _release_cache(device)  # before the answer: the worker's next timed window never sees a cudaFree here

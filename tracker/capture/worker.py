@@ -40,6 +40,8 @@ from tracker.capture import handoff
 from tracker.capture.channel import Events
 from tracker.capture.evidence import FIRST_PASS, FRESH_PASS
 
+FRESH_CALLS = 2  # calls on fresh inputs after a case's loop (plausibility's identity-cache and hidden-work checks)
+
 SHIM_DIR = Path(__file__).resolve().parent / "shim"
 PR_SET_PDEATHSIG = 1
 
@@ -208,17 +210,24 @@ def run_benchmark_case(kernel, case, pos, device, clock, rules, workload, remote
         try:  # one more call on fresh inputs (new objects, other values of the same shapes): a cache keyed by the
             # input object misses, and so does one keyed by the values, even one filled at import time (the seed is
             # the checker's, drawn now); the checker judges these outputs too, so a miss cannot return garbage fast.
-            # They are made inside the timed window: work a kernel hides in their making is timed there too.
-            fresh_case = workload.hidden_seed(case, remote.fresh_seed(pos))
-            made_s, seconds, fresh, outputs = clock.time_made(
-                lambda: workload.benchmark_inputs(fresh_case, device), lambda xs: [kernel(x) for x in xs]
-            )
-            result.update(fresh_us=seconds / len(fresh) * 1e6, made_us=made_s / len(fresh) * 1e6)
+            # They are made inside the timed window: work a kernel hides in their making is timed there too. Each
+            # of FRESH_CALLS calls has its own seed; the faster is judged, so one stall of a busy machine in one of
+            # them does not read as a cache.
+            fresh_us, made_us = [], []
+            for _ in range(FRESH_CALLS):
+                fresh_case = workload.hidden_seed(case, remote.fresh_seed(pos))
+                made_s, seconds, fresh, outputs = clock.time_made(
+                    lambda c=fresh_case: workload.benchmark_inputs(c, device), lambda xs: [kernel(x) for x in xs]
+                )
+                fresh_us.append(seconds / len(fresh) * 1e6)
+                made_us.append(made_s / len(fresh) * 1e6)
+                checked = remote(pos, FRESH_PASS, outputs)
+                del outputs
+                if not checked.passed:
+                    return {**result, "passed": False, "message": f"the call on fresh inputs: {checked.message}"}
         except BaseException as exc:
             return {"passed": False, "message": _kernel_error(exc)}
-        checked = remote(pos, FRESH_PASS, outputs)
-        if not checked.passed:
-            return {**result, "passed": False, "message": f"the call on fresh inputs: {checked.message}"}
+        result.update(fresh_us=min(fresh_us), made_us=made_us)
     return result
 
 
