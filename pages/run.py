@@ -155,8 +155,8 @@ with tabs[0]:
         common.table(
             views.run_case_table(cases, run),
             column_config={
-                "GFLOP/s": st.column_config.NumberColumn(format="%.2f"),
-                "GB/s": st.column_config.NumberColumn(format="%.2f"),
+                "GFLOP/s": st.column_config.NumberColumn(format="localized"),
+                "GB/s": st.column_config.NumberColumn(format="localized"),
                 "factor res": st.column_config.NumberColumn(format="%.3g"),
                 "tril res": st.column_config.NumberColumn(format="%.3g"),
                 "recon res": st.column_config.NumberColumn(format="%.3g"),

@@ -210,6 +210,8 @@ def run_case_table(cases: pd.DataFrame, run: Mapping[str, Any] | None = None) ->
     out = pd.DataFrame(rows)
     if "GB/s" in out and out["GB/s"].isna().all():  # runs that recorded no bytes moved (older runs)
         out = out.drop(columns="GB/s")
+    rates = [c for c in ("GFLOP/s", "GB/s") if c in out]
+    out[rates] = out[rates].astype(float).round(1)  # shown "localized": 17,927.3 with separators, as the times
     return _with_gpu_state(out, cases)
 
 
