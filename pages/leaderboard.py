@@ -56,7 +56,7 @@ table, rows_shown = paging.page_of(board["table"], per_page=ROWS, key="lb_page")
 ratio = board["ratio"].loc[table.index]
 st.caption(
     f"{counted(len(board['table']), 'variant')} · {counted(len(board['cases']), 'case')} · "
-    f"{f'{problem} · ' if many else ''}{suite} · {mode} · {gpu}. "
+    f"{f'{problem} · ' if many and problem != suite else ''}{suite} · {mode} · {gpu}. "  # qr_v2's suite names it
     "A cell is the best mean (µs) on that case of the variant's passed runs (blank: none passed); green is the best "
     "in its column, red 2x or more slower. Select a cell to open its run. " + rows_shown
 )
