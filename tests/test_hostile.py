@@ -777,6 +777,35 @@ def test_a_kernel_writes_only_its_own_compile_cache_and_what_it_plants_there_rea
     assert "KB-SAW-PLANT False" in _log(world, fresh["run_id"])
 
 
+def test_a_link_a_kernel_plants_in_its_compile_cache_is_never_run_as_a_kernel(world):
+    """A kernel plants `leak.py` in its compile cache (the one folder it writes that outlives its run), a link to the
+    side-file key; an agent told to run it (`run`, or the MCP server's start_run) would have recorded the key as
+    the variant's source, in the store and its exports, and anyone with it signs side files. A kernel path whose
+    target is not a Python file is refused before anything starts."""
+    from tracker.store.sidefiles import side_key
+
+    cache = world["tmp"] / "compile-cache"
+    env = dict(os.environ, KERNELBEAM_COMPILE_CACHE=str(cache))
+    side_key()  # made now if this session has none yet: the link points at a real key
+    planter = _kernel(
+        world,
+        f"""
+        os.symlink({os.environ["KERNELBEAM_KEY_FILE"]!r}, os.path.join(os.environ["TRITON_CACHE_DIR"], "leak.py"))
+
+        def custom_kernel(data):
+            return torch.geqrf(data)
+        """,
+    )
+    assert _run(world, planter, env=env)["status"] == "passed"
+    world["before"] = _snapshot(world["store"])
+    (leak,) = cache.glob("*/triton/leak.py")
+    assert leak.is_symlink()
+    cmd = [sys.executable, "-m", "tracker", "run", str(leak), "--store", str(world["store"]), "--suite", "smoke"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 2 and "not to a Python file" in proc.stderr, proc.stderr
+    assert _snapshot(world["store"]) == world["before"]  # no run, so no source: the key is nowhere in the store
+
+
 def test_a_kernel_can_neither_write_to_nor_read_from_the_users_terminals(world):
     """The host's /dev/pts holds the user's terminals (here a pty of the test's own, standing for another shell
     of the user's): a kernel that opens them could print fake verdicts into them or read what is typed there."""

@@ -78,6 +78,10 @@ class RunRequest:
             raise InputError(f"no kernel file at {self.path}")
         if path.suffix != ".py":
             raise InputError(f"{self.path} is not a Python file")
+        # Its text is recorded as the variant's source: a link named .py to another file (a kernel can plant one in
+        # its compile cache, which outlives its run) would copy that file into the store.
+        if path.resolve().suffix != ".py" or store_mod.is_side_key(path):
+            raise InputError(f"{self.path} is a link to {path.resolve()}, not to a Python file")
         cases = self.suite_cases()
         for i in self.cases or []:
             if not 0 <= i < len(cases):
