@@ -105,6 +105,15 @@ BAD_VALUES = [
     ("runs", "flags", '{"code": "x"}', "not a JSON list"),
     ("runs", "flags", "[{'code': 'x'}", "not valid JSON"),
     ("runs", "flags", '[{"code": 1, "message": "m", "line": 1}]', "lacks a text code"),
+    ("runs", "flags", '[{"code": "x", "message": "m"}]', "no line"),  # `show` printed flag["line"]: KeyError
+    # ~1,000 levels parsed at import but raised RecursionError on the home page's deeper stack
+    (
+        "runs",
+        "flags",
+        '[{"code": "x", "message": "m", "line": 1, "x": ' + "[" * 980 + "]" * 980 + "}]",
+        "nested deeper",
+    ),
+    ("runs", "helper_sources", '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested deeper"),
     ("runs", "device_load_start", "[1, 2", "not valid JSON"),
     ("case_results", "args", '"a string"', "not a JSON object"),
 ]
@@ -315,6 +324,11 @@ def test_malformed_json_already_in_a_store_breaks_neither_page_nor_show(tmp_path
     assert any("flags are not readable" in str(e.value) for e in at.warning)
     assert main(["show", "badflags0001", "--store", str(store)]) == 0
     assert "badflags0001" in capsys.readouterr().out
+    deep = '[{"code": "x", "message": "m", "line": 1, "x": ' + "[" * 980 + "]" * 980 + "}]"
+    assert Store(store).finish_run(record("deepflags001", flags=deep)) is None
+    at = open_page("pages/run.py", id="deepflags001")
+    assert any("flags are not readable" in str(e.value) for e in at.warning)
+    open_page()  # the home page read every run's flags: RecursionError there, for every visitor of the store
 
 
 def test_terminal_control_sequences_never_reach_the_terminal(tmp_path, capsys):

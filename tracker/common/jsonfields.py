@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 JSON_OBJECT_COLUMNS = {
@@ -17,10 +18,27 @@ JSON_OBJECT_COLUMNS = {
     ("ncu_kernels", "stalls"),
 }
 FLAG_COLUMN = ("runs", "flags")
+# Deeper JSON is refused before it is parsed: json.loads recurses per level, and a value of ~1,000 levels raised
+# RecursionError inside the dashboard's deeper call stack (the home page, for every visitor of that store) while
+# import, on a shallow stack, had let it in. Ours are two levels deep.
+MAX_JSON_DEPTH = 16
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def loads(text: str) -> Any:
+    """json.loads of a stored or imported JSON text, refusing (ValueError) one nested deeper than MAX_JSON_DEPTH."""
+    depth = 0
+    for bracket in _BRACKET.finditer(_STRING.sub("", text)):
+        depth += 1 if bracket.group() in "[{" else -1
+        if depth > MAX_JSON_DEPTH:
+            raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels")
+    return json.loads(text)
 
 
 def flag_problem(value: Any) -> str | None:
-    """Why a decoded flags value is not a list of {code, line, message[, severity]}, or None."""
+    """Why a decoded flags value is not a list of {code, line, message[, severity]}, or None (line: a whole number,
+    0 where no line is meant)."""
     if not isinstance(value, list):
         return f"is not a JSON list but {type(value).__name__}"
     for i, flag in enumerate(value):
@@ -29,8 +47,8 @@ def flag_problem(value: Any) -> str | None:
         if not isinstance(flag.get("code"), str) or not isinstance(flag.get("message"), str):
             return f"item {i} lacks a text code or message"
         line = flag.get("line")
-        if line is not None and (not isinstance(line, int) or isinstance(line, bool)):
-            return f"item {i} has a line that is not a whole number"
+        if not isinstance(line, int) or isinstance(line, bool):  # `show` and the pages print it
+            return f"item {i} has no line, or one that is not a whole number"
         if not isinstance(flag.get("severity", "hack"), str):
             return f"item {i} has a severity that is not text"
     return None
@@ -41,7 +59,7 @@ def json_problem(table: str, column: str, text: str) -> str | None:
     if (table, column) != FLAG_COLUMN and (table, column) not in JSON_OBJECT_COLUMNS:
         return None
     try:
-        value = json.loads(text)
+        value = loads(text)
     except ValueError as exc:
         return f"is not valid JSON ({exc})"
     if (table, column) == FLAG_COLUMN:
@@ -58,7 +76,7 @@ def parse_flags(text: Any) -> tuple[list[dict[str, Any]], bool]:
     if not isinstance(text, str):
         return [], False
     try:
-        value = json.loads(text)
+        value = loads(text)
     except ValueError:
         return [], False
     if flag_problem(value) is not None:
@@ -77,7 +95,7 @@ def parse_stalls(text: Any) -> dict[str, float]:
     if not isinstance(text, str):
         return {}
     try:
-        value = json.loads(text)
+        value = loads(text)
     except ValueError:
         return {}
     if not isinstance(value, dict):
