@@ -190,6 +190,28 @@ def test_per_run_bounds_over_all_tables(tmp_path, monkeypatch):
         import_runs(tmp_path / "t.duckdb", folder)
 
 
+def test_a_case_twice_in_one_run_is_refused_and_cases_sharing_a_label_stay_apart_on_the_boards(tmp_path):
+    """Two rows of one case in a run are refused at import. Two cases of a run with one label (a problem folder's
+    cases that differ only in their seed: labels leave seeds out) broke the leaderboard of the whole suite and GPU
+    ("duplicate entries" from its pivot, in the CLI, the MCP tool and the page): they are told apart by index."""
+    from tracker.analysis import summaries
+
+    folder = exported(tmp_path, record("good00000001"))
+    path = folder / "case_results.parquet"
+    data = pq.read_table(path)
+    pq.write_table(pa.concat_tables([data, data.slice(0, 1)]), path)
+    with pytest.raises(InvalidImport, match=r"run good00000001 has two rows of case 0"):
+        import_runs(tmp_path / "t.duckdb", folder)
+    twins = record("twins0000001")
+    for row in twins.cases[:2]:
+        row["label"] = "size=1024"
+    store = tmp_path / "twins.duckdb"
+    assert Store(store).finish_run(twins) is None
+    board = summaries.leaderboard(Store(store).leaderboard_cells(suite="smoke", gpu=twins.run.gpu))
+    assert board["cases"][:2] == ["size=1024 #0", "size=1024 #1"] and len(board["cases"]) == len(twins.cases)
+    assert main(["leaderboard", "--suite", "smoke", "--store", str(store)]) == 0
+
+
 def test_a_side_file_with_bad_values_is_kept_out_of_the_store(tmp_path):
     store = tmp_path / "s.duckdb"
     assert Store(store).finish_run(record("first0000001")) is None

@@ -248,6 +248,16 @@ class _RunTotals:
         self.text: dict[str, int] = {}
         self.blob: dict[str, int] = {}
         self.rows: dict[str, int] = {}
+        self.cases: set[tuple[str, Any]] = set()
+
+    def case(self, run_id: Any, row: dict[str, Any]) -> str | None:
+        """A run's case appears once (by its index; labels may repeat: a problem folder's cases that differ only
+        in their seed share one)."""
+        seen = (str(run_id), row.get("case_idx"))
+        if seen in self.cases:
+            return f"run {run_id} has two rows of case {row.get('case_idx')}"
+        self.cases.add(seen)
+        return None
 
     def add(self, run_id: Any, row: dict[str, Any]) -> str | None:
         if not isinstance(run_id, str):
@@ -290,7 +300,9 @@ def _check_row(
             return f"column {col!r} {problem}"
     if table == "evidence" and isinstance(row.get("arrays"), bytes) and row.get("arrays_bytes") != len(row["arrays"]):
         return f"column 'arrays_bytes' says {row.get('arrays_bytes')} but the arrays hold {len(row['arrays'])} bytes"
-    problem = _check_formats(table, row, suites)
+    problem = _check_formats(table, row, suites) or (
+        totals.case(row.get("run_id"), row) if table == "case_results" else None
+    )
     if problem:
         return problem
     return totals.add(row.get("run_id"), row) if table not in ("variants", "variant_names") else None

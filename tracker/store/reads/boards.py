@@ -71,6 +71,10 @@ class BoardReads:
                 "WHERE r.status = 'passed' AND c.passed AND c.mean_us IS NOT NULL "
                 "GROUP BY r.variant_sha256, c.case_idx) g"
             ).df()
+        # Labels are seed-free, so a problem folder's cases that differ only in their seed share one: the boards
+        # pivot on the label, so such cases are told apart by their index.
+        twice = cells.groupby("label")["case_idx"].transform("nunique") > 1
+        cells.loc[twice, "label"] = cells.loc[twice, "label"] + " #" + cells.loc[twice, "case_idx"].astype(str)
         # the recorded names (what each name stands for now) are read only where a name is shared
         shared = variants["variant"].duplicated(keep=False)
         named = {n["name"]: n["sha256"] for n in self.variant_names()} if shared.any() else {}
