@@ -626,6 +626,26 @@ def test_run_page_fits_its_page_and_stays_on_the_verdict_tab(server, page):
     expect(page.get_by_text("Recorded: rejected")).to_be_visible()
     expect(page.get_by_role("tab", name="Verdict")).to_have_attribute("aria-selected", "true")
     assert Store(path).run_bundle(run)["verdicts"].iloc[0]["verdict"] == "rejected"
+    # A bare URL in stored text (here a note): escaped Markdown still became a live link in Chromium (GFM's
+    # literal autolinks), on the Run, Compare and Lineage pages.
+    from conftest import T0, make_record
+
+    linked = make_record(
+        "urlnote0000a",
+        variant="urlnote",
+        source="# u\n",
+        path="kernels/u.py",
+        family=None,
+        started=T0,
+        means=None,
+        note="as http://127.0.0.2:9/r.png, www.example.com and ops@example.com say",
+    )
+    assert Store(path).finish_run(linked) is None
+    goto(page, f"{base}/run?id=urlnote0000a")
+    expect(page.get_by_text("127.0.0.2", exact=False).first).to_be_visible()
+    assert page.locator("a[href*='127.0.0.2'], a[href*='example.com']").count() == 0, page.eval_on_selector_all(
+        "a[href*='127.0.0.2'], a[href*='example.com']", "els => els.map(e => e.outerHTML)"
+    )
     page.set_viewport_size({"width": 800, "height": 1800})
     for url in (f"run?id={run}", "", f"compare?a={ids['before_regression']}&b={ids['regressed']}", "regressions",
                 "leaderboard", "lineage"):  # fmt: skip

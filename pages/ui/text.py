@@ -1,7 +1,7 @@
 """Stored text shown as text. Streamlit renders Markdown in st.markdown, st.caption, st.error/warning/info,
-subheaders, labels: a stored string (possibly imported) with `[x](https://...)`, `![](https://...)`, a bare URL,
-HTML, `:red[...]` or `$...$` would become a live link, an image fetch or styled text. Every stored value that
-goes into Markdown passes `md` (or `code`); st.code, st.text and dataframes show text as it is.
+subheaders, labels: a stored string (possibly imported) with `[x](https://...)`, `![](https://...)`, a bare URL or
+address, HTML, `:red[...]` or `$...$` would become a live link, an image fetch or styled text. Every stored value
+that goes into Markdown passes `md` (or `code`); st.code, st.text and dataframes show text as it is.
 """
 
 from __future__ import annotations
@@ -16,9 +16,15 @@ _PUNCTUATION = re.compile(r"([!#$&()*+\-.:<=>@\[\\\]^_`{|}~])")
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
+# Escapes do not stop the browser's autolinks of bare URLs and addresses (GFM's literal autolinks, seen in
+# Chromium on the Run, Compare and Lineage pages): a zero-width space after what starts one does.
+_AUTOLINK = re.compile(r"(://|www(?=\.)|@)", re.IGNORECASE)  # "www" before its dot: after it, www.x still linked
+
+
 def md(text: object) -> str:
     """`text` made literal inside Markdown; its line breaks stay line breaks."""
-    escaped = _PUNCTUATION.sub(r"\\\1", _CONTROLS.sub("", str(text)))
+    text = _AUTOLINK.sub("\\1\u200b", _CONTROLS.sub("", str(text)))
+    escaped = _PUNCTUATION.sub(r"\\\1", text)
     return escaped.replace("\r\n", "\n").replace("\n", "  \n")
 
 
