@@ -806,6 +806,39 @@ def test_a_link_a_kernel_plants_in_its_compile_cache_is_never_run_as_a_kernel(wo
     assert _snapshot(world["store"]) == world["before"]  # no run, so no source: the key is nowhere in the store
 
 
+def test_a_traces_folder_the_kernel_links_elsewhere_moves_none_of_the_users_files(world):
+    """The kernel swaps its run folder's traces/ for a link to a folder of the user's and signs a `profile` event
+    (with the key it finds in its own process) naming a file there: the runner, outside the sandbox, moved that file
+    into the store's traces (the store itself, the side-file key, an ssh key were all moved so). Nothing moves,
+    with --profile or without."""
+    victim = world["tmp"] / "victim"
+    victim.mkdir()
+    (victim / "precious.txt").write_text("the user's\n")
+    kernel = _kernel(
+        world,
+        f"""
+        import gc
+
+        def custom_kernel(data, done=[]):
+            if not done:
+                done.append(1)
+                events = next(o for o in gc.get_objects() if type(o).__name__ == "Events" and hasattr(o, "emit"))
+                traces = os.path.join(os.environ["HOME"], "traces")
+                if os.path.isdir(traces) and not os.path.islink(traces):
+                    os.rmdir(traces)
+                os.symlink({str(victim)!r}, traces)
+                events.emit("profile", case_idx=0, trace_path="precious.txt")
+            return torch.geqrf(data)
+        """,
+    )
+    for args in ((), ("--profile",)):
+        doc = _run(world, kernel, "--suite", "smoke", "--cases", "0", *args)
+        world["before"] = _snapshot(world["store"])
+        assert (victim / "precious.txt").read_text() == "the user's\n", args
+        assert not any(Path(str(world["store"]) + ".traces").rglob("precious.txt")), args
+        assert doc["status"] in ("passed", "failed"), doc
+
+
 def test_a_kernel_can_neither_write_to_nor_read_from_the_users_terminals(world):
     """The host's /dev/pts holds the user's terminals (here a pty of the test's own, standing for another shell
     of the user's): a kernel that opens them could print fake verdicts into them or read what is typed there."""

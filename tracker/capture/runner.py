@@ -572,7 +572,7 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
         elif checker.returncode not in (0, None, -signal.SIGKILL) and status is None:
             status, error = "crashed", f"the checker process failed: {read_log(private / 'checker.log')[-600:]}"
         judge(events, verdicts, req, gpu.readings)
-        _keep_traces(events, workdir, Store(req.store).traces_dir(record.run.run_id))
+        _keep_traces(events, workdir, Store(req.store).traces_dir(record.run.run_id), profiled=req.profile)
         _record_helpers(record, events, Path(variant_path or req.path))
         record.evidence = collect_evidence(private, events)  # read before the folder goes
         record.run.warn(compile_cache.trim(cache))
@@ -692,15 +692,20 @@ def _stats(samples: list[float]) -> dict[str, float]:
     )  # fmt: skip
 
 
-def _keep_traces(events: list[dict[str, Any]], workdir: Path, final: Path) -> None:
-    """Profile traces the worker wrote into its folder move beside the store; paths elsewhere are dropped."""
+def _keep_traces(events: list[dict[str, Any]], workdir: Path, final: Path, *, profiled: bool) -> None:
+    """Profile traces the worker wrote into its folder move beside the store (a run asked for a profile); paths
+    elsewhere are dropped. The folder is the kernel's to write: a `traces` it made a link to another folder had the
+    runner, outside the sandbox, move any of the user's files (the store itself, the side-file key) on a profile
+    event the kernel signed with the key it found in its own process."""
+    traces = workdir / "traces"
     for event in events:
         if event.get("event") != "profile" or not event.get("trace_path"):
             continue
-        src = workdir / "traces" / Path(str(event["trace_path"])).name
+        src = traces / Path(str(event["trace_path"])).name
         event["trace_path"] = None
         try:
-            if src.is_file() and not src.is_symlink() and src.stat().st_size <= MAX_TRACE_BYTES:
+            inside = profiled and not traces.is_symlink() and src.resolve().parent == workdir.resolve() / "traces"
+            if inside and src.is_file() and not src.is_symlink() and src.stat().st_size <= MAX_TRACE_BYTES:
                 final.mkdir(parents=True, exist_ok=True)
                 shutil.move(src, final / src.name)
                 event["trace_path"] = str((final / src.name).resolve())
