@@ -68,3 +68,23 @@ def test_a_folder_filled_past_the_cap_is_removed_after_the_run_and_said_to_be(tm
     (reserved.writable[0] / "triton" / "reserved").touch()
     subprocess.run(["fallocate", "-n", "-l", "1M", str(reserved.writable[0] / "triton" / "reserved")], check=True)
     assert compile_cache.trim(reserved, max_bytes=512 << 10) is not None and not reserved.writable[0].exists()
+
+
+def test_a_folder_nested_or_crowded_beyond_any_build_is_removed_and_breaks_no_later_run(tmp_path, monkeypatch):
+    """A kernel made 1,500 folders within folders in its own cache: os.walk and shutil.rmtree recurse per level, so
+    every later run's prune raised RecursionError before it started, until someone removed the folder by hand. The
+    walk is a loop, the removal `rm -rf`; a folder nested or crowded beyond any build's goes after its run."""
+    monkeypatch.setenv(compile_cache.ROOT_ENV, str(tmp_path / "cc"))
+    deep = compile_cache.bind(SHA_A)
+    here = deep.writable[0] / "triton"
+    for _ in range(1500):
+        here = here / "d"
+        here.mkdir()
+    assert compile_cache.bind(SHA_B).state == "cold"  # the next run of another source binds (and prunes) as usual
+    note = compile_cache.trim(deep)
+    assert note is not None and "nested deeper" in note and not deep.writable[0].exists()
+    monkeypatch.setattr(compile_cache, "SOURCE_MAX_ENTRIES", 50)
+    crowded = compile_cache.bind(SHA_C)
+    for i in range(60):
+        (crowded.writable[0] / "triton" / f"f{i}").touch()
+    assert compile_cache.trim(crowded) is not None and not crowded.writable[0].exists()

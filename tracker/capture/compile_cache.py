@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
+import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +24,8 @@ ROOT_ENV = "KERNELBEAM_COMPILE_CACHE"
 MAX_BYTES = 8 << 30
 RECENT_S = 6 * 3600.0
 SOURCE_MAX_BYTES = 4 << 30  # one source's folder after its run: more is a kernel filling the disk, not its builds
+SOURCE_MAX_ENTRIES = 100_000  # ... files and folders: Triton's and torch's builds of a kernel hold hundreds
+SOURCE_MAX_DEPTH = 32  # ... folders within folders: theirs nest two or three deep
 _SUBDIRS = {
     "TRITON_CACHE_DIR": "triton",
     "TORCH_EXTENSIONS_DIR": "torch_extensions",
@@ -78,31 +80,55 @@ def bind(sha256: str, enabled: bool = True) -> Binding:
     return Binding("warm" if warm else "cold", env, (folder,))
 
 
-def _size(folder: Path) -> int:
-    """Bytes of the files under folder, symlinks counted as links (never followed: a kernel may plant any): a
-    file's length, or the disk it holds where that is more by over 64 KiB (`fallocate -n` reserves disk at
-    length 0)."""
-    total = 0
-    for here, _dirs, files in os.walk(folder, followlinks=False):
-        for name in files:
-            try:
-                info = os.lstat(os.path.join(here, name))
-            except OSError:
-                continue
-            disk = info.st_blocks * 512
-            total += disk if disk > info.st_size + (64 << 10) else info.st_size
-    return total
+def _usage(folder: Path) -> tuple[int, bool]:
+    """(bytes of the files under folder, whether it holds more than SOURCE_MAX_ENTRIES entries or nests deeper than
+    SOURCE_MAX_DEPTH). Walked with a list, not recursion: a kernel's 1,500 nested folders made os.walk raise
+    RecursionError in every later run's prune. Symlinks count as links (never followed: a kernel may plant any); a
+    file counts its length, or the disk it holds where that is more by over 64 KiB (`fallocate -n` reserves disk at
+    length 0). Counting stops at the first excess."""
+    total, entries = 0, 0
+    todo = [(folder, 0)]
+    while todo:
+        here, depth = todo.pop()
+        if depth > SOURCE_MAX_DEPTH:
+            return total, True
+        try:
+            with os.scandir(here) as listing:
+                for entry in listing:
+                    entries += 1
+                    if entries > SOURCE_MAX_ENTRIES:
+                        return total, True
+                    if entry.is_dir(follow_symlinks=False):
+                        todo.append((Path(entry.path), depth + 1))
+                        continue
+                    info = entry.stat(follow_symlinks=False)
+                    disk = info.st_blocks * 512
+                    total += disk if disk > info.st_size + (64 << 10) else info.st_size
+        except OSError:
+            continue
+    return total, False
+
+
+def _remove(folder: Path) -> None:
+    """Remove a cache folder whatever a kernel left in it: rm -rf walks without recursion (shutil.rmtree raised
+    RecursionError on 1,500 nested folders) and removes links without following them."""
+    subprocess.run(["rm", "-rf", "--one-file-system", "--", str(folder)], check=False, capture_output=True)
 
 
 def trim(binding: Binding, max_bytes: int = SOURCE_MAX_BYTES) -> str | None:
-    """After a run: this source's folder is removed if it holds more than max_bytes (prune keeps a folder used in
-    the last RECENT_S whatever its size, and the kernel could write there as it liked). The warning, or None."""
+    """After a run: this source's folder is removed if it holds more than max_bytes, or entries or depth beyond
+    any build's (prune keeps a folder used in the last RECENT_S whatever it holds, and the kernel could write there
+    as it liked). The warning, or None."""
     for folder in binding.writable:
-        size = _size(folder)
-        if size > max_bytes:
-            shutil.rmtree(folder, ignore_errors=True)
-            return (f"the compile cache of this source held {size / 2**30:.1f} GiB after the run, more than "
-                    f"{max_bytes / 2**30:g} GiB: removed")  # fmt: skip
+        size, crowded = _usage(folder)
+        if size > max_bytes or crowded:
+            _remove(folder)
+            held = (
+                f"{size / 2**30:.1f} GiB"
+                if size > max_bytes
+                else (f"more than {SOURCE_MAX_ENTRIES:,} entries or folders nested deeper than {SOURCE_MAX_DEPTH}")
+            )
+            return f"the compile cache of this source held {held} after the run: removed"  # fmt: skip
     return None
 
 
@@ -115,7 +141,7 @@ def prune(base: Path, keep: Path | None = None, max_bytes: int = MAX_BYTES) -> l
         for entry in entries:
             if _SHA.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False):
                 folders.append((entry.stat(follow_symlinks=False).st_mtime, Path(entry.path)))
-    sized = [(mtime, path, _size(path)) for mtime, path in sorted(folders)]
+    sized = [(mtime, path, _usage(path)[0]) for mtime, path in sorted(folders)]
     total = sum(size for _, _, size in sized)
     removed = []
     for mtime, path, size in sized:
@@ -123,7 +149,7 @@ def prune(base: Path, keep: Path | None = None, max_bytes: int = MAX_BYTES) -> l
             break
         if path == keep or now - mtime < RECENT_S:
             continue
-        shutil.rmtree(path, ignore_errors=True)  # fd-based on Linux: a symlink inside is removed, not followed
+        _remove(path)
         total -= size
         removed.append(path)
     return removed
