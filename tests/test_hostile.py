@@ -839,6 +839,27 @@ def test_a_traces_folder_the_kernel_links_elsewhere_moves_none_of_the_users_file
         assert doc["status"] in ("passed", "failed"), doc
 
 
+def test_a_kernel_cannot_see_or_hold_the_device_locks(world):
+    """The lock folder was readable in the sandbox, and flock needs only a read-only file: a kernel took another
+    device's lock and held it for its whole run (every run there waited, none named a holder). It is masked."""
+    kernel = _kernel(
+        world,
+        f"""
+        import fcntl
+
+        LOCKS = {str(world["locks"])!r}
+        print("KB-LOCKS", sorted(os.listdir(LOCKS)) if os.path.isdir(LOCKS) else None, flush=True)
+
+        def custom_kernel(data):
+            return torch.geqrf(data)
+        """,
+    )
+    doc = _run(world, kernel)
+    assert doc["status"] == "passed", doc["error"]
+    assert any(world["locks"].iterdir()), "the run took no lock: nothing to hide"
+    assert "KB-LOCKS []" in _log(world, doc["run_id"]), _log(world, doc["run_id"])
+
+
 def test_a_kernel_can_neither_write_to_nor_read_from_the_users_terminals(world):
     """The host's /dev/pts holds the user's terminals (here a pty of the test's own, standing for another shell
     of the user's): a kernel that opens them could print fake verdicts into them or read what is typed there."""

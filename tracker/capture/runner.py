@@ -361,7 +361,7 @@ def _worker_command(
     inner = {"PYTHONPATH": str(_PACKAGE_ROOT), "PYTHONUNBUFFERED": "1", "PYTHONSAFEPATH": "1", **cache.env}
     name, value = token.split("=", 1)
     inner[name] = value  # every process the kernel starts inherits it: how setsid'd children are found and ended
-    hidden = [store_mod.side_key_path(), *([private] if private is not None else [])]
+    hidden = sandbox.hidden_from_kernel(private)
     return sandbox.wrap(argv, workdir, inner, hidden, [*writable, *cache.writable], req.sandbox, front)
 
 

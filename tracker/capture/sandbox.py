@@ -203,6 +203,16 @@ def command(
     return [*cmd, "--", *front, sys.executable, "-I", "-S", str(SECCOMP_EXEC), *argv]
 
 
+def hidden_from_kernel(private: Path | None) -> list[Path]:
+    """What every sandbox masks: the side-file key (it signs side files), the device locks (readable, a kernel took
+    another device's flock and held it for its whole run, so runs there waited on it) and the run's private folder,
+    the checker's."""
+    from tracker.capture.devicelock import lock_dir
+    from tracker.store import side_key_path
+
+    return [side_key_path(), lock_dir(), *([private] if private is not None else [])]
+
+
 def ancestors_protected(scope_file: Path = YAMA_SCOPE) -> bool:
     """Whether a process cannot write or read the memory of one above it (Yama's ptrace_scope 1 or more): what lets
     a profiler run unfiltered above the kernel. The filter refuses ptrace and process_vm_*; /proc/PID/mem is a
