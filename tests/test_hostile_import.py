@@ -31,6 +31,7 @@ from tests.conftest import ROOT, T0, make_record, open_page
 from tracker import store as store_mod
 from tracker.capture import envinfo, evidence
 from tracker.cli.main import main
+from tracker.common.errors import InputError
 from tracker.common.gitinfo import capture_git, diff_commits
 from tracker.store import Store, validate
 from tracker.store.sidefiles import save_side_file
@@ -285,6 +286,27 @@ def test_git_in_a_hostile_repository_runs_no_configured_program(hostile_repo):
     snaps = file_snapshots(repo / "k.py")
     assert [s.source for s in snaps] == ["x = 1\n", "x = 2\n", "x = 3\n"] and snaps[1].commit == second
     assert not marker.exists(), marker.read_text()
+
+
+def test_a_version_too_large_for_any_store_is_left_out_of_the_history(tmp_path):
+    """One old commit held a 600 MB submission.py that compressed to 780 KB of history: `add` read it whole (3.6 GB
+    of memory) and stored a 600,000,073-character source that no import would take. A version beyond the source
+    cap is left out; a working copy beyond it is refused."""
+    from tracker.variants.register import MAX_SOURCE_CHARS
+
+    repo = tmp_path / "bomb"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "config", "user.email", "t@example.com")
+    _git(repo, "config", "user.name", "t")
+    (repo / "k.py").write_text("x = 1\n" * (MAX_SOURCE_CHARS // 6 + 1))
+    _git(repo, "add", "k.py")
+    _git(repo, "commit", "-qm", "big")
+    with pytest.raises(InputError, match="larger than"):
+        file_snapshots(repo / "k.py")
+    (repo / "k.py").write_text("x = 2\n")
+    _git(repo, "commit", "-qam", "small")
+    assert [s.source for s in file_snapshots(repo / "k.py")] == ["x = 2\n"]
 
 
 def test_compare_never_runs_git_in_a_repository_an_imported_run_names(hostile_repo, tmp_path, monkeypatch):

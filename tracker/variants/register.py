@@ -22,8 +22,10 @@ from tracker import store as store_mod
 from tracker.common.errors import InputError
 from tracker.common.gitinfo import GitError, git, repo_root, source_hash
 from tracker.store import Store
-from tracker.store.validate import name_problem
+from tracker.store.validate import MAX_CHARS, name_problem
 from tracker.variants.naming import unique_names
+
+MAX_SOURCE_CHARS = MAX_CHARS[("variants", "source")]  # what an import takes: a version beyond it is not registered
 
 PARENT_LINE = re.compile(r"^[\s#*-]*Parent:\s*([\w./-]+)", re.MULTILINE | re.IGNORECASE)
 # What makes a file a kernel, for `run FOLDER`, `add` and the dashboard's list: it defines or imports custom_kernel.
@@ -109,8 +111,11 @@ def _history(root: str, rel: str, commits: str | None) -> list[tuple[str, dateti
 
 def file_snapshots(file: Path, commits: str | None = None) -> list[Snapshot]:
     """The versions of one file, oldest first: one per commit that changed it (within `commits`, `A..B`, if
-    given), then the working copy if it differs from the last one (only without `commits`)."""
+    given), then the working copy if it differs from the last one (only without `commits`). A version larger than
+    MAX_SOURCE_CHARS is left out; a working copy that large is an InputError."""
     rel, root = recorded_path(file)
+    if file.stat().st_size > MAX_SOURCE_CHARS:
+        raise InputError(f"{file} is larger than {MAX_SOURCE_CHARS:,} bytes: not a kernel's source")
     current = file.read_text()
     if root is None:
         return [Snapshot(file, rel, current)]
@@ -123,6 +128,8 @@ def file_snapshots(file: Path, commits: str | None = None) -> list[Snapshot]:
         history = []
     for sha, when, message in reversed(history):
         try:  # cat-file: the stored bytes, no filter or textconv
+            if int(git(root, "cat-file", "-s", f"{sha}:{rel}")) > MAX_SOURCE_CHARS:
+                continue  # a version no store takes (a 600 MB blob compresses to 780 KB of history): left out
             blob = git(root, "cat-file", "blob", f"{sha}:{rel}")
         except GitError:  # the commit deleted the file
             continue
