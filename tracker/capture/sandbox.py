@@ -194,8 +194,8 @@ def command(
     for path in hidden:
         if path.is_file():
             cmd += ["--ro-bind", "/dev/null", str(path)]
-        elif path.is_dir():
-            cmd += ["--tmpfs", str(path)]
+        elif path.is_dir():  # an empty folder, read-only: nothing a kernel writes there looks like a lock or a file
+            cmd += ["--tmpfs", str(path), "--remount-ro", str(path)]
     if cover:  # last: the mount points of hidden folders under it are made first
         cmd += ["--remount-ro", str(runs_root())]
     for name, value in env.items():
