@@ -4,6 +4,7 @@ leaderboard, lineage and since pages."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -256,15 +257,32 @@ def test_import_results_stream(workspace, tmp_path):
     store = str(tmp_path / "imp.duckdb")
     variant = workspace["repo"] / "solutions" / "v02_clone" / "submission.py"
     log = tmp_path / "b200.log"
-    log.write_text(_stream(QR_V2.benchmarks, mean_ns=lambda i: 10_000.0 * (i + 1)))
+    log.write_text(_stream(QR_V2.benchmarks, mean_ns=lambda i: 1e6 * (i + 1)))
     out = cli_json("import-results", str(log), "--variant", str(variant), "--gpu", "NVIDIA B200", "--store", store)
     assert out["status"] == "passed" and out["gpu"] == "NVIDIA B200" and out["mode"] == "leaderboard"
     assert out["variant"] == "v02_clone" and out["cases"] == 12
-    expected = math.exp(sum(math.log(10.0 * (i + 1)) for i in range(12)) / 12)  # ns -> µs
+    expected = math.exp(sum(math.log(1000.0 * (i + 1)) for i in range(12)) / 12)  # ns -> µs
     assert out["geomean_us"] == pytest.approx(expected)
     shown = cli_json("show", out["run_id"], "--store", store)
     first = shown["cases"][0]
-    assert first["mean_us"] == pytest.approx(10.0) and first["best_us"] == pytest.approx(9.9)
+    assert first["mean_us"] == pytest.approx(1000.0) and first["best_us"] == pytest.approx(999.9)
+    # The run moves with export and import (its trigger, `import`, had made every import of the folder refuse it).
+    assert cli("export", "--out", str(tmp_path / "moved"), "--store", store).returncode == 0
+    assert cli("import", str(tmp_path / "moved"), "--store", str(tmp_path / "moved.duckdb")).returncode == 0
+    # A stream is data: twelve made-up shapes make no geomean; a time no device reaches, NaN or a negative one, or
+    # one case twice, is refused in one line.
+    made_up = [dataclasses.replace(c, batch=i + 1, n=2) for i, c in enumerate(QR_V2.benchmarks)]
+    log.write_text(_stream(made_up, mean_ns=lambda i: 1000.0))
+    out = cli_json("import-results", str(log), "--variant", str(variant), "--gpu", "NVIDIA B200", "--store", store)
+    assert out["status"] == "passed" and out["geomean_us"] is None
+    for mean, why in ((lambda i: 200.0, "less than its work takes"), (lambda i: float("nan"), "not a finite number"),
+                      (lambda i: -5.0, "not a finite number")):  # fmt: skip
+        log.write_text(_stream(QR_V2.benchmarks, mean_ns=mean))
+        proc = cli("import-results", str(log), "--variant", str(variant), "--gpu", "x", "--store", store)
+        assert proc.returncode == 2 and why in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    log.write_text(_stream([QR_V2.benchmarks[0]] * 2, mean_ns=lambda i: 1e6))
+    proc = cli("import-results", str(log), "--variant", str(variant), "--gpu", "x", "--store", store)
+    assert proc.returncode == 2 and "falls on the case of an earlier one" in proc.stderr, proc.stderr
     # A stream whose test failed is recorded as a failed test-mode run with the harness's message.
     bad = tmp_path / "tests.log"
     bad.write_text("test.0.spec: batch: 2; n: 8; cond: 1; seed: 5; case: dense\ntest.0.status: pass\n"

@@ -37,7 +37,7 @@ RUN_ID_RE = re.compile(r"^[0-9a-z]{6,40}$")  # generated ids are 12 hex digits; 
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 COMMIT_RE = re.compile(r"^[0-9a-f]{7,40}$")
 NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-TRIGGERS = ("cli", "ui")
+TRIGGERS = ("cli", "ui", "import")  # import: `import-results`, a contest result stream recorded as a run
 DEFAULT_MAX_CHARS = 4096
 # Larger caps for the columns that hold text by nature; each is well above what a run writes itself.
 MAX_CHARS = {

@@ -57,9 +57,33 @@ def _number(kv: dict[str, str], key: str, default: str | None = None) -> float |
     if value is None:
         return None
     try:
-        return float(value)
+        number = float(value)
     except ValueError:
         raise InputError(f"{key} is not a number: {value!r}") from None
+    if not math.isfinite(number) or number < 0:  # counts and times: NaN, inf or a negative one is no result
+        raise InputError(f"{key} is not a finite number of at least 0: {value!r}")
+    return number
+
+
+def _shape(case: Any) -> tuple:
+    return case.batch, case.n, case.cond, case.case
+
+
+def _plausible(row: dict[str, Any], suite_cases) -> None:
+    """InputError for a time no device reaches for this case's work (plausibility's floor): a stream is data, and
+    a 1 ns mean would top the board."""
+    from tracker.capture.plausibility import floor_us
+    from tracker.workloads import get_workload
+
+    shape = (row["batch"], row["n"], row["cond"], row["case_name"])
+    case = next((c for c in suite_cases if _shape(c) == shape), None)
+    if case is None:
+        return  # a case the suite does not have: recorded, never part of a geomean
+    floor = floor_us(*get_workload(DEFAULT_WORKLOAD).work(case), "cuda")
+    for key in ("mean_us", "best_us"):
+        if row.get(key) is not None and row[key] < floor:
+            raise InputError(f"{row['spec']}: a {key[:-3]} of {row[key]:.3g} us is less than its work takes on any "
+                             f"device ({floor:.3g} us)")  # fmt: skip
 
 
 def _case_row(kind: str, idx: int, spec: dict[str, Any], suite_cases) -> dict[str, Any]:
@@ -99,6 +123,8 @@ def build_import(
             if spec is None:
                 raise InputError(f"benchmark.{i}.spec is missing")
             row = _case_row("benchmark", i, parse_spec(spec), suite_cases)
+            if any(c["case_idx"] == row["case_idx"] for c in cases):
+                raise InputError(f"benchmark.{i}.spec ({row['spec']}) falls on the case of an earlier one")
             mean = kv.get(f"benchmark.{i}.mean")
             row["passed"] = mean is not None
             row["message"] = "" if mean is not None else kv.get(f"benchmark.{i}.error", "no timing")
@@ -107,6 +133,7 @@ def build_import(
                 for key in ("mean", "std", "err", "best", "worst"):
                     value = _number(kv, f"benchmark.{i}.{key}")
                     row[f"{key}_us"] = value / NS_PER_US if value is not None else None
+                _plausible(row, suite_cases)
             cases.append(row)
     tests = sorted({int(k.split(".")[1]) for k in kv if re.match(r"test\.\d+\.", k)})
     if not timed_mode:
@@ -121,7 +148,10 @@ def build_import(
     failed = [c["spec"] for c in cases if not c["passed"]]
     status = "passed" if not failed and check in ("pass", "") else "failed"
     means = [c.get("mean_us") for c in cases]
-    whole = len(cases) == len(suite_cases) and all(means) and timed_mode and status == "passed"
+    # every case of the suite, each once: as many made-up shapes would have made a geomean that topped the board
+    suite_shapes = sorted(_shape(c) for c in suite_cases)
+    stream_shapes = sorted((c["batch"], c["n"], c["cond"], c["case_name"]) for c in cases)
+    whole = stream_shapes == suite_shapes and all(means) and timed_mode and status == "passed"
     now = store_mod.now()
     sha = source_hash(source)
     name = variant_name(path)
