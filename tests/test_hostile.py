@@ -860,6 +860,31 @@ def test_a_kernel_cannot_see_or_hold_the_device_locks(world):
     assert "KB-LOCKS []" in _log(world, doc["run_id"]), _log(world, doc["run_id"])
 
 
+def test_a_kernel_cannot_read_the_store_or_what_lies_beside_it(world):
+    """The root is readable in the sandbox, and the store with it: a kernel that found the .duckdb file read other
+    variants' sources and results (and the side files and traces beside it). They are masked: the store reads
+    empty, the folders beside it are empty."""
+    store = world["store"]
+    pending = Path(f"{store}.pending")
+    pending.mkdir()
+    (pending / "kept.txt").write_text("x")  # not a side file: the flush leaves it, and the kernel must not see it
+    kernel = _kernel(
+        world,
+        f"""
+        STORE = {str(store)!r}
+        print("KB-STORE", os.path.getsize(STORE) if os.path.exists(STORE) else None, flush=True)
+        print("KB-PENDING", os.listdir(STORE + ".pending") if os.path.isdir(STORE + ".pending") else None, flush=True)
+
+        def custom_kernel(data):
+            return torch.geqrf(data)
+        """,
+    )
+    doc = _run(world, kernel)
+    assert doc["status"] == "passed", doc["error"]
+    log = _log(world, doc["run_id"])
+    assert "KB-STORE 0" in log and "KB-PENDING []" in log, log
+
+
 def test_a_kernel_can_neither_write_to_nor_read_from_the_users_terminals(world):
     """The host's /dev/pts holds the user's terminals (here a pty of the test's own, standing for another shell
     of the user's): a kernel that opens them could print fake verdicts into them or read what is typed there."""

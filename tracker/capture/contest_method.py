@@ -97,7 +97,7 @@ def _command(
         inner["POPCORN_SEED"] = str(req.seed)
     name, value = token.split("=", 1)
     inner[name] = value  # how the harness's own children are found and ended without a sandbox
-    hidden = sandbox.hidden_from_kernel(private)
+    hidden = sandbox.hidden_from_kernel(private, req.store)
     return sandbox.wrap(argv, workdir, inner, hidden, list(cache.writable), sandboxed=req.sandbox)
 
 

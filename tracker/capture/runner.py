@@ -361,7 +361,7 @@ def _worker_command(
     inner = {"PYTHONPATH": str(_PACKAGE_ROOT), "PYTHONUNBUFFERED": "1", "PYTHONSAFEPATH": "1", **cache.env}
     name, value = token.split("=", 1)
     inner[name] = value  # every process the kernel starts inherits it: how setsid'd children are found and ended
-    hidden = sandbox.hidden_from_kernel(private)
+    hidden = sandbox.hidden_from_kernel(private, req.store)
     return sandbox.wrap(argv, workdir, inner, hidden, [*writable, *cache.writable], req.sandbox, front)
 
 

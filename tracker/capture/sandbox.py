@@ -203,14 +203,21 @@ def command(
     return [*cmd, "--", *front, sys.executable, "-I", "-S", str(SECCOMP_EXEC), *argv]
 
 
-def hidden_from_kernel(private: Path | None) -> list[Path]:
+def hidden_from_kernel(private: Path | None, store: str | os.PathLike | None = None) -> list[Path]:
     """What every sandbox masks: the side-file key (it signs side files), the device locks (readable, a kernel took
-    another device's flock and held it for its whole run, so runs there waited on it) and the run's private folder,
-    the checker's."""
+    another device's flock and held it for its whole run, so runs there waited on it), the run's private folder
+    (the checker's), and the store with what lies beside it (its WAL, side files, traces, dashboard jobs) and the
+    fallback folders of side files: a kernel read other variants' sources and results from the store file."""
     from tracker.capture.devicelock import lock_dir
+    from tracker.capture.jobs import jobs_dir
     from tracker.store import side_key_path
+    from tracker.store.sidefiles import fallback_dirs, pending_dir, traces_root
 
-    return [side_key_path(), lock_dir(), *([private] if private is not None else [])]
+    beside: list[Path] = []
+    if store is not None:
+        store = Path(store).resolve()  # bwrap mounts at absolute paths
+        beside = [store, Path(f"{store}.wal"), pending_dir(store), traces_root(store), jobs_dir(store)]
+    return [side_key_path(), lock_dir(), *([private] if private is not None else []), *beside, *fallback_dirs()]
 
 
 def ancestors_protected(scope_file: Path = YAMA_SCOPE) -> bool:

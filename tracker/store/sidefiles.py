@@ -19,9 +19,14 @@ from tracker.common.processes import process_alive
 from tracker.store.records import RunRecord
 
 
+def traces_root(path: str | os.PathLike) -> Path:
+    """The folder beside the store that holds every run's profile files."""
+    return Path(f"{path}.traces")
+
+
 def traces_dir(path: str | os.PathLike, run_id: str) -> Path:
     """Where a run's profile files live beside the store: torch.profiler traces, Nsight Compute reports."""
-    return Path(f"{path}.traces") / run_id
+    return traces_root(path) / run_id
 
 
 def pending_dir(path: str | os.PathLike) -> Path:
