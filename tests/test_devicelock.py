@@ -140,3 +140,24 @@ def test_the_benchmark_page_shows_the_device_queue(empty_store, lock_env, monkey
     finally:
         lock.release()
     assert devicelock.queue() == []
+
+
+def test_a_link_planted_in_the_lock_folder_is_never_written_through(tmp_path, monkeypatch):
+    """The <tmp> fallback folder is shared by the host's users: another user made it and planted `cpu.holder` as a
+    link to a file of ours, and our next run wrote its holder record over that file. Nothing is written through a
+    link: the run goes ahead without its holder record."""
+    folder = tmp_path / "shared-locks"
+    folder.mkdir()
+    monkeypatch.setenv("KERNELBEAM_LOCK_DIR", str(folder))
+    victim = tmp_path / "precious"
+    victim.write_text("mine\n")
+    (folder / "cpu.holder").symlink_to(victim)
+    (folder / f"cpu.wait.{os.getpid()}").symlink_to(victim)
+    lock = devicelock.DeviceLock("cpu", "victim000001")
+    lock.acquire()
+    lock.release()
+    assert victim.read_text() == "mine\n"
+    (folder / "gpu0.lock").symlink_to(victim)  # the lock file itself: refused, not followed
+    with pytest.raises(OSError):
+        devicelock.DeviceLock("gpu0", "victim000002").acquire()
+    assert victim.read_text() == "mine\n"

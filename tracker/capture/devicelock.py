@@ -75,7 +75,9 @@ class DeviceLock:
         poll_s: float = 0.2,
     ) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(self.folder / f"{self.key}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        # O_NOFOLLOW on every file here: the <tmp> fallback is shared by the host's users, and another user's link
+        # named <key>.holder made a run write its holder record over a file of its own user's.
+        self._fd = os.open(self.folder / f"{self.key}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         me = {"pid": os.getpid(), "run_id": self.run_id, "since": time.time()}
         waiting = False
         try:
@@ -86,7 +88,7 @@ class DeviceLock:
                 except BlockingIOError:
                     pass
                 if not waiting:
-                    self._wait_file.write_text(json.dumps(me))
+                    _write(self._wait_file, me)
                     waiting = True
                 if on_wait is not None:
                     on_wait(_read(self._holder_file))
@@ -99,7 +101,7 @@ class DeviceLock:
         finally:
             if waiting:
                 self._wait_file.unlink(missing_ok=True)
-        self._holder_file.write_text(json.dumps(me))
+        _write(self._holder_file, me)
 
     def release(self) -> None:
         if self._fd is None:
@@ -109,6 +111,17 @@ class DeviceLock:
             self._holder_file.unlink(missing_ok=True)
         os.close(self._fd)  # closing drops the flock
         self._fd = None
+
+
+def _write(path: Path, record: dict[str, Any]) -> None:
+    """A holder or waiter record, never through a link; one that cannot be written is left out (it only informs
+    `queue` and the Benchmark page)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    except OSError:
+        return
+    with os.fdopen(fd, "w") as f:
+        f.write(json.dumps(record))
 
 
 def queue() -> list[dict[str, Any]]:
