@@ -18,6 +18,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import zipfile
 import zlib
 from pathlib import Path
 
@@ -474,3 +475,31 @@ def test_recheck_refuses_evidence_whose_arrays_are_not_float32(tmp_path):
     proc = cli("recheck", "text00000001", "--store", str(store))
     assert proc.returncode == 2 and "the evidence's a are not float32 arrays" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("arrays", "meta", "why"),
+    [
+        ({"a": (2, 4, 4), "h": (2, 4, 4), "tau": (2, 4)}, None, "are not one matrix"),  # 3-D: too many to unpack
+        ({"a": (4,), "h": (4,), "tau": (4,)}, None, "are not one matrix"),
+        ({"a": (0, 0), "h": (0, 0), "tau": (0,)}, None, "are not one matrix"),  # ZeroDivisionError
+        ({"a": (16, 8), "h": (16, 16), "tau": (8,)}, None, "are not one matrix"),  # a size mismatch in torch
+        ({"a": (8, 8), "h": (8, 8), "tau": (8,)}, "[" * 100_000 + "]" * 100_000, "nested deeper"),
+    ],
+    ids=["3d", "1d", "empty", "mismatch", "deep-meta"],
+)
+def test_recheck_refuses_evidence_that_is_not_one_matrix_in_one_line(tmp_path, arrays, meta, why):
+    """Evidence of odd shapes, made with the tracker's own pack and imported, ended recheck with an internal error
+    (and a meta entry 100,000 brackets deep with RecursionError): one error line, exit 2."""
+    blob = evidence.pack({k: np.zeros(shape, np.float32) for k, shape in arrays.items()})
+    if meta is not None:  # a meta entry as pack writes one, but nested
+        buf = io.BytesIO(blob)
+        with zipfile.ZipFile(buf, "a") as archive, archive.open("meta.npy", "w") as f:
+            np.save(f, np.array(meta))
+        blob = buf.getvalue()
+    rec = record("odd000000001", status="failed")
+    rec.evidence = [{"case_idx": 0, "repetition": -1, "message": "x", "arrays": blob, "arrays_bytes": len(blob)}]
+    store = tmp_path / "imported.duckdb"
+    assert import_runs(store, exported(tmp_path, rec)) == 1
+    proc = cli("recheck", "odd000000001", "--store", str(store))
+    assert proc.returncode == 2 and why in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

@@ -12,7 +12,7 @@ import json
 import math
 from typing import Any
 
-from tracker.capture.evidence import RESIDUAL_KEYS, unpack
+from tracker.capture.evidence import MAX_ELEMENTS, RESIDUAL_KEYS, unpack
 from tracker.cli.common import UsageError, resolve
 from tracker.common.errors import InputError
 from tracker.common.jsonfields import clean
@@ -43,6 +43,12 @@ def recheck_case(row: dict[str, Any], blob: bytes | None) -> dict[str, Any]:
     odd = [k for k in ("a", "h", "tau") if getattr(arrays[k], "dtype", None) != "float32"]
     if odd:  # an imported blob can hold any dtype numpy knows (text, complex): no matrix of a run of ours
         raise InputError(f"case {entry['case_idx']}: the evidence's {', '.join(odd)} are not float32 arrays")
+    a, h, tau = (arrays[k] for k in ("a", "h", "tau"))
+    if a.ndim != 2 or min(a.shape) == 0 or h.shape != a.shape or tau.shape != (min(a.shape),):
+        raise InputError(f"case {entry['case_idx']}: the evidence's shapes (a {a.shape}, h {h.shape}, tau "
+                         f"{tau.shape}) are not one matrix, its H and its tau")  # fmt: skip
+    if a.size + h.size + tau.size > MAX_ELEMENTS:  # the unpack cap is sized for float64: float32 got twice as far
+        raise InputError(f"case {entry['case_idx']}: the evidence holds a larger matrix than a run keeps")
     import torch  # after the evidence is read: a refused blob costs no torch import
 
     from tracker.workloads.qr_v2.reference_gates import judge
