@@ -27,6 +27,7 @@ from tracker import store as store_mod
 from tracker.capture import envinfo, jobs
 from tracker.common.gitinfo import diff_commits, safe_repo_path
 from tracker.store import Store
+from tracker.store.sidefiles import save_side_file
 from tracker.store.transfer import export_runs, import_runs
 from tracker.store.validate import InvalidImport
 
@@ -529,3 +530,38 @@ def test_dashboard_script_makes_and_prints_a_token_beyond_localhost(tmp_path):
     token = proc.stdout.split("TOKEN=")[1].strip()
     assert len(token) >= 24 and f"?token={token}" in proc.stderr
     assert "--server.address 0.0.0.0" in proc.stdout
+
+
+def test_what_another_process_plants_in_the_side_folder_blocks_no_command_and_replaces_no_run(tmp_path):
+    """Without the key, a process of the same user planted in `<store>.pending/`: a FIFO named like a side file
+    (every command that opened the store hung on it), a 6 GB sparse file behind a side-file header (read whole: a
+    MemoryError sent every later run into a side file), a link to a signed side file of another store (the flush
+    followed it out of the folder), an empty file named after a dead `running` run (kept it `running` for good), and
+    a signed checkpoint of a recorded run copied back after the run (it replaced the `passed` run with `crashed`)."""
+    store = tmp_path / "s.duckdb"
+    done = make_run("done00000001")
+    assert Store(store).finish_run(done) is None
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    Store(store).start_run(make_run("dead00000001", pid=gone.pid))
+    other = tmp_path / "other.duckdb"
+    elsewhere = save_side_file(other, make_run("else00000001"), "the store stayed locked").path
+    replay = make_run("done00000001")
+    replay.run.status = "crashed"
+    pending = Path(f"{store}.pending")
+    pending.mkdir(exist_ok=True)
+    os.mkfifo(pending / "zzz.json")
+    with open(pending / "0000.json", "wb") as f:
+        f.write(b"kernelbeam-side-v1 0 " + b"0" * 64 + b"\n")
+        f.truncate(6 << 30)
+    (pending / "link.json").symlink_to(elsewhere)
+    (pending / "dead00000001.json").write_text("")
+    shutil.copy(save_side_file(tmp_path / "copy.duckdb", replay, "x").path, pending / "replay.json")
+    listed = subprocess.run([sys.executable, "-m", "tracker", "list", "--json", "--store", str(store)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    result = Store(store).flush_pending()
+    assert result.written == [] and {p.name for p, _ in result.unreadable} >= {"zzz.json", "0000.json", "link.json"}
+    assert Store(store).get_run("done00000001")["status"] == "passed" and not (pending / "replay.json").exists()
+    assert Store(store).get_run("else00000001") is None and elsewhere.is_file()
+    assert Store(store).get_run("dead00000001")["status"] == "crashed"

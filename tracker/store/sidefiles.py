@@ -9,6 +9,7 @@ import hashlib
 import hmac
 import os
 import secrets
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +48,17 @@ def pending_run_ids(path: str | os.PathLike) -> set[str]:
         sides = list(folder.glob("*.json")) if folder.is_dir() else []
     except OSError:
         return set()
-    return {p.stem for p in sides if not owner_alive(p)}
+    return {p.stem for p in sides if not owner_alive(p) and _is_signed(p)}
+
+
+def _is_signed(side: Path) -> bool:
+    """Whether a side file is one the tracker wrote (an empty file named after a run had kept it `running` for
+    good: the reaper takes a run waiting in a side file for one still being written)."""
+    try:
+        _signed_body(side)
+    except (OSError, SideFileError):
+        return False
+    return True
 
 
 # Side files: "kernelbeam-side-v1 <owner pid> <HMAC-SHA256>" on the first line, the record's JSON after it. The
@@ -101,9 +112,30 @@ def side_text(record: RunRecord, owner: int = 0) -> str:
     return f"{SIDE_MAGIC} {owner} {_signature(owner, body)}\n{body}"
 
 
+# A side file holds one run's record: its evidence (at most 256 MiB) and text. Larger is not one of ours, and read
+# whole it cost a flush its memory (a 6 GB sparse file: MemoryError, every later run into a side file).
+MAX_SIDE_BYTES = 1 << 30
+
+
+def _read_regular(side: Path, limit: int | None = None) -> bytes:
+    """The bytes of a side file (the first `limit`), read only from a regular file of at most MAX_SIDE_BYTES: never
+    through a link (a link took a flush to a record outside the folder) nor from a pipe (a FIFO named x.json hung
+    every command that opened the store)."""
+    try:
+        fd = os.open(side, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        raise SideFileError(f"not readable as a side file ({exc.strerror or exc})") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise SideFileError("not a regular file")
+        if info.st_size > MAX_SIDE_BYTES:
+            raise SideFileError(f"larger than {MAX_SIDE_BYTES:,} bytes: not a side file of this tracker")
+        return f.read(limit) if limit is not None else f.read()
+
+
 def _header(side: Path) -> tuple[int, str]:
-    with open(side, "rb") as f:
-        first = f.readline(200).decode(errors="replace").split()
+    first = _read_regular(side, 200).split(b"\n", 1)[0].decode(errors="replace").split()
     if len(first) != 3 or first[0] != SIDE_MAGIC or not first[1].isdigit():
         raise SideFileError("not signed by this tracker (no side-file header)")
     return int(first[1]), first[2]
@@ -118,14 +150,19 @@ def owner_alive(side: Path) -> bool:
     return owner != 0 and process_alive(owner)
 
 
-def read_side_file(side: Path) -> RunRecord:
-    """The record in a side file the tracker wrote; SideFileError for any other file."""
+def _signed_body(side: Path) -> str:
+    """The record's JSON of a side file whose signature holds; SideFileError for any other file."""
     owner, signature = _header(side)
-    text = side.read_text()
+    text = _read_regular(side).decode(errors="replace")
     body = text.split("\n", 1)[1] if "\n" in text else ""
     if not hmac.compare_digest(signature, _signature(owner, body)):
         raise SideFileError("its signature does not match: not written by this tracker, or changed since")
-    return RunRecord.from_json(body)
+    return body
+
+
+def read_side_file(side: Path) -> RunRecord:
+    """The record in a side file the tracker wrote; SideFileError for any other file."""
+    return RunRecord.from_json(_signed_body(side))
 
 
 @dataclass(frozen=True)

@@ -149,6 +149,11 @@ def _flush_pending(con: duckdb.DuckDBPyConnection, path: str | os.PathLike) -> F
         except (OSError, ValueError, TypeError, KeyError) as exc:  # kept for a person to see, and reported
             result.unreadable.append((side, f"{type(exc).__name__}: {exc}"[:300]))
             continue
+        row = con.execute("SELECT status FROM runs WHERE run_id = ?", [record.run.run_id]).fetchone()
+        if row is not None and row[0] != "running":  # a copy of a checkpoint put back after its run was recorded
+            print(f"side file {side} dropped: run {record.run.run_id} is already recorded ({row[0]})", file=sys.stderr)
+            side.unlink(missing_ok=True)
+            continue
         try:
             write_run(con, record)
         except Exception as exc:  # noqa: BLE001 - a bad side file must not block every later write
