@@ -314,8 +314,12 @@ def _run_on(address, requests, records, on_event, on_result, should_cancel) -> l
             except Exception:
                 return
             for msg in batch:
-                run_id = msg["run_id"]
-                if msg["event"] == "task_started" and run_id not in started and run_id not in outcomes:
+                # anything reaching the scheduler can put a message here: one of another run, or no message at all,
+                # had ended the queue with a KeyError and lost the run in progress
+                run_id = msg.get("run_id") if isinstance(msg, dict) else None
+                if run_id not in by_id:
+                    continue
+                if msg.get("event") == "task_started" and run_id not in started and run_id not in outcomes:
                     started.add(run_id)
                     req, rec = by_id[run_id]
                     try:
