@@ -5,7 +5,7 @@ the checker.
 The kernel's process measures its own time (CUDA events or the CPU clock), so a kernel that patches the timer,
 forges its events or does the work outside the timed window can report what it likes. Three checks lean on the
 checker's clock or on nothing at all: a floor from the work (no device computes a case's FLOPs or moves its bytes
-faster than the bounds below, far above any GPU's peak), the checker's wall clock between repetitions (it cannot
+faster than the bounds of tracker.workloads.base.PEAKS, far above any GPU's peak), the checker's wall clock between repetitions (it cannot
 be shorter than the kernel's real time; a reported time far below it on a long repetition is suspicious), and the
 checker's time to make the fresh inputs that the kernel's process made inside a timed window. They catch gross
 forgeries: hidden work smaller than the noise between repetitions is not seen.
@@ -16,10 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from tracker.capture.evidence import FRESH_PASS
+from tracker.workloads.base import floor_us
 
-# (FLOP/s, bytes/s) no device of the kind exceeds: GPUs' dense low-precision peaks and memory bandwidth are
-# below 5 PFLOP/s and 20 TB/s; CPUs' FP32 vector peaks (two sockets of wide cores) and DRAM below these.
-PEAKS = {"cuda": (5e15, 2e13), "cpu": (2e13, 1e12)}
 GAP_FACTOR = 20.0  # the checker's wall time per call this many times the reported time ...
 GAP_MIN_US = 20_000.0  # ... on a repetition of at least this long (launch-bound cases are mostly overhead)
 # Slower than any copy of outputs to the checker (pinned on a GPU: ~50 GB/s each way; a CPU's memcpy: several GB/s),
@@ -35,12 +33,6 @@ FRESH_MIN_US = 10.0  # ... and by at least this much
 # two processes share the cores and the scheduler's stalls reach tens of ms, so only more than that is seen there.
 MADE_MARGIN = 2.0
 MADE_MIN_US = {"cuda": 1_000.0, "cpu": 50_000.0}
-
-
-def floor_us(flops: float | None, nbytes: float | None, device: str) -> float:
-    """The least time one call can take on any device of this kind for this much work, in microseconds."""
-    peak_flops, peak_bytes = PEAKS["cuda" if device == "cuda" else "cpu"]
-    return max((flops or 0.0) / peak_flops, (nbytes or 0.0) / peak_bytes) * 1e6
 
 
 def flags(cases: list[dict[str, Any]], mode: str, device: str) -> list[dict[str, Any]]:

@@ -70,10 +70,10 @@ def _shape(case: Any) -> tuple:
 
 
 def _plausible(row: dict[str, Any], suite_cases) -> None:
-    """InputError for a time no device reaches for this case's work (plausibility's floor): a stream is data, and
+    """InputError for a time no device reaches for this case's work (the workload's floor): a stream is data, and
     a 1 ns mean would top the board."""
-    from tracker.capture.plausibility import floor_us
     from tracker.workloads import get_workload
+    from tracker.workloads.base import floor_us
 
     shape = (row["batch"], row["n"], row["cond"], row["case_name"])
     case = next((c for c in suite_cases if _shape(c) == shape), None)

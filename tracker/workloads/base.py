@@ -161,3 +161,14 @@ def combine_seed(case_seed: int, run_seed: int) -> int:
     """The contest's hidden-seed transform (a Cantor pairing): a large secret seed gives a large case seed."""
     a, s = case_seed, run_seed
     return a + (a + s) * (a + s + 1) // 2
+
+
+# (FLOP/s, bytes/s) no device of the kind exceeds: GPUs' dense low-precision peaks and memory bandwidth are
+# below 5 PFLOP/s and 20 TB/s; CPUs' FP32 vector peaks (two sockets of wide cores) and DRAM below these.
+PEAKS = {"cuda": (5e15, 2e13), "cpu": (2e13, 1e12)}
+
+
+def floor_us(flops: float | None, nbytes: float | None, device: str) -> float:
+    """The least time one call can take on any device of this kind for this much work, in microseconds."""
+    peak_flops, peak_bytes = PEAKS["cuda" if device == "cuda" else "cpu"]
+    return max((flops or 0.0) / peak_flops, (nbytes or 0.0) / peak_bytes) * 1e6
