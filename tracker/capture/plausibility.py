@@ -5,10 +5,10 @@ the checker.
 The kernel's process measures its own time (CUDA events or the CPU clock), so a kernel that patches the timer,
 forges its events or does the work outside the timed window can report what it likes. Three checks lean on the
 checker's clock or on nothing at all: a floor from the work (no device computes a case's FLOPs or moves its bytes
-faster than the bounds of tracker.workloads.base.PEAKS, far above any GPU's peak), the checker's wall clock between repetitions (it cannot
-be shorter than the kernel's real time; a reported time far below it on a long repetition is suspicious), and the
-checker's time to make the fresh inputs that the kernel's process made inside a timed window. They catch gross
-forgeries: hidden work smaller than the noise between repetitions is not seen.
+faster than tracker.workloads.base.PEAKS, far above any GPU's peak), the checker's wall clock between repetitions
+(it cannot be shorter than the kernel's real time; a reported time far below it on a long repetition is
+suspicious), and the checker's time to make the fresh inputs that the kernel's process made inside a timed window.
+They catch gross forgeries: hidden work smaller than the noise between repetitions is not seen.
 """
 
 from __future__ import annotations
