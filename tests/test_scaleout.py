@@ -160,7 +160,9 @@ def test_a_worker_killed_mid_run_is_recorded_crashed_once_and_the_queue_goes_on(
     ]
     address, pids = cluster
     outcomes = scaleout.run_queue(reqs, cluster=address)
-    assert [o.status for o in outcomes] == ["crashed", "passed", "passed"]
+    assert [o.status for o in outcomes] == ["crashed", "passed", "passed"], [
+        (o.status, Store(store).get_run(o.run_id)["error"]) for o in outcomes
+    ]
     (orphan,) = map(int, pids.read_text().split())
     assert not _alive(orphan)  # the kernel of the dead worker was stopped, not left to load the machine
     crashed = Store(store).get_run(outcomes[0].run_id)
