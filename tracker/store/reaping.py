@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import duckdb
 
 from tracker.common.processes import process_alive
-from tracker.store.sidefiles import pending_run_ids
+from tracker.store.sidefiles import is_signed, pending_run_ids
 
 
 def reap_dead_runs(con: duckdb.DuckDBPyConnection, path: str | os.PathLike | None = None) -> list[str]:
@@ -17,8 +17,9 @@ def reap_dead_runs(con: duckdb.DuckDBPyConnection, path: str | os.PathLike | Non
     complete record waits in a side file (`<store>.pending/RUN.json`): the next flush writes them."""
     host = socket.gethostname()
     rows = con.execute("SELECT run_id, pid FROM runs WHERE status = 'running' AND host = ?", [host]).fetchall()
-    waiting = pending_run_ids(path) if path is not None else set()
-    dead = [run_id for run_id, pid in rows if not process_alive(pid) and run_id not in waiting]
+    gone = [run_id for run_id, pid in rows if not process_alive(pid)]
+    waiting = pending_run_ids(path) if path is not None and gone else set()
+    dead = [run_id for run_id in gone if run_id not in waiting or not is_signed(path, run_id)]
     for run_id in dead:
         con.execute(
             "UPDATE runs SET status = 'crashed', finished_at = ?, "

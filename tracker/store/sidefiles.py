@@ -42,20 +42,23 @@ def fallback_dirs() -> list[Path]:
 
 
 def pending_run_ids(path: str | os.PathLike) -> set[str]:
-    """Run ids waiting in the store's side folder (not the checkpoints of runs still being recorded)."""
+    """Run ids waiting in the store's side folder: files with a side-file header (their first 200 bytes: every list
+    and page reads this) whose recording process is gone. Not their signatures: is_signed says that, where it
+    matters."""
     folder = pending_dir(path)
     try:
         sides = list(folder.glob("*.json")) if folder.is_dir() else []
     except OSError:
         return set()
-    return {p.stem for p in sides if not owner_alive(p) and _is_signed(p)}
+    owners = {p.stem: _owner(p) for p in sides}
+    return {run_id for run_id, owner in owners.items() if owner is not None and not _alive(owner)}
 
 
-def _is_signed(side: Path) -> bool:
-    """Whether a side file is one the tracker wrote (an empty file named after a run had kept it `running` for
-    good: the reaper takes a run waiting in a side file for one still being written)."""
+def is_signed(path: str | os.PathLike, run_id: str) -> bool:
+    """Whether the side file of this run is one the tracker wrote (an empty file named after a dead run had kept it
+    `running` for good: the reaper leaves a run whose record waits in a side file)."""
     try:
-        _signed_body(side)
+        _signed_body(pending_dir(path) / f"{run_id}.json")
     except (OSError, SideFileError):
         return False
     return True
@@ -141,12 +144,21 @@ def _header(side: Path) -> tuple[int, str]:
     return int(first[1]), first[2]
 
 
+def _owner(side: Path) -> int | None:
+    """The recording process a side file names (0: a finished run), or None for a file without a side-file header."""
+    try:
+        return _header(side)[0]
+    except (OSError, SideFileError):
+        return None
+
+
 def owner_alive(side: Path) -> bool:
     """A checkpoint whose recording process still runs: not a pending run yet."""
-    try:
-        owner, _ = _header(side)
-    except (OSError, SideFileError):
-        return False
+    owner = _owner(side)
+    return owner is not None and _alive(owner)
+
+
+def _alive(owner: int) -> bool:
     return owner != 0 and process_alive(owner)
 
 
