@@ -128,7 +128,7 @@ def trim(binding: Binding, max_bytes: int = SOURCE_MAX_BYTES) -> str | None:
                 if size > max_bytes
                 else (f"more than {SOURCE_MAX_ENTRIES:,} entries or folders nested deeper than {SOURCE_MAX_DEPTH}")
             )
-            return f"the compile cache of this source held {held} after the run: removed"  # fmt: skip
+            return f"the compile cache of this source held {held} after the run: removed"
     return None
 
 

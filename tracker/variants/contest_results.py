@@ -66,7 +66,12 @@ def _number(kv: dict[str, str], key: str, default: str | None = None) -> float |
 
 
 def _shape(case: Any) -> tuple:
+    """A suite case's shape, seed aside: what a stream's case is matched by."""
     return case.batch, case.n, case.cond, case.case
+
+
+def _row_shape(row: dict[str, Any]) -> tuple:
+    return row["batch"], row["n"], row["cond"], row["case_name"]
 
 
 def _plausible(row: dict[str, Any], suite_cases) -> None:
@@ -75,8 +80,7 @@ def _plausible(row: dict[str, Any], suite_cases) -> None:
     from tracker.workloads import get_workload
     from tracker.workloads.base import floor_us
 
-    shape = (row["batch"], row["n"], row["cond"], row["case_name"])
-    case = next((c for c in suite_cases if _shape(c) == shape), None)
+    case = next((c for c in suite_cases if _shape(c) == _row_shape(row)), None)
     if case is None:
         return  # a case the suite does not have: recorded, never part of a geomean
     floor = floor_us(*get_workload(DEFAULT_WORKLOAD).work(case), "cuda")
@@ -88,8 +92,7 @@ def _plausible(row: dict[str, Any], suite_cases) -> None:
 
 def _case_row(kind: str, idx: int, spec: dict[str, Any], suite_cases) -> dict[str, Any]:
     """A case_results row; case_idx is the suite's index of the same shape (seed aside), else the stream's."""
-    same = [i for i, c in enumerate(suite_cases)
-            if (c.batch, c.n, c.cond, c.case) == (spec["batch"], spec["n"], spec["cond"], spec["case"])]  # fmt: skip
+    same = [i for i, c in enumerate(suite_cases) if _shape(c) == (spec["batch"], spec["n"], spec["cond"], spec["case"])]
     seed = spec["seed"] if spec["seed"] is not None else 0
     return {
         "case_idx": same[0] if len(same) == 1 else idx, "kind": kind, "batch": spec["batch"], "n": spec["n"],
@@ -150,7 +153,7 @@ def build_import(
     means = [c.get("mean_us") for c in cases]
     # every case of the suite, each once: as many made-up shapes would have made a geomean that topped the board
     suite_shapes = sorted(_shape(c) for c in suite_cases)
-    stream_shapes = sorted((c["batch"], c["n"], c["cond"], c["case_name"]) for c in cases)
+    stream_shapes = sorted(_row_shape(c) for c in cases)
     whole = stream_shapes == suite_shapes and all(means) and timed_mode and status == "passed"
     now = store_mod.now()
     sha = source_hash(source)
