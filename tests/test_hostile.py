@@ -885,6 +885,32 @@ def test_a_kernel_cannot_read_the_store_or_what_lies_beside_it(world):
     assert "KB-STORE 0" in log and "KB-PENDING []" in log, log
 
 
+def test_a_masked_file_removed_before_the_sandbox_mounts_over_it_costs_the_run_nothing(tmp_path):
+    """The store's WAL comes and goes with every checkpoint of another process. One that was there when the
+    command line was made and gone when bwrap mounted over it failed the run (exit 1, "Can't create file"): seen
+    in CI on runs through the Dask queue. The command is made and started again; the launcher's ready byte never
+    reaches the command."""
+    wal = tmp_path / "runs.duckdb.wal"
+    wal.write_text("rows of other runs")
+    work = tmp_path / "work"
+    work.mkdir()
+    made = []
+
+    def build():
+        made.append(sandbox.wrap([sys.executable, "-c", "import os; print('KB-FDS', os.listdir('/proc/self/fd'))"],
+                                 work, {}, sandbox.hidden_from_kernel(None) + [wal]))  # fmt: skip
+        wal.unlink(missing_ok=True)  # a checkpoint elsewhere, between the command line and the mount
+        return made[-1]
+
+    with open(tmp_path / "log", "wb") as log:
+        proc, how = sandbox.start(build, stdout=log, stderr=subprocess.STDOUT)
+    assert proc.wait(timeout=60) == 0
+    text = (tmp_path / "log").read_text()
+    assert sandbox.contained(how) and len(made) == 2, text
+    assert "bwrap: Can't" in text  # the first start failed as in CI
+    assert "KB-FDS ['0', '1', '2', '3']" in text, text  # stdin, stdout, stderr and listdir's own
+
+
 def test_a_kernel_can_neither_write_to_nor_read_from_the_users_terminals(world):
     """The host's /dev/pts holds the user's terminals (here a pty of the test's own, standing for another shell
     of the user's): a kernel that opens them could print fake verdicts into them or read what is typed there."""

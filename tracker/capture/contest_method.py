@@ -11,6 +11,7 @@ tracker's: its verdicts stand as it reports them, which is what this method is f
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -125,12 +126,13 @@ def drive(req, record, events: list[dict[str, Any]], should_cancel, device: str)
         read_fd, write_fd = os.pipe()
         cache = compile_cache.bind(record.run.variant_sha256, req.compile_cache)
         record.run.compile_cache = cache.state
-        argv, env, how = _command(req, workdir, private, write_fd, token, cache)
+        command = functools.partial(_command, req, workdir, private, write_fd, token, cache)
+        how = command()[2]
         record.run.sandbox = how
         in_sandbox = sandbox.contained(how)
         seen: set[int] = set()
         with open(log_path, "wb") as log:
-            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+            proc, _ = sandbox.start(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     cwd=workdir, pass_fds=(write_fd,), start_new_session=True)  # fmt: skip
         os.close(write_fd)
         os.set_blocking(read_fd, False)

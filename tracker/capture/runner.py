@@ -10,6 +10,7 @@ started is ended with the run.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import os
 import re
@@ -437,7 +438,8 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
     worker_end, checker_end = handoff.pair()
     cache = compile_cache.bind(record.run.variant_sha256, req.compile_cache)
     record.run.compile_cache = cache.state
-    argv, env, how = _worker_command(req, workdir, private, token, cache)
+    command = functools.partial(_worker_command, req, workdir, private, token, cache)
+    how = command()[2]
     record.run.sandbox = how
     in_sandbox = sandbox.contained(how)
     job = {
@@ -474,12 +476,11 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
     selector.register(verdict_lines.fd, selectors.EVENT_READ)
     try:
         with open(log_path, "wb") as log:
-            proc = subprocess.Popen(
-                argv,
+            proc, _ = sandbox.start(
+                command,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.PIPE,
-                env=env,
                 cwd=workdir,
                 pass_fds=(write_fd, worker_end.fileno()),
                 start_new_session=True,  # its own process group and session: ended as a whole

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import glob
 import os
+import select
 import shutil
 import stat
 import subprocess
@@ -201,6 +202,38 @@ def command(
     for name, value in env.items():
         cmd += ["--setenv", name, value]
     return [*cmd, "--", *front, sys.executable, "-I", "-S", str(SECCOMP_EXEC), *argv]
+
+
+# bwrap masks each hidden path that exists when its command line is made; one removed before bwrap mounts over it
+# (the store's WAL, which every checkpoint of another process deletes) fails the mount and the run. A command that
+# never reached its launcher is made again, with the paths as they are then.
+SETUP_TRIES = 3
+READY_WAIT_S = 60.0  # past this, the launcher is taken as started: the run's own deadlines take over
+
+
+def start(build, **popen) -> tuple[subprocess.Popen, str]:
+    """Popen the command that `build()` makes (wrap's (command line, environment, how it runs)), made and started
+    again where the sandbox could not be set up; returns the process and how it runs. `popen`: Popen's arguments
+    but args and env."""
+    for attempt in range(1, SETUP_TRIES + 1):
+        argv, env, how = build()
+        if not contained(how):
+            return subprocess.Popen(argv, env=env, **popen), how
+        ready_r, ready_w = os.pipe()
+        at = argv.index(str(SECCOMP_EXEC)) + 1
+        argv = [*argv[:at], "--ready", str(ready_w), *argv[at:]]
+        fds = (*popen.get("pass_fds", ()), ready_w)
+        try:
+            proc = subprocess.Popen(argv, env=env, **{**popen, "pass_fds": fds})
+        finally:
+            os.close(ready_w)
+        with os.fdopen(ready_r, "rb", buffering=0) as ready:
+            waited = select.select([ready], [], [], READY_WAIT_S)[0]
+            started = not waited or ready.read(1) == b"1"
+        if started or attempt == SETUP_TRIES:
+            return proc, how
+        proc.wait()
+    raise AssertionError("unreachable")
 
 
 def hidden_from_kernel(private: Path | None, store: str | os.PathLike | None = None) -> list[Path]:

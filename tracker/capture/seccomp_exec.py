@@ -14,7 +14,9 @@ start (cuInit 304, CUDA_ERROR_OPERATING_SYSTEM; H100, 2026-12-05), most likely b
 MPS daemon's (validation/seccomp_cuda_probe.py tells which rule does it). The sockets the worker inherits are
 connected stream pairs, which connect() cannot point elsewhere.
 
-Run as a script (`python -I -S seccomp_exec.py PROGRAM ARG...`): standard library only, before anything else.
+Run as a script (`python -I -S seccomp_exec.py [--ready FD] PROGRAM ARG...`): standard library only, before
+anything else. With --ready, it writes one byte to FD and closes it once the filter is in place: what tells
+sandbox.start that the sandbox was set up.
 """
 
 from __future__ import annotations
@@ -112,7 +114,13 @@ def main() -> None:
         install()
     except (KeyError, OSError) as exc:
         sys.exit(f"seccomp_exec: cannot confine Unix sockets on {platform.machine()}: {exc}")
-    os.execvp(sys.argv[1], sys.argv[1:])
+    argv = sys.argv[1:]
+    if argv[:1] == ["--ready"]:
+        ready = int(argv[1])
+        os.write(ready, b"1")
+        os.close(ready)  # before exec: the command never holds it
+        argv = argv[2:]
+    os.execvp(argv[0], argv)
 
 
 if __name__ == "__main__":
