@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Download into .whl/ every wheel the H200 machine's python3 (3.12, x86-64 Linux; it has numpy, pandas, pyarrow,
 # scipy, torch, triton) needs for the tracker and its scale-out queue: duckdb, GitPython (+ gitdb, smmap),
-# dask and distributed and what they import. About 8 MB. Versions as pinned in requirements.txt / tested here.
+# dask and distributed and what they import, cryptography for the local cluster's TLS. About 13 MB. Versions as
+# pinned in requirements.txt / tested here.
 # On the GPU machine:
 #   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
 set -euo pipefail
@@ -36,5 +37,9 @@ get tblib==3.2.2
 get toolz==1.2.0
 get tornado==6.6.1
 get zict==3.0.0
+# the local cluster's TLS (compiled: cryptography, cffi)
+get cryptography==50.0.2
+get cffi==2.1.1
+get pycparser==3.12
 ls -1 .whl
 du -sh .whl

@@ -177,6 +177,35 @@ def test_a_worker_killed_mid_run_is_recorded_crashed_once_and_the_queue_goes_on(
         assert len(Store(store).case_results(o.run_id)) == 2
 
 
+def test_the_local_cluster_takes_no_connection_without_its_key(cluster):
+    """On plain TCP any local process, another user's too, could submit code to the workers (which read the
+    side-file key), forge records or cancel the queue. The local cluster is mutual TLS with a key held in this
+    process: a client with other credentials, or none, gets no task run."""
+    endpoint, _ = cluster
+    assert endpoint.address.startswith("tls://127.0.0.1:")
+    probe = (
+        "import sys\n"
+        "from distributed import Client\n"
+        "from distributed.security import Security\n"
+        "address, own = sys.argv[1], sys.argv[2] == 'own'\n"
+        "try:\n"
+        "    with Client(address, timeout=5, **({'security': Security.temporary()} if own else {})) as c:\n"
+        "        print('RAN', c.submit(sum, [1, 2]).result(timeout=5))\n"
+        "except Exception as exc:\n"
+        "    print('REFUSED', type(exc).__name__)\n"
+    )
+    tcp = endpoint.address.replace("tls://", "tcp://")
+    for address, credentials in ((endpoint.address, "own"), (endpoint.address, "none"), (tcp, "none")):
+        proc = subprocess.run([sys.executable, "-c", probe, address, credentials], capture_output=True, text=True,
+                              timeout=60)  # fmt: skip
+        assert proc.stdout.startswith("REFUSED"), (address, credentials, proc.stdout, proc.stderr[-2000:])
+    # the queue's own client, with the cluster's key, still runs tasks
+    from distributed import Client
+
+    with Client(endpoint.address, timeout=10, security=endpoint.security) as client:
+        assert client.submit(sum, [1, 2]).result(timeout=10) == 3
+
+
 def test_cancel_stops_queued_and_running_runs_and_kills_their_processes(cluster, tmp_path):
     store = tmp_path / "runs.duckdb"
     reqs = [_req(VARIANTS / "hangs_second.py", store) for _ in range(3)]

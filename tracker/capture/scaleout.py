@@ -44,6 +44,18 @@ class SchedulerLost(RuntimeError):
 
 
 @dataclass(frozen=True)
+class Endpoint:
+    """A scheduler to reach: its address, and the TLS credentials it asks for (None: those of the Dask
+    configuration, as for a cluster the user started)."""
+
+    address: str
+    security: Any = None
+
+    def __str__(self) -> str:
+        return self.address
+
+
+@dataclass(frozen=True)
 class GpuChoice:
     """Which workers to start locally: GPU ids (CUDA_VISIBLE_DEVICES values), or a count of CPU workers."""
 
@@ -139,11 +151,16 @@ def reap_orphaned_kernels() -> list[int]:
 
 
 @contextmanager
-def local_cluster(choice: GpuChoice) -> Iterator[str]:
+def local_cluster(choice: GpuChoice) -> Iterator[Endpoint]:
     """A scheduler and one single-threaded Nanny worker per GPU (CUDA_VISIBLE_DEVICES pinned) or per CPU
-    worker, each with its share of the CPU cores; yields the scheduler address."""
+    worker, each with its share of the CPU cores; yields where to reach it. Its connections are mutual TLS with a
+    key made here and held only in memory: on plain TCP any local process (another user's too) could submit
+    code to the workers, read the side-file key there, forge records or cancel the queue."""
     import dask
     from distributed import Nanny, Scheduler, SpecCluster
+    from distributed.security import Security
+
+    security = Security.temporary()  # a fresh CA, certificate and key, required of every connection
 
     logging.getLogger("distributed").setLevel(logging.WARNING)
     shares = core_shares(list(choice.gpus), choice.size)
@@ -159,17 +176,30 @@ def local_cluster(choice: GpuChoice) -> Iterator[str]:
         name = f"gpu{choice.gpus[i]}" if choice.gpus else f"cpu{i}"
         workers[name] = {
             "cls": Nanny,
-            "options": {"nthreads": 1, "resources": {"GPU": 1}, "env": env, "host": "127.0.0.1"},
+            "options": {
+                "nthreads": 1,
+                "resources": {"GPU": 1},
+                "env": env,
+                "host": "127.0.0.1",
+                "security": security,
+                "protocol": "tls",
+            },  # fmt: skip
         }
     scheduler = {
         "cls": Scheduler,
-        "options": {"host": "127.0.0.1", "dashboard": False, "dashboard_address": "127.0.0.1:0"},
+        "options": {
+            "host": "127.0.0.1",
+            "dashboard": False,
+            "dashboard_address": "127.0.0.1:0",
+            "security": security,
+            "protocol": "tls",
+        },  # fmt: skip
     }
     with dask.config.set(_dask_config()):
         _set_subreaper(True)
-        cluster = SpecCluster(workers=workers, scheduler=scheduler, silence_logs=40)
+        cluster = SpecCluster(workers=workers, scheduler=scheduler, silence_logs=40, security=security)
         try:
-            yield cluster.scheduler_address
+            yield Endpoint(cluster.scheduler_address, security)
         finally:
             cluster.close(timeout=30)
             reap_orphaned_kernels()
@@ -232,7 +262,7 @@ def _ended(record: store_mod.RunRecord, status: str, error: str) -> store_mod.Ru
 def run_queue(
     requests: list[RunRequest],
     gpus: str | None = None,
-    cluster: str | None = None,
+    cluster: str | Endpoint | None = None,
     on_event: Callable[[dict[str, Any]], None] | None = None,
     on_result: Callable[[RunOutcome], None] | None = None,
     should_cancel: Callable[[], bool] | None = None,
@@ -244,10 +274,11 @@ def run_queue(
     requests = [replace(r, store=str(Path(r.store).resolve())) for r in requests]
     records = [new_record(r) for r in requests]  # validates every request before anything starts
     if cluster:
-        return _run_on(cluster, requests, records, on_event, on_result, should_cancel)
+        endpoint = cluster if isinstance(cluster, Endpoint) else Endpoint(cluster)
+        return _run_on(endpoint, requests, records, on_event, on_result, should_cancel)
     choice = parse_gpus(gpus or "all")
-    with local_cluster(choice) as address:
-        return _run_on(address, requests, records, on_event, on_result, should_cancel)
+    with local_cluster(choice) as endpoint:
+        return _run_on(endpoint, requests, records, on_event, on_result, should_cancel)
 
 
 def longest_first(requests: list[RunRequest], records: list[store_mod.RunRecord]) -> list[str]:
@@ -268,7 +299,7 @@ def _gpu_slots(client) -> int:
     return int(sum(min(w.get("nthreads", 1), (w.get("resources") or {}).get("GPU", 0)) for w in workers))
 
 
-def _run_on(address, requests, records, on_event, on_result, should_cancel) -> list[RunOutcome]:
+def _run_on(endpoint: Endpoint, requests, records, on_event, on_result, should_cancel) -> list[RunOutcome]:
     import dask
     from distributed import Client, Event, KilledWorker, Queue, as_completed, wait
 
@@ -287,7 +318,9 @@ def _run_on(address, requests, records, on_event, on_result, should_cancel) -> l
         if on_result is not None:
             on_result(outcome)
 
-    with dask.config.set(_dask_config()), Client(address, timeout=CLIENT_TIMEOUT_S) as client:
+    address = endpoint.address
+    tls = {"security": endpoint.security} if endpoint.security is not None else {}
+    with dask.config.set(_dask_config()), Client(address, timeout=CLIENT_TIMEOUT_S, **tls) as client:
         client.wait_for_workers(1, timeout=60)
         slots = _gpu_slots(client)
         if slots < 1:
