@@ -300,6 +300,45 @@ def test_a_lost_scheduler_is_a_clear_error_and_keeps_what_finished(tmp_path, mon
             proc.wait()
 
 
+def test_a_cluster_of_ones_own_behind_tls_takes_the_queue_with_dasks_settings_and_says_what_is_missing(tmp_path):
+    """What docs/scale-out.md tells users to do: a scheduler and worker started with certificates, the client given
+    the same through Dask's configuration. Without them, a sentence that says which settings, not Dask's
+    TypeError about an SSLContext."""
+    from distributed.security import Security
+
+    made = Security.temporary()
+    pem = {"ca.pem": made.tls_ca_file, "cert.pem": made.tls_client_cert, "key.pem": made.tls_client_key}
+    for name, text in pem.items():
+        (tmp_path / name).write_text(text)
+    tls = ["--tls-ca-file", str(tmp_path / "ca.pem"), "--tls-cert", str(tmp_path / "cert.pem")]
+    tls += ["--tls-key", str(tmp_path / "key.pem")]
+    store, port = tmp_path / "runs.duckdb", 8500 + os.getpid() % 200
+    address = f"tls://127.0.0.1:{port}"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES="0")
+    quiet = {"env": env, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    run = [sys.executable, "-m", "tracker", "run", str(REFERENCE), "--suite", "smoke", "--cases", "0"]
+    run += ["--device", "cpu", "--cluster", address, "--store", str(store), "--json", "--quiet"]
+    refused = subprocess.run(run, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "DASK_DISTRIBUTED__COMM__TLS__CA_FILE" in refused.stderr, refused.stderr
+    assert "Traceback" not in refused.stderr and "SSLContext" not in refused.stderr
+    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                               "--port", str(port), "--protocol", "tls", "--no-dashboard", *tls], **quiet)]  # fmt: skip
+    try:
+        procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads",
+                                       "1", "--resources", "GPU=1", "--no-dashboard", *tls], **quiet))  # fmt: skip
+        client = {"DASK_DISTRIBUTED__COMM__TLS__CA_FILE": str(tmp_path / "ca.pem"),
+                  "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT": str(tmp_path / "cert.pem"),
+                  "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY": str(tmp_path / "key.pem")}  # fmt: skip
+        proc = subprocess.run(run, cwd=ROOT, capture_output=True, text=True, timeout=150, env=dict(env, **client))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        summary = json.loads(proc.stdout)  # one file: one summary, as a plain run prints
+        assert summary["status"] == "passed" and f"queued on the Dask scheduler at {address}" in proc.stderr
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
 def test_only_the_scale_out_module_imports_the_engine():
     importers = [
         str(path.relative_to(ROOT))

@@ -275,10 +275,28 @@ def run_queue(
     records = [new_record(r) for r in requests]  # validates every request before anything starts
     if cluster:
         endpoint = cluster if isinstance(cluster, Endpoint) else Endpoint(cluster)
+        if problem := _tls_problem(endpoint):
+            raise InputError(problem)
         return _run_on(endpoint, requests, records, on_event, on_result, should_cancel)
     choice = parse_gpus(gpus or "all")
     with local_cluster(choice) as endpoint:
         return _run_on(endpoint, requests, records, on_event, on_result, should_cancel)
+
+
+def _tls_problem(endpoint: Endpoint) -> str | None:
+    """Why this process cannot speak to a tls:// scheduler (Dask's own error is a TypeError about an SSLContext),
+    or None."""
+    if not endpoint.address.startswith("tls://") or endpoint.security is not None:
+        return None
+    from distributed.security import Security
+
+    if Security().get_connection_args("client").get("ssl_context") is not None:
+        return None
+    return (
+        f"the Dask scheduler at {endpoint.address} takes TLS connections only: give this client the cluster's"
+        " certificates in Dask's configuration (distributed.comm.tls.ca-file, .client.cert and .client.key, or"
+        " DASK_DISTRIBUTED__COMM__TLS__CA_FILE and the like)"
+    )
 
 
 def longest_first(requests: list[RunRequest], records: list[store_mod.RunRecord]) -> list[str]:
