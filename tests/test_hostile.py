@@ -911,6 +911,25 @@ def test_a_masked_file_removed_before_the_sandbox_mounts_over_it_costs_the_run_n
     assert "KB-FDS ['0', '1', '2', '3']" in text, text  # stdin, stdout, stderr and listdir's own
 
 
+def test_a_front_that_closes_the_ready_pipe_is_taken_as_started_not_started_again(tmp_path):
+    """A profiler in front of the launcher (the ncu pass) may close the files it inherits: the ready byte never
+    comes, but the command runs, once."""
+    work = tmp_path / "work"
+    work.mkdir()
+    closes = [sys.executable, "-c", "import os, sys; os.closerange(3, 65536); os.execvp(sys.argv[1], sys.argv[1:])"]
+    made = []
+
+    def build():
+        made.append(sandbox.wrap([sys.executable, "-c", "import time; time.sleep(8); print('KB-RAN')"], work, {},
+                                 sandbox.hidden_from_kernel(None), front=closes))  # fmt: skip
+        return made[-1]
+
+    with open(tmp_path / "log", "wb") as log:
+        proc, how = sandbox.start(build, stdout=log, stderr=subprocess.STDOUT)
+    assert proc.wait(timeout=60) == 0
+    assert len(made) == 1 and (tmp_path / "log").read_text().count("KB-RAN") == 1
+
+
 def test_a_kernel_can_neither_write_to_nor_read_from_the_users_terminals(world):
     """The host's /dev/pts holds the user's terminals (here a pty of the test's own, standing for another shell
     of the user's): a kernel that opens them could print fake verdicts into them or read what is typed there."""

@@ -209,6 +209,7 @@ def command(
 # never reached its launcher is made again, with the paths as they are then.
 SETUP_TRIES = 3
 READY_WAIT_S = 60.0  # past this, the launcher is taken as started: the run's own deadlines take over
+SETUP_EXIT_S = 5.0  # how long a command whose ready pipe closed empty gets to show it ended (bwrap exits at once)
 
 
 def start(build, **popen) -> tuple[subprocess.Popen, str]:
@@ -230,9 +231,13 @@ def start(build, **popen) -> tuple[subprocess.Popen, str]:
         with os.fdopen(ready_r, "rb", buffering=0) as ready:
             waited = select.select([ready], [], [], READY_WAIT_S)[0]
             started = not waited or ready.read(1) == b"1"
+        if not started:  # the pipe closed without the byte: bwrap died, or a front (ncu) did not pass it on
+            try:
+                started = proc.wait(timeout=SETUP_EXIT_S) == 0  # bwrap's set-up failures exit 1
+            except subprocess.TimeoutExpired:
+                started = True  # still running: a front that closes inherited files, not a failed set-up
         if started or attempt == SETUP_TRIES:
             return proc, how
-        proc.wait()
     raise AssertionError("unreachable")
 
 

@@ -116,9 +116,11 @@ def main() -> None:
         sys.exit(f"seccomp_exec: cannot confine Unix sockets on {platform.machine()}: {exc}")
     argv = sys.argv[1:]
     if argv[:1] == ["--ready"]:
-        ready = int(argv[1])
-        os.write(ready, b"1")
-        os.close(ready)  # before exec: the command never holds it
+        try:
+            os.write(int(argv[1]), b"1")
+            os.close(int(argv[1]))  # before exec: the command never holds it
+        except OSError:
+            pass  # a front (a profiler) closed it: sandbox.start sees the pipe close while this runs on
         argv = argv[2:]
     os.execvp(argv[0], argv)
 
