@@ -698,6 +698,7 @@ def test_benchmark_starts_a_paired_ab_session_and_links_its_verdict(own_demo_sto
     (job,) = jobs.list_jobs(path)
     final = jobs.wait(job, timeout=300)
     assert final["state"] == "finished" and final["status"] == "passed", jobs.log_tail(job)
+    assert final["done"] == final["total"] == 4, final  # every case of every run counted (it stopped at the first's)
     a, b = final["a_runs"], final["b_runs"]
     runs = {r: Store(path).get_run(r) for r in a + b}
     assert len(a) == len(b) == 2 and {run["pair_id"] for run in runs.values()} == {final["pair_id"]}

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import duckdb
@@ -495,6 +496,28 @@ def test_passed_run_seconds_counts_only_passed_runs_of_the_same_source_cases_and
     assert walls(sha, "tracker", [0, 1], mode="test") == []
     assert walls(other, "tracker", [0, 1]) == [400]
     assert Store(store.parent / "none.duckdb").passed_run_seconds(sha, "smoke", "benchmark", "tracker", [0]) == []
+
+
+def test_a_later_run_under_another_family_leaves_the_variant_in_its_first(tmp_path):
+    """Found in a fresh-clone walk: a run of the samples' householder_torch with `--family walk` moved it out of
+    `scaleout-sequential` (its lineage lost a variant, silently). A variant keeps the family of its first run; a
+    family's list and tree also hold every variant run in it."""
+    from tests.conftest import T0, make_record
+
+    path = tmp_path / "runs.duckdb"
+    common = {"variant": "hh", "source": "def custom_kernel(data):\n    return 1\n", "path": "hh.py", "means": None}
+    other = {"variant": "gq", "source": "def custom_kernel(data):\n    return 2\n", "path": "gq.py", "means": None}
+    for rec in (
+        make_record("r1", family="scaleout-sequential", started=T0, **common),
+        make_record("r2", family="scaleout-sequential", started=T0 + timedelta(minutes=1), **other),
+        make_record("r3", family="walk", started=T0 + timedelta(minutes=2), **common),
+    ):
+        Store(path).finish_run(rec)
+    for read in (Store(path).variant_list, Store(path).lineage_nodes):
+        first = read(family="scaleout-sequential")
+        assert sorted(first["variant"]) == ["gq", "hh"], first
+        assert set(first["family"]) == {"scaleout-sequential"}
+        assert list(read(family="walk")["variant"]) == ["hh"]
 
 
 def test_lineage_nodes_and_variant_list_keep_problems_apart(tmp_path, capsys):

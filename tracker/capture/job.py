@@ -136,7 +136,9 @@ def _run_pair(req: RunRequest, ab: dict[str, Any], bar: TerminalBar, pfile: Prog
     progress = QueueProgress([bar, pfile], 2 * rounds * len(req.cases or req.suite_cases()))
 
     def on_event(side: str, k: int, event: dict[str, Any]) -> None:
-        progress({**event, "variant": f"round {k + 1}/{rounds} {side}"})
+        # each run's cases are counted apart: the worker's events name a case by its index alone, so without the
+        # run the count stopped after the first run's cases ("case 5 of 16" for the rest of the session)
+        progress({**event, "variant": f"round {k + 1}/{rounds} {side}", "run_id": f"{k}{side}"})
 
     try:
         outcomes = sessions.interleave(requests, rounds, on_event, cancel_file.exists)

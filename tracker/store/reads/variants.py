@@ -172,8 +172,9 @@ class VariantReads:
         """Registered and run variants: variant, path, sha256, commit, committed_at, message, parent (a source hash)
         and parent_variant (its name), family, runs (in every context), best_geomean_us (best passed geomean in the
         suite, GPU and problem given: those of different contexts are not comparable), aliases (the other names
-        recorded for its content: name, path, family), oldest first. `family`: the variant's own, or that of any
-        name recorded for it. `problem`: only variants run on it, and those never run (as lineage_nodes)."""
+        recorded for its content: name, path, family), oldest first. A variant's family is its registered one, else
+        that of its first run with one. `family`: variants whose own family it is, or that of any name recorded for
+        it or of any of its runs. `problem`: only variants run on it, and those never run (as lineage_nodes)."""
         context, context_params = "", []
         for column, value in (("suite", suite), ("gpu", gpu)):
             if value is not None:
@@ -184,7 +185,8 @@ class VariantReads:
             context_params += [DEFAULT_WORKLOAD, problem]
         of_problem, problem_params = _of_problem(problem, "v.sha256")
         where = f" WHERE {of_problem}" + (
-            " AND (coalesce(v.family, r.family) = ? OR v.sha256 IN (SELECT sha256 FROM names WHERE family = ?))"
+            " AND (coalesce(v.family, r.family) = ? OR v.sha256 IN (SELECT sha256 FROM names WHERE family = ?)"
+            " OR v.sha256 IN (SELECT variant_sha256 FROM runs WHERE family = ?))"
             if family
             else ""
         )
@@ -196,7 +198,7 @@ class VariantReads:
                 r AS (
                     SELECT variant_sha256, count(*) AS runs,
                         min(geomean_us) FILTER (WHERE {ranked}{context}) AS best,
-                        arg_max(family, started_at) FILTER (WHERE family IS NOT NULL) AS family,
+                        arg_min(family, started_at) FILTER (WHERE family IS NOT NULL) AS family,  -- the first
                         arg_min(parent_run, started_at) FILTER (WHERE parent_run IS NOT NULL) AS parent_run
                     FROM runs GROUP BY variant_sha256
                 ),
@@ -213,7 +215,7 @@ class VariantReads:
                 LEFT JOIN variants pv ON pv.sha256 = p.parent{where}
                 ORDER BY coalesce(v.committed_at, v.first_seen), v.name
             """
-            df = con.execute(sql, context_params + problem_params + ([family, family] if family else [])).df()
+            df = con.execute(sql, context_params + problem_params + ([family] * 3 if family else [])).df()
         # a list of structs comes as an array of dicts, none as NULL: plain lists of dicts, [] for none
         df["aliases"] = [[dict(x) for x in a] if hasattr(a, "__iter__") else [] for a in df["aliases"]]
         return df
@@ -280,7 +282,8 @@ class VariantReads:
                 a AS (
                     SELECT variant_sha256,
                         arg_min(parent_run, started_at) FILTER (WHERE parent_run IS NOT NULL) AS parent_run,
-                        arg_max(family, started_at) FILTER (WHERE family IS NOT NULL) AS family
+                        -- the first: a later run under another family must not move the variant out of this one
+                        arg_min(family, started_at) FILTER (WHERE family IS NOT NULL) AS family
                     FROM runs WHERE status <> 'running' GROUP BY variant_sha256
                 ),
                 vd AS (SELECT variant_sha256, arg_max(verdict, created_at) AS verdict FROM verdicts GROUP BY 1)
@@ -295,8 +298,10 @@ class VariantReads:
                 LEFT JOIN vd ON vd.variant_sha256 = v.sha256
                 WHERE {of_problem}
             """
-            df = con.execute(f"SELECT * FROM ({sql}){' WHERE family = ?' if family else ''} ORDER BY seen_at, variant",
-                             params + problem_params + ([family] if family else [])).df()  # fmt: skip
+            # of a family: its own, or any run of it (a variant run in two lines of work is in both trees)
+            member = " WHERE family = ? OR sha256 IN (SELECT variant_sha256 FROM runs WHERE family = ?)"
+            df = con.execute(f"SELECT * FROM ({sql}){member if family else ''} ORDER BY seen_at, variant",
+                             params + problem_params + ([family, family] if family else [])).df()  # fmt: skip
         return df
 
     def variant_families(self, *, names: bool = False) -> list[str]:
