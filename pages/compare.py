@@ -90,6 +90,7 @@ if _shared:
     _sides = " and ".join(side for side, r in (("A", run_a), ("B", run_b)) if r["run_id"] in _shared)
     st.warning(f"{_sides} {SHARED_DEVICE_NOTE}.")
 _pair_id = run_a.get("pair_id")
+_paired = None  # the session's per-case verdicts, where A and B are one A/B session's runs
 if isinstance(_pair_id, str) and _pair_id == run_b.get("pair_id") and run_a.get("pair_side") != run_b.get("pair_side"):
     _paired = series.paired_cases(common.read(Store.pair_runs, _pair_id))  # the session's verdict, over all its rounds
     st.info(f"A and B are runs of one interleaved A/B session ({common.code(_pair_id)}): each case is judged by a "
@@ -134,11 +135,16 @@ if cmp.geomean_ratio is not None:
 else:
     m.metric("Geomean ratio B/A", "–", width="content")
     m.metric("Speedup of B", "–", width="content")
-counts = {v: sum(c.verdict == v for c in cmp.cases) for v in ("faster", "slower", "same", "n/a")}
-m.metric("Cases faster / slower", f"{counts['faster']} / {counts['slower']}", width="content")
-m.metric("Within noise / n/a", f"{counts['same']} / {counts['n/a']}", width="content")
+# a pair's counts are its paired verdicts, as the table above: the two runs' own test, below, sees one round each
+_verdicts = [c.verdict for c in (_paired if _paired is not None else cmp.cases)]
+counts = {v: sum(x == v for x in _verdicts) for v in ("faster", "slower", "same", "n/a")}
+_by = " (paired)" if _paired is not None else ""
+m.metric(f"Cases faster / slower{_by}", f"{counts['faster']} / {counts['slower']}", width="content")
+m.metric(f"Within noise / n/a{_by}", f"{counts['same']} / {counts['n/a']}", width="content")
+_these = "The table below compares these two runs alone (unpaired): " if _paired is not None else ""
 st.caption(
-    f"{md(cmp.reason)}. Marks as in `asv compare`: `-` faster, `+` slower, `~` within noise, `x` not comparable."
+    f"{_these}{md(cmp.reason)}. Marks as in `asv compare`: `-` faster, `+` slower, `~` within noise, `x` not "
+    "comparable."
 )
 
 table = views.compare_table(cmp, bundle_a, bundle_b)

@@ -171,3 +171,11 @@ def test_the_compare_page_shows_a_pairs_verdict(store, monkeypatch, tmp_path):
     at = open_page("pages/compare.py", a=a, b=b)
     assert any("interleaved A/B session" in i.value for i in at.info)
     assert any(df.value["verdict"].tolist() == ["slower"] for df in at.dataframe if "verdict" in df.value)
+    # the headline counts are the session's paired verdicts (they were the two runs' unpaired test, which could say
+    # "3 faster" beside a paired table of "~ same"), and the unpaired table says whose it is
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Cases faster / slower (paired)"] == "0 / 1", metrics
+    assert any(c.value.startswith("The table below compares these two runs alone (unpaired)") for c in at.caption)
+    proc = subprocess.run([sys.executable, "-m", "tracker", "compare", a, b, "--store", str(store)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert "these two runs alone (unpaired), geomean ratio B/A" in proc.stdout, proc.stdout

@@ -130,10 +130,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     # as on the Compare page: which cases the ratio covers, and why the runs' case sets differ
     cover = coverage(cmp, a["run"], b["run"])
     over = f" {cover['ratio_over']}" if cmp.geomean_ratio is not None else ""
-    print(f"geomean ratio B/A{over}: {_fmt(cmp.geomean_ratio, '.3f')}{ci}; {cmp.reason}")
+    pair = _pair(args, a, b)
+    # two runs of an A/B session: the session's paired verdict (printed below) judges them; this line is theirs alone
+    these = "these two runs alone (unpaired), " if pair is not None else ""
+    print(f"{these}geomean ratio B/A{over}: {_fmt(cmp.geomean_ratio, '.3f')}{ci}; {cmp.reason}")
     if cover["line"]:
         print(cover["line"])
-    pair = _pair(args, a, b)
     if pair is not None:
         from tracker.cli.ab import print_pair
 
