@@ -97,6 +97,7 @@ def test_a_session_says_how_long_it_will_take_and_warns_of_a_timeout_its_runs_ou
     )  # fmt: skip
     lines = proc.stderr.splitlines()
     assert lines[0].startswith("4 runs, about ") and "side A about " in lines[0] and "side B about " in lines[0], lines
+    assert "about 0 min" not in lines[0], lines  # a session of seconds says its seconds
     warnings = [x for x in lines if x.startswith("warning: side ")]
     assert len(warnings) == 2 and all(
         f"--timeout {float(f'{timeout:.3f}'):g} s will likely cut it" in w for w in warnings

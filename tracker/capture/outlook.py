@@ -61,5 +61,6 @@ def session_lines(sides: dict[str, RunRequest], rounds: int) -> list[str]:
         if warning:
             warnings.append(warning)
     runs = rounds * len(sides)
-    head = f"{runs} runs" + (f", about {total / 60:.0f} min" if known else "")
+    length = f"{total:.0f} s" if total < 90 else f"{total / 60:.0f} min"  # a CPU session read "about 0 min"
+    head = f"{runs} runs" + (f", about {length}" if known else "")
     return [f"{head}: {', '.join(parts)}", *warnings]
