@@ -10,6 +10,7 @@ from pages import _common as common
 from pages._derived import cached
 from pages.ui import charts, paging, urlstate
 from pages.ui import tables as views
+from tracker.analysis import context
 from tracker.common.text import counted
 from tracker.common.vocabulary import DEFAULT_WORKLOAD
 from tracker.store import Store
@@ -89,6 +90,14 @@ if not points.empty:
         ctx = ctx.where(problem == points["suite"], problem + " · " + ctx)  # once: "qr_v2 · qr_v2" read twice
     counts = points.assign(ctx=ctx).groupby("ctx", sort=False)["context_runs"].first()  # runs, not points drawn
     counts = counts.sort_values(ascending=False, kind="stable")
+    # first: the context the other pages open on (that of the latest whole passed run), so a user's own new runs
+    # are the first chart, not the context with the most runs
+    opened = context.default_context(common.read(Store.run_contexts), gpu=gpu)
+    label = f"{opened['suite']} · {opened['gpu'] or '?'}"
+    label = label if points["problem"].nunique() <= 1 or opened["problem"] == opened["suite"] else \
+        f"{opened['problem']} · {label}"  # fmt: skip
+    if label in counts.index:
+        counts = counts[[label, *(c for c in counts.index if c != label)]]
     if len(counts) > 1:  # geomeans of different problems, suites or GPUs do not share an axis
         chosen = st.selectbox(
             "Progress chart of",

@@ -124,8 +124,12 @@ def test_experiments_progress_chart_spec(demo_store):
     ((spec, frame),) = vega_charts(at)
     runs, best = spec["layer"]
     assert runs["encoding"]["y"]["scale"]["type"] == "log" and best["encoding"]["y"]["scale"]["type"] == "log"
-    # one context per chart (geomeans of different suites or GPUs do not share an axis): the busiest first
-    assert at.selectbox(key="chart_ctx").value == "qr_v2 · NVIDIA H200"
+    # one context per chart (geomeans of different suites or GPUs do not share an axis): first the one the other
+    # pages open on, that of the latest whole passed run (the demo's newest is its CPU smoke run), then the busiest
+    assert at.selectbox(key="chart_ctx").value == "smoke · CPU"
+    at.selectbox(key="chart_ctx").select("qr_v2 · NVIDIA H200").run()
+    ((spec, frame),) = vega_charts(at)
+    runs, best = spec["layer"]
     points = _layer(frame, "run")
     assert points.groupby("family").size().to_dict() == {"householder": 9, "wy": 2}  # ten runs, one timed out;
     # three runs, one failed
@@ -238,7 +242,7 @@ def test_a_run_cancelled_before_it_got_a_gpu_is_shown_with_its_variant(demo_stor
         assert list(df[df["variant"] == "wy_v3"]["GPU"]) == [H200]  # its family's GPU
     at = open_page()
     assert {m.label: m.value for m in at.metric}["Timed contexts"] == "2"  # H200 and CPU, no third
-    assert at.selectbox(key="chart_ctx").options[0].startswith("qr_v2 · NVIDIA H200")
+    assert any(o.startswith("qr_v2 · NVIDIA H200") for o in at.selectbox(key="chart_ctx").options)
     for store_read in (Store(path).run_contexts(), Store(path).history_contexts(path="kernels/blocked_wy_torch.py")):
         assert store_read["gpu"].notna().all(), store_read
     at = open_url("pages/regressions.py", path="kernels/blocked_wy_torch.py")
@@ -254,7 +258,8 @@ def test_contexts_name_a_problem_once(demo_store):
     rec.run.problem = "vectoradd"
     assert Store(path).finish_run(rec) is None
     options = [o.rsplit(" (", 1)[0] for o in open_page().selectbox(key="chart_ctx").options]  # less "(N runs)"
-    assert options == ["qr_v2 · NVIDIA H200", "qr_v2 · smoke · CPU", "vectoradd · smoke · CPU"], options
+    # the newest whole passed run's context first (as the Leaderboard opens), then the busiest
+    assert options == ["vectoradd · smoke · CPU", "qr_v2 · NVIDIA H200", "qr_v2 · smoke · CPU"], options
     options = open_url("pages/regressions.py", family="wy").selectbox(key="reg_ctx").options
     assert options[0].startswith("qr_v2 · NVIDIA H200 (") and any(o.startswith("vectoradd · smoke") for o in options)
 
@@ -268,6 +273,7 @@ def test_experiments_progress_chart_follows_every_filter(demo_store):
     at.selectbox(key="status").select("failed").run()  # failed runs have no geomean: no chart, not every run's
     assert not vega_charts(at) and "No passed timed run" in texts(at.caption)
     at.selectbox(key="status").select("passed").run()
+    at.selectbox(key="chart_ctx").select("qr_v2 · NVIDIA H200").run()  # it opens on the newer CPU run's
     assert scatter_points(at) == {"householder": 9, "wy": 2}
     at.selectbox(key="status").select("any").run()
     at.selectbox(key="family").select("wy").run()
