@@ -96,7 +96,8 @@ def writable() -> bool:
         return True
     st.info(
         f"Read-only: **{md(store())}** is not this dashboard's own store ({md(own_store())}), so verdicts and "
-        "benchmark runs cannot be recorded here. Use the CLI with `--store` to write into it."
+        "benchmark runs cannot be recorded here. Use the CLI with `--store` to write into it, or start the "
+        "dashboard without `--store` / `KERNELBEAM_STORE` to record into its own."
     )
     return False
 
