@@ -1170,7 +1170,7 @@ def test_compare_says_what_it_compares(demo_store, tmp_path):
     assert Store(path).finish_run(test_run) is None
     at = open_url("pages/compare.py", a="test0aaaaaaa", b=ids["before_regression"])
     assert "A is a test run" in texts(at.info) and "no case has timings in both" in texts(at.info)
-    # "the table shows what passed": it does, per side
+    # and the table shows what passed, per side
     df = table(at, "cmp_table")
     assert list(df.columns[:3]) == ["case", "A ok", "B ok"]
     assert len(df) == 12 and set(df["A ok"]) == set(df["B ok"]) == {"pass"}

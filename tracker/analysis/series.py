@@ -235,7 +235,7 @@ def coverage(cmp: Any, run_a: Mapping[str, Any], run_b: Mapping[str, Any]) -> di
     if untimed:
         what = "is a test run" if len(untimed) == 1 else "are test runs"
         line = (f"{' and '.join(untimed)} {what} (correctness cases, untimed): no case has timings in both, so "
-                "there is no ratio; the table shows what passed.")  # fmt: skip
+                "there is no ratio; each run's checks are on its Run page (`show RUN`).")  # fmt: skip
     elif only_a or only_b or (run_a.get("suite"), run_a.get("mode")) != (run_b.get("suite"), run_b.get("mode")):
         line = (f"{len(both)} of {len(cmp.cases)} cases are timed in both runs ({run_a.get('suite')}/"
                 f"{run_a.get('mode')} vs {run_b.get('suite')}/{run_b.get('mode')}); {len(only_a)} only in A, "
