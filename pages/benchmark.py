@@ -248,7 +248,7 @@ focus = st.session_state.get("bm_job")
 for job in recent:
     _s = jobs.status(job)  # a finished job's header says how it ended: "finished" read the same for a failed run
     with st.expander(
-        f"{job.job_id} · {job.spec.get('kernel')} · {_s['state']}" + (f": {_s['status']}" if _s.get("status") else ""),
+        f"{job.job_id} · {job.spec.get('kernel')} · {_s['state']}" + (f" ({_s['status']})" if _s.get("status") else ""),
         expanded=job.job_id == focus or job is recent[0],
     ):
         _render_job(job)
