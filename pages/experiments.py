@@ -93,11 +93,10 @@ if not points.empty:
     # first: the context the other pages open on (that of the latest whole passed run), so a user's own new runs
     # are the first chart, not the context with the most runs
     opened = context.default_context(common.read(Store.run_contexts), gpu=gpu)
-    label = f"{opened['suite']} · {opened['gpu'] or '?'}"
-    label = label if points["problem"].nunique() <= 1 or opened["problem"] == opened["suite"] else \
-        f"{opened['problem']} · {label}"  # fmt: skip
-    if label in counts.index:
-        counts = counts[[label, *(c for c in counts.index if c != label)]]
+    first = ctx[(points["suite"] == opened["suite"]) & (points["gpu"].fillna("?") == (opened["gpu"] or "?"))
+                & (points["problem"].fillna(DEFAULT_WORKLOAD) == opened["problem"])]  # fmt: skip
+    if len(first):
+        counts = counts[[first.iloc[0], *(c for c in counts.index if c != first.iloc[0])]]
     if len(counts) > 1:  # geomeans of different problems, suites or GPUs do not share an axis
         chosen = st.selectbox(
             "Progress chart of",

@@ -51,9 +51,6 @@ class Endpoint:
     address: str
     security: Any = None
 
-    def __str__(self) -> str:
-        return self.address
-
 
 @dataclass(frozen=True)
 class GpuChoice:
@@ -183,7 +180,7 @@ def local_cluster(choice: GpuChoice) -> Iterator[Endpoint]:
                 "host": "127.0.0.1",
                 "security": security,
                 "protocol": "tls",
-            },  # fmt: skip
+            },
         }
     scheduler = {
         "cls": Scheduler,
@@ -193,7 +190,7 @@ def local_cluster(choice: GpuChoice) -> Iterator[Endpoint]:
             "dashboard_address": "127.0.0.1:0",
             "security": security,
             "protocol": "tls",
-        },  # fmt: skip
+        },
     }
     with dask.config.set(_dask_config()):
         _set_subreaper(True)
