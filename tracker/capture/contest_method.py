@@ -127,7 +127,7 @@ def drive(req, record, events: list[dict[str, Any]], should_cancel, device: str)
         cache = compile_cache.bind(record.run.variant_sha256, req.compile_cache)
         record.run.compile_cache = cache.state
         command = functools.partial(_command, req, workdir, private, write_fd, token, cache)
-        how = command()[2]
+        how = sandbox.how_it_runs(req.sandbox)
         record.run.sandbox = how
         in_sandbox = sandbox.contained(how)
         seen: set[int] = set()

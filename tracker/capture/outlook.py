@@ -7,6 +7,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
+from tracker.capture.progress import fmt_seconds
 from tracker.capture.record import RunRequest
 from tracker.common.gitinfo import source_hash
 from tracker.common.text import counted
@@ -61,6 +62,5 @@ def session_lines(sides: dict[str, RunRequest], rounds: int) -> list[str]:
         if warning:
             warnings.append(warning)
     runs = rounds * len(sides)
-    length = f"{total:.0f} s" if total < 90 else f"{total / 60:.0f} min"  # a CPU session read "about 0 min"
-    head = f"{runs} runs" + (f", about {length}" if known else "")
+    head = f"{runs} runs" + (f", about {fmt_seconds(total)}" if known else "")  # minutes alone read "about 0 min"
     return [f"{head}: {', '.join(parts)}", *warnings]

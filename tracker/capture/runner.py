@@ -439,7 +439,7 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
     cache = compile_cache.bind(record.run.variant_sha256, req.compile_cache)
     record.run.compile_cache = cache.state
     command = functools.partial(_worker_command, req, workdir, private, token, cache)
-    how = command()[2]
+    how = sandbox.how_it_runs(req.sandbox)
     record.run.sandbox = how
     in_sandbox = sandbox.contained(how)
     job = {

@@ -285,15 +285,19 @@ def wrap(
 ) -> tuple[list[str], dict[str, str], str]:
     """(command line, environment for Popen, how it runs) for `front` + `argv` with `inner` in its environment: in
     the sandbox where one can be made, else in the tracker's own environment, saying why (runs.sandbox)."""
-    if not sandboxed:
-        return [*front, *argv], dict(os.environ, **inner), "off: --no-sandbox"
-    reason = unavailable()
-    if reason is not None:
-        return [*front, *argv], dict(os.environ, **inner), f"none: {reason}"
+    how = how_it_runs(sandboxed)
+    if not contained(how):
+        return [*front, *argv], dict(os.environ, **inner), how
     ready_gpu_nodes()
-    bwrap = find_bwrap()
-    cmd = command(bwrap, argv, workdir, sandbox_env(workdir, inner), hidden, writable, front)
-    return cmd, {}, version(bwrap)
+    return command(find_bwrap(), argv, workdir, sandbox_env(workdir, inner), hidden, writable, front), {}, how
+
+
+def how_it_runs(sandboxed: bool = True) -> str:
+    """What wrap's commands run in (runs.sandbox): bwrap's version, or "off: ..." / "none: <why>"."""
+    if not sandboxed:
+        return "off: --no-sandbox"
+    reason = unavailable()
+    return f"none: {reason}" if reason is not None else version(find_bwrap())
 
 
 @functools.cache
@@ -317,6 +321,7 @@ def unavailable() -> str | None:
     return None
 
 
+@functools.cache
 def version(bwrap: str) -> str:
     try:
         out = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
