@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -76,6 +77,13 @@ def own_lock_and_state_folders(tmp_path_factory, monkeypatch):
     that needs a shared folder sets its own."""
     monkeypatch.setenv("KERNELBEAM_LOCK_DIR", str(tmp_path_factory.mktemp("locks")))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now: a fixed one could be taken by another test run on the same machine."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def host_processes(*argv: str, any_program: bool = False) -> list[int]:

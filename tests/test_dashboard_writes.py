@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, open_page
+from tests.conftest import ROOT, free_port, open_page
 from tracker.capture import envinfo, jobs
 from tracker.store import Store
 
@@ -140,12 +139,6 @@ def test_dashboard_script_refuses_addresses_that_disagree(tmp_path, args, env):
     assert "address" in lines[0]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _listening(port: int) -> set[str]:
     """The local addresses (hex, as /proc/net/tcp writes them) with a socket listening on `port`."""
     found = set()
@@ -159,7 +152,7 @@ def _listening(port: int) -> set[str]:
 
 
 def _serve(tmp_path: Path, args: list[str], **env: str) -> tuple[subprocess.Popen, int]:
-    port = _free_port()
+    port = free_port()
     (tmp_path / "no-samples").mkdir(exist_ok=True)
     log = tmp_path / "dashboard.log"
     proc = subprocess.Popen(

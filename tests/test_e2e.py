@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import free_port
 from tracker.capture import jobs
 from tracker.store import Store
 
@@ -68,15 +68,9 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None and not UNDER_CI, reason=NO_CHR
 LOCAL_URLS = ("http://127.0.0.1:", "ws://127.0.0.1:", "data:", "blob:", "about:")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _serve(path: Path, tmp_path: Path):
     """`streamlit run app.py` on `path` (its own store), on a free port; yields the base URL."""
-    port = _free_port()
+    port = free_port()
     samples = tmp_path / "no-samples"
     samples.mkdir(exist_ok=True)
     env = dict(

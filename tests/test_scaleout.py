@@ -18,7 +18,7 @@ pytest.importorskip("distributed")
 
 from datetime import UTC
 
-from tests.conftest import HANG_SLEEP, wait_no_process, wait_process
+from tests.conftest import HANG_SLEEP, free_port, wait_no_process, wait_process
 from tracker.capture import scaleout  # noqa: E402
 from tracker.capture.cores import core_shares, gpu_local_cores, parse_cpulist, split_cores  # noqa: E402
 from tracker.capture.runner import RunRequest, run_variant  # noqa: E402
@@ -261,7 +261,7 @@ def test_a_dashboard_job_with_gpus_runs_the_queue_and_its_cancel_stops_it(tmp_pa
 
 
 def test_a_lost_scheduler_is_a_clear_error_and_keeps_what_finished(tmp_path, monkeypatch):
-    store, port = tmp_path / "runs.duckdb", 8700 + os.getpid() % 200
+    store, port = tmp_path / "runs.duckdb", free_port()
     env = dict(os.environ, PYTHONPATH=str(ROOT), DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES="0")
     address = f"tcp://127.0.0.1:{port}"
     procs = [
@@ -312,7 +312,7 @@ def test_a_cluster_of_ones_own_behind_tls_takes_the_queue_with_dasks_settings_an
         (tmp_path / name).write_text(text)
     tls = ["--tls-ca-file", str(tmp_path / "ca.pem"), "--tls-cert", str(tmp_path / "cert.pem")]
     tls += ["--tls-key", str(tmp_path / "key.pem")]
-    store, port = tmp_path / "runs.duckdb", 8500 + os.getpid() % 200
+    store, port = tmp_path / "runs.duckdb", free_port()
     address = f"tls://127.0.0.1:{port}"
     env = dict(os.environ, PYTHONPATH=str(ROOT), DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES="0")
     quiet = {"env": env, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
