@@ -911,23 +911,38 @@ def test_a_masked_file_removed_before_the_sandbox_mounts_over_it_costs_the_run_n
     assert "KB-FDS ['0', '1', '2', '3']" in text, text  # stdin, stdout, stderr and listdir's own
 
 
-def test_a_front_that_closes_the_ready_pipe_is_taken_as_started_not_started_again(tmp_path):
-    """A profiler in front of the launcher (the ncu pass) may close the files it inherits: the ready byte never
-    comes, but the command runs, once."""
+def test_a_front_never_holds_the_ready_pipe_and_its_command_starts_once_at_once(tmp_path):
+    """A profiler in front of the launcher (the ncu pass) that runs its target as a child and closes the files it
+    passes on (as a fake ncu does): the ready byte comes from a stage before the front, so sandbox.start neither
+    waits for the command to end nor starts it again, and the front sees no pipe of the tracker's."""
     work = tmp_path / "work"
     work.mkdir()
-    closes = [sys.executable, "-c", "import os, sys; os.closerange(3, 65536); os.execvp(sys.argv[1], sys.argv[1:])"]
+    seen = tmp_path / "fds-the-front-saw"
+    front = tmp_path / "front.py"
+    front.write_text(
+        textwrap.dedent(f"""
+        import os, subprocess, sys
+        fds = sorted(os.listdir("/proc/self/fd"))
+        open({str(seen)!r}, "w").write(" ".join(fds))
+        sys.exit(subprocess.run(sys.argv[1:]).returncode)
+    """)
+    )
+    target = [sys.executable, "-c", "import time; time.sleep(8); print('KB-RAN')"]
     made = []
 
     def build():
-        made.append(sandbox.wrap([sys.executable, "-c", "import time; time.sleep(8); print('KB-RAN')"], work, {},
-                                 sandbox.hidden_from_kernel(None), front=closes))  # fmt: skip
+        hidden = sandbox.hidden_from_kernel(None)
+        made.append(sandbox.wrap(target, work, {}, hidden, writable=[seen], front=[sys.executable, str(front)]))
         return made[-1]
 
+    seen.touch()
+    start = time.monotonic()
     with open(tmp_path / "log", "wb") as log:
         proc, how = sandbox.start(build, stdout=log, stderr=subprocess.STDOUT)
-    assert proc.wait(timeout=60) == 0
+    assert time.monotonic() - start < 5  # not the command's 8 s, nor READY_WAIT_S
+    assert proc.wait(timeout=60) == 0, (tmp_path / "log").read_text()
     assert len(made) == 1 and (tmp_path / "log").read_text().count("KB-RAN") == 1
+    assert seen.read_text().split() == ["0", "1", "2", "3"]  # 3: listdir's own
 
 
 def test_a_kernel_can_neither_write_to_nor_read_from_the_users_terminals(world):

@@ -142,8 +142,7 @@ def _sandboxed(tmp_path):
 
     def command(front, argv, workdir):
         cache = compile_cache.bind("0" * 64, enabled=False)
-        cmd, env, _ = runner._worker_command(req, workdir, None, "KERNELBEAM_RUN_TOKEN=test", cache, argv, (), front)
-        return cmd, env
+        return runner._worker_command(req, workdir, None, "KERNELBEAM_RUN_TOKEN=test", cache, argv, (), front)
 
     return command
 

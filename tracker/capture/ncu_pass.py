@@ -14,6 +14,7 @@ interface is missing, or the run is not on a GPU, it says so and does nothing.
 
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import os
@@ -113,10 +114,11 @@ def lock_binds() -> list[Path]:
     return [LOCK_FILE] if LOCK_FILE.is_file() and not LOCK_FILE.is_symlink() else []
 
 
-def _run(cmd: list[str], env: dict[str, str] | None, cwd: Path, job: str, timeout: float, log: Path) -> str | None:
-    """Run one process of the pass in its own session; None, or why it did not finish well."""
+def _run(build, cwd: Path, job: str, timeout: float, log: Path) -> str | None:
+    """Run one process of the pass (`build()`: its command line, environment and how it runs) in its own session,
+    started as sandbox.start starts the worker; None, or why it did not finish well."""
     with open(log, "ab") as out:
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+        proc, _ = sandbox.start(build, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT, cwd=cwd,
                                 start_new_session=True)  # fmt: skip
         try:
             proc.communicate(job.encode(), timeout=max(timeout, 0.1))
@@ -154,11 +156,11 @@ def profile_cases(
     cases: list[int],
     budget_s: float,
     final: Path,
-    command: Callable[[list[str], list[str], Path], tuple[list[str], dict[str, str] | None]],
+    command: Callable[[list[str], list[str], Path], tuple[list[str], dict[str, str], str]],
 ) -> NcuResult:
     """Profile one call of each case with ncu; the reports go to `final`. `job` is what ncu_calls needs but the
     case; `command(front, argv, workdir)` wraps ncu (front) and its target (argv) in the worker's sandbox, the
-    target alone under its filter (and gives the environment)."""
+    target alone under its filter (sandbox.wrap's command line, environment and how it runs)."""
     result = NcuResult()
     ncu = find_ncu()
     module_dir = report_module_dir(ncu) if ncu else None
@@ -184,8 +186,9 @@ def profile_cases(
                                     "case(s) profiled")  # fmt: skip
                 break
             base = workdir / f"ncu-case{idx}"
-            cmd, env = command(*ncu_argv(ncu, base), workdir)
-            why = _run(cmd, env, workdir, json.dumps({**job, "case_idx": idx}), left, log)
+            front, argv = ncu_argv(ncu, base)
+            build = functools.partial(command, front, argv, workdir)
+            why = _run(build, workdir, json.dumps({**job, "case_idx": idx}), left, log)
             report = base.with_name(report_name(idx))
             row: dict[str, Any] = {"case_idx": idx, "report": None, "kernels": 0, "error": None}
             if why == "timeout":

@@ -289,9 +289,8 @@ def _ncu_profile(req, record, events, status, device: str, variant_path: str | N
 
         cache = compile_cache.bind(record.run.variant_sha256, req.compile_cache)  # what the timed run compiled
 
-        def command(front: list[str], argv: list[str], workdir: Path) -> tuple[list[str], dict[str, str] | None]:
-            cmd, env, _ = _worker_command(req, workdir, None, token, cache, argv, writable, front)
-            return cmd, env
+        def command(front: list[str], argv: list[str], workdir: Path) -> tuple[list[str], dict[str, str], str]:
+            return _worker_command(req, workdir, None, token, cache, argv, writable, front)
 
         job = {"variant_path": str(Path(variant_path or req.path).resolve()), "problem": _problem_folder(req),
                "suite": req.suite, "mode": req.mode, "seed": req.seed}  # fmt: skip

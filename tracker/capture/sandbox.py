@@ -201,7 +201,9 @@ def command(
         cmd += ["--remount-ro", str(runs_root())]
     for name, value in env.items():
         cmd += ["--setenv", name, value]
-    return [*cmd, "--", *front, sys.executable, "-I", "-S", str(SECCOMP_EXEC), *argv]
+    launch = [sys.executable, "-I", "-S", str(SECCOMP_EXEC)]
+    # a front starts after a stage of its own, which tells sandbox.start that the sandbox was set up
+    return [*cmd, "--", *((*launch, "--unfiltered", *front) if front else ()), *launch, *argv]
 
 
 # bwrap masks each hidden path that exists when its command line is made; one removed before bwrap mounts over it
@@ -231,11 +233,11 @@ def start(build, **popen) -> tuple[subprocess.Popen, str]:
         with os.fdopen(ready_r, "rb", buffering=0) as ready:
             waited = select.select([ready], [], [], READY_WAIT_S)[0]
             started = not waited or ready.read(1) == b"1"
-        if not started:  # the pipe closed without the byte: bwrap died, or a front (ncu) did not pass it on
+        if not started:  # the pipe closed without the byte: bwrap died, or the launcher could not start
             try:
                 started = proc.wait(timeout=SETUP_EXIT_S) == 0  # bwrap's set-up failures exit 1
             except subprocess.TimeoutExpired:
-                started = True  # still running: a front that closes inherited files, not a failed set-up
+                started = True  # still running: not a failed set-up
         if started or attempt == SETUP_TRIES:
             return proc, how
     raise AssertionError("unreachable")

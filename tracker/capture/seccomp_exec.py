@@ -14,9 +14,10 @@ start (cuInit 304, CUDA_ERROR_OPERATING_SYSTEM; H100, 2026-12-05), most likely b
 MPS daemon's (validation/seccomp_cuda_probe.py tells which rule does it). The sockets the worker inherits are
 connected stream pairs, which connect() cannot point elsewhere.
 
-Run as a script (`python -I -S seccomp_exec.py [--ready FD] PROGRAM ARG...`): standard library only, before
-anything else. With --ready, it writes one byte to FD and closes it once the filter is in place: what tells
-sandbox.start that the sandbox was set up.
+Run as a script (`python -I -S seccomp_exec.py [--ready FD] [--unfiltered] PROGRAM ARG...`): standard library only,
+before anything else. With --ready, it writes one byte to FD and closes it once the filter is in place: what tells
+sandbox.start that the sandbox was set up. With --unfiltered it installs no filter: the stage before a front (a
+profiler) that runs above the filter, so the byte comes before the front, which never holds the pipe.
 """
 
 from __future__ import annotations
@@ -110,18 +111,19 @@ def install(code: bytes | None = None) -> None:
 
 
 def main() -> None:
-    try:
-        install()
-    except (KeyError, OSError) as exc:
-        sys.exit(f"seccomp_exec: cannot confine Unix sockets on {platform.machine()}: {exc}")
     argv = sys.argv[1:]
-    if argv[:1] == ["--ready"]:
+    ready = int(argv[1]) if argv[:1] == ["--ready"] else None
+    argv = argv[2:] if ready is not None else argv
+    if argv[:1] == ["--unfiltered"]:
+        argv = argv[1:]
+    else:
         try:
-            os.write(int(argv[1]), b"1")
-            os.close(int(argv[1]))  # before exec: the command never holds it
-        except OSError:
-            pass  # a front (a profiler) closed it: sandbox.start sees the pipe close while this runs on
-        argv = argv[2:]
+            install()
+        except (KeyError, OSError) as exc:
+            sys.exit(f"seccomp_exec: cannot confine Unix sockets on {platform.machine()}: {exc}")
+    if ready is not None:
+        os.write(ready, b"1")
+        os.close(ready)  # before exec: the command never holds it
     os.execvp(argv[0], argv)
 
 
