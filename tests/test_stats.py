@@ -346,3 +346,24 @@ def test_samples_raise_the_noise_level():
     assert detect_changes("c", pts) == []
     quiet = [HistoryPoint(p.run_id, p.mean) for p in pts]
     assert len(detect_changes("c", quiet)) == 1
+
+
+def test_a_step_resting_on_one_run_stands_only_where_comparing_the_two_runs_finds_it():
+    """`regressions` called a step at one run a change where `compare` of the same two runs said "~ same" (its
+    mean moved by a few slow samples, its median did not): a step with a single run on a side is kept only where
+    the compare of the runs either side finds the difference too."""
+    rng = np.random.default_rng(7)
+
+    def run(run_id, level, spread=0.002, slow=()):
+        samples = [*(level * (1 + spread * rng.standard_normal(20 - len(slow)))), *slow]
+        return HistoryPoint(run_id, float(np.mean(samples)), samples=samples)
+
+    flat = [run(f"r{i}", 100.0) for i in range(8)]
+    outliers = run("last", 100.0, slow=(136.0, 138.0))  # mean +3.6%, median unchanged
+    assert compare_case("c", flat[-1].samples, outliers.samples).verdict == "same"
+    assert detect_changes("c", [*flat, outliers]) == []
+    step = run("last", 104.0)
+    assert compare_case("c", flat[-1].samples, step.samples).verdict == "slower"
+    assert [(c.run_id, c.kind) for c in detect_changes("c", [*flat, step])] == [("last", "regression")]
+    # a series without samples (imported means) keeps the means' verdict
+    assert len(detect_changes("c", [HistoryPoint(p.run_id, p.mean) for p in [*flat, step]])) == 1

@@ -408,6 +408,18 @@ def detect_changes(case: str, history: Sequence[HistoryPoint], *, min_effect: fl
         k = min(small)[1]
         segs[k] += segs.pop(k + 1)
 
+    # A step with one run on a side rests on that run alone: where the two runs either side have samples, it
+    # stands only where comparing them (what `compare` shows of the pair) finds a difference, not noise.
+    k = 0
+    while k < len(segs) - 1:
+        a, b = history[keep[segs[k][-1]]], history[keep[segs[k + 1][0]]]
+        lone = min(len(segs[k]), len(segs[k + 1])) == 1
+        if lone and compare_case(case, a.samples, b.samples, min_effect=min_effect).verdict == "same":
+            segs[k] += segs.pop(k + 1)
+            k = 0
+        else:
+            k += 1
+
     changes = []
     for prev, seg in itertools.pairwise(segs):
         before, after = float(np.median(means[prev])), float(np.median(means[seg]))
