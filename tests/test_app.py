@@ -338,6 +338,17 @@ def test_experiments_shares_search_in_url(demo_store):
 # ---------------------------------------------------------------------------------------------------- run
 
 
+def test_run_page_rates_keep_two_significant_digits_below_one():
+    """A CPU's smoke case moves 0.008 GB/s: rounded to 0.1 it read "0"."""
+    cases = pd.DataFrame([
+        {"case_idx": 0, "spec": "tiny", "passed": True, "mean_us": 1000.0, "err_us": 1.0, "flops": 41e3, "bytes": 8e3},
+        {"case_idx": 1, "spec": "big", "passed": True, "mean_us": 1.0, "err_us": 0.1, "flops": 17_927_345.0,
+         "bytes": 3e6},
+    ])  # fmt: skip
+    table = views.run_case_table(cases)
+    assert list(table["GFLOP/s"]) == [0.041, 17927.3] and list(table["GB/s"]) == [0.008, 3000.0]
+
+
 def test_run_page_cases_samples_profile_source_env(demo_store):
     path, ids = demo_store
     at = open_page("pages/run.py", id=ids["profiled"])

@@ -211,7 +211,9 @@ def run_case_table(cases: pd.DataFrame, run: Mapping[str, Any] | None = None) ->
     if "GB/s" in out and out["GB/s"].isna().all():  # runs that recorded no bytes moved (older runs)
         out = out.drop(columns="GB/s")
     rates = [c for c in ("GFLOP/s", "GB/s") if c in out]
-    out[rates] = out[rates].astype(float).round(1)  # shown "localized": 17,927.3 with separators, as the times
+    # shown "localized": 17,927.3 with separators, as the times; below 1, two significant digits (a CPU's 0.041
+    # GB/s read "0")
+    out[rates] = out[rates].astype(float).map(lambda v: round(v, 1) if not v < 1 else float(f"{v:.2g}"))
     return _with_gpu_state(out, cases)
 
 
