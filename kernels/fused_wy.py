@@ -45,6 +45,12 @@ reconstruction, the Householder leaf for the matrices whose panel did not hold; 
 checked in Triton's interpreter, not yet run on a GPU.
 Session 36 (no GPU): knobs _T_TREE (the T builder merges leaf T's pairwise by levels) and _MIN_WARPS_MANY (one warp
 per leaf program for 640-matrix batches, with _EPT_MANY=128 and _LEAF_ELEMS_MANY=4096), interpreted, not yet run.
+Session 43 (H200): knob _FUSED_PREC="tf32x2" (two TF32 products on the trailing updates of n >= 512):
+fused_wy_x2, run 91f17483358c, 2,727 us, its 22 tests passed under seeds 1234 and 98765; 640x512 6,138 / 6,062 /
+6,071 against this file's 6,684 / 6,488 / timed out and 60x1024 4,766 against 5,064 in the next runs on the same
+card (66fdc4fc242e); now the default. Rejected in the paired screen (kernels/NOTES.md): intra-panel updates in
+programs of 16 or 32 columns (640x512 +4%; the knob is gone), left-looking leaves (_LEFT_LOOK: +42% / +52%), the
+few-matrix trailing updates on the Triton split route (8x2048 +6%, 2x4096 +7%).
 """
 
 import os  # noqa: E402
@@ -481,16 +487,14 @@ if _HAVE_TRITON:
 
 
 _FUSED = True  # batch-rich updates by the one fused kernel (else the parent's cuBLAS bmm)
-_FUSED_PREC = "tf32x3"  # or "tf32x2": two TF32 products, one operand split; trailing updates, n >= _X2_MIN_N
+# "tf32x2": two TF32 products, one operand split, on the trailing updates of n >= _X2_MIN_N (fused_wy_x2, run
+# 91f17483358c, H200: 640x512 -6 to -8%, 60x1024 -6% against this file's tf32x3 on the same card); else "tf32x3"
+_FUSED_PREC = "tf32x2"
 # The gates scale with n (20 n eps32 ||A||_1), tf32x2's error does not: at n = 160 it fails rowscale (interpreted),
 # at 512 and 1024 it stays under about half the gate (scripts/tf32_update_study.py, emulated on the CPU).
 _X2_MIN_N = 512
 _FUSED_BM = 64  # rows per step
 _FUSED_BN = 64  # columns of A2 per program
-# ... of the intra-panel updates (0: _FUSED_BN). Their A2 is at most 48 columns wide, so at 64 one program per matrix
-# does it: Nsight Compute on the H100 (run aa4022aa2ea8) has them at 15-17% of 640x512 and 60x1024, each at 6-12%
-# occupancy; 16 gives a program per 16 columns
-_FUSED_BN_INTRA = 0
 _FUSED_WARPS = 4
 _FUSED_STAGES = 3  # measured (wy_update_bench, H200): 640x512x448 950 us vs 1,045 with 2
 _FUSED_MIN_PROGRAMS = 264  # batch x column tiles at least (else cuBLAS: too few programs for 132 SMs)
@@ -667,8 +671,8 @@ def _update_prec(n: int = 0) -> str:
     return "tf32x3" if _FUSED_PREC == "tf32x2" and n < _X2_MIN_N else _FUSED_PREC
 
 
-def _fused_bn(n: int, widest: int = 0) -> int:
-    return max(16, min(widest or _FUSED_BN, triton.next_power_of_2(n)))
+def _fused_bn(n: int) -> int:
+    return max(16, min(_FUSED_BN, triton.next_power_of_2(n)))
 
 
 def _fused_pays(b: int, n: int) -> bool:
@@ -702,15 +706,12 @@ def _apply_qt_torch_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor) -> None
     a2.baddbmm_(v, wmat, alpha=-1.0)
 
 
-def _apply_qt_vt_(
-    a2: torch.Tensor, v: torch.Tensor, vt: torch.Tensor, t: torch.Tensor, src, prec: str, widest: int = 0
-) -> None:
+def _apply_qt_vt_(a2: torch.Tensor, v: torch.Tensor, vt: torch.Tensor, t: torch.Tensor, src, prec: str) -> None:
     """As _apply_qt_fused_, phase 1 from vt = V^T (b, k, m), unit stride along m; a2 is read from src if given
-    (same shape, unit stride along columns), else from itself. prec: the products' precision (_update_prec);
-    widest: the most columns a program takes (0: _FUSED_BN)."""
+    (same shape, unit stride along columns), else from itself. prec: the products' precision (_update_prec)."""
     b, m, n = a2.shape
     k = v.shape[2]
-    bn = _fused_bn(n, widest)
+    bn = _fused_bn(n)
     bk = max(16, triton.next_power_of_2(k))
     s = a2 if src is None else src
     _wy_fused_vt_kernel[(triton.cdiv(n, bn), b)](
@@ -1165,7 +1166,7 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int, src: torch.Tensor | None = None) ->
                 vb, tb = vo[:, c0:, c0 : c0 + w], tleaf[:, c0 : c0 + w, c0 : c0 + w]
                 if vt is not None and _use_fused(a2, vb, tb):
                     intra_src = src[:, :, w:wo] if first else None
-                    _apply_qt_vt_(a2, vb, vt[:, c0 : c0 + w, c0:], tb, intra_src, x3, _FUSED_BN_INTRA)
+                    _apply_qt_vt_(a2, vb, vt[:, c0 : c0 + w, c0:], tb, intra_src, x3)
                 else:
                     _apply_qt_(a2, vb, tb)
         if k0 + wo < n:
