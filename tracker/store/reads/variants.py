@@ -34,6 +34,19 @@ VARIANT_SORTS = {
 }
 
 
+# A variant's family and parent run come from its first run that names one (per variant_sha256, over `runs`): a
+# later run under another family must not move the variant out of the first one's tree.
+FIRST_FAMILY_AND_PARENT_SQL = """
+    arg_min(family, started_at) FILTER (WHERE family IS NOT NULL) AS family,
+    arg_min(parent_run, started_at) FILTER (WHERE parent_run IS NOT NULL) AS parent_run"""
+
+
+def _run_in_family(sha256: str) -> str:
+    """A SQL condition (one parameter: the family) on the variant whose source hash is the column `sha256`: it has
+    a run in that family (a variant run in two lines of work is in both trees)."""
+    return f"{sha256} IN (SELECT variant_sha256 FROM runs WHERE family = ?)"
+
+
 def _of_problem(problem: str | None, sha256: str) -> tuple[str, list[Any]]:
     """A SQL condition on the variant whose source hash is the column `sha256`: it has a run of `problem` (any
     suite and GPU), or none at all: one registered with `add` and never run belongs to no problem yet, so it is
@@ -186,7 +199,7 @@ class VariantReads:
         of_problem, problem_params = _of_problem(problem, "v.sha256")
         where = f" WHERE {of_problem}" + (
             " AND (coalesce(v.family, r.family) = ? OR v.sha256 IN (SELECT sha256 FROM names WHERE family = ?)"
-            " OR v.sha256 IN (SELECT variant_sha256 FROM runs WHERE family = ?))"
+            f" OR {_run_in_family('v.sha256')})"
             if family
             else ""
         )
@@ -197,9 +210,7 @@ class VariantReads:
                 WITH names AS (SELECT * FROM {names}),
                 r AS (
                     SELECT variant_sha256, count(*) AS runs,
-                        min(geomean_us) FILTER (WHERE {ranked}{context}) AS best,
-                        arg_min(family, started_at) FILTER (WHERE family IS NOT NULL) AS family,  -- the first
-                        arg_min(parent_run, started_at) FILTER (WHERE parent_run IS NOT NULL) AS parent_run
+                        min(geomean_us) FILTER (WHERE {ranked}{context}) AS best,{FIRST_FAMILY_AND_PARENT_SQL}
                     FROM runs GROUP BY variant_sha256
                 ),
                 -- The parent as lineage_nodes has it: from registration, else from the first run's parent run.
@@ -280,10 +291,7 @@ class VariantReads:
                 ),
                 -- parent and family from every run: the tree is the same in every suite and GPU
                 a AS (
-                    SELECT variant_sha256,
-                        arg_min(parent_run, started_at) FILTER (WHERE parent_run IS NOT NULL) AS parent_run,
-                        -- the first: a later run under another family must not move the variant out of this one
-                        arg_min(family, started_at) FILTER (WHERE family IS NOT NULL) AS family
+                    SELECT variant_sha256,{FIRST_FAMILY_AND_PARENT_SQL}
                     FROM runs WHERE status <> 'running' GROUP BY variant_sha256
                 ),
                 vd AS (SELECT variant_sha256, arg_max(verdict, created_at) AS verdict FROM verdicts GROUP BY 1)
@@ -298,8 +306,7 @@ class VariantReads:
                 LEFT JOIN vd ON vd.variant_sha256 = v.sha256
                 WHERE {of_problem}
             """
-            # of a family: its own, or any run of it (a variant run in two lines of work is in both trees)
-            member = " WHERE family = ? OR sha256 IN (SELECT variant_sha256 FROM runs WHERE family = ?)"
+            member = f" WHERE family = ? OR {_run_in_family('sha256')}"  # of a family: its own, or a run of it
             df = con.execute(f"SELECT * FROM ({sql}){member if family else ''} ORDER BY seen_at, variant",
                              params + problem_params + ([family, family] if family else [])).df()  # fmt: skip
         return df
