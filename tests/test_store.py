@@ -502,7 +502,7 @@ def test_a_later_run_under_another_family_leaves_the_variant_in_its_first(tmp_pa
     """Found in a fresh-clone walk: a run of the samples' householder_torch with `--family walk` moved it out of
     `scaleout-sequential` (its lineage lost a variant, silently). A variant keeps the family of its first run; a
     family's list and tree also hold every variant run in it."""
-    from tests.conftest import T0, make_record
+    from tests.conftest import H200, T0, make_record
 
     path = tmp_path / "runs.duckdb"
     common = {"variant": "hh", "source": "def custom_kernel(data):\n    return 1\n", "path": "hh.py", "means": None}
@@ -518,6 +518,12 @@ def test_a_later_run_under_another_family_leaves_the_variant_in_its_first(tmp_pa
         assert sorted(first["variant"]) == ["gq", "hh"], first
         assert set(first["family"]) == {"scaleout-sequential"}
         assert list(read(family="walk")["variant"]) == ["hh"]
+    # The variant table and the leaderboard name the same family, whichever family's runs they were asked for.
+    for family in (None, "walk"):
+        table = Store(path).variant_table(family=family)
+        board = Store(path).leaderboard_cells(suite="qr_v2", gpu=H200, family=family)["variants"]
+        for rows in (table, board):
+            assert dict(zip(rows["variant"], rows["family"], strict=True))["hh"] == "scaleout-sequential", rows
 
 
 def test_lineage_nodes_and_variant_list_keep_problems_apart(tmp_path, capsys):

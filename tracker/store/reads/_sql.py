@@ -144,6 +144,25 @@ def _has_column(con, table: str, column: str) -> bool:
     )
 
 
+# A variant's family and parent run come from its first run that names one (per variant_sha256, over `runs`): a
+# later run under another family must not move the variant out of the first one's tree.
+FIRST_FAMILY_AND_PARENT_SQL = """
+    arg_min(family, started_at) FILTER (WHERE family IS NOT NULL) AS family,
+    arg_min(parent_run, started_at) FILTER (WHERE parent_run IS NOT NULL) AS parent_run"""
+
+
+def variant_family_sql(con) -> str:
+    """A relation (variant_sha256, family) over the variants with runs: the family a variant was registered with
+    (`add --family`), else its first run's. The tables and boards that show a variant's family read it here, as
+    the variant list and lineage do, so a later run under another family moves the variant in none of them."""
+    registered = "any_value(v.family)" if _has_column(con, "variants", "family") else "NULL"
+    return (
+        f"(SELECT r.variant_sha256, coalesce({registered}, arg_min(r.family, r.started_at) "
+        "FILTER (WHERE r.family IS NOT NULL)) AS family FROM runs r "
+        "LEFT JOIN variants v ON v.sha256 = r.variant_sha256 GROUP BY r.variant_sha256)"
+    )
+
+
 def tracker_method_sql(con, alias: str = "") -> str:
     """Runs of the tracker's own method. The others (contest) are the harness's report, which a kernel in that
     process can write: they are shown, never ranked (leaderboard, new bests, a variant's best geomean)."""

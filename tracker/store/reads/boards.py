@@ -13,6 +13,7 @@ from tracker.store.reads._sql import (
     _has_column,
     case_label_sql,
     tracker_method_sql,
+    variant_family_sql,
 )
 
 
@@ -52,13 +53,14 @@ class BoardReads:
                 params + ([family] if family else []) + ([DEFAULT_WORKLOAD, problem] if problem else []),
             )
             variants = con.execute(
+                "SELECT g.*, f.family FROM ("
                 "SELECT variant_sha256, arg_max(variant, started_at) AS variant, arg_max(path, started_at) AS path, "
-                "arg_max(family, started_at) AS family, count(*) AS runs, "
+                "count(*) AS runs, "
                 "count(*) FILTER (WHERE status = 'passed') AS passed, "
                 "min(geomean_us) FILTER (WHERE status = 'passed') AS best_geomean_us, "
                 "arg_min(run_id, geomean_us) FILTER (WHERE status = 'passed' AND geomean_us IS NOT NULL) AS best_run, "
                 "arg_max(run_id, started_at) AS latest_run, max(started_at) AS latest_at FROM lb_runs "
-                "GROUP BY variant_sha256"
+                f"GROUP BY variant_sha256) g LEFT JOIN {variant_family_sql(con)} f USING (variant_sha256)"
             ).df()
             cells = con.execute(
                 # Grouped on the raw shape columns; the label is formatted once per group, not once per case row.

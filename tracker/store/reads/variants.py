@@ -12,6 +12,7 @@ import pandas as pd
 from tracker.common.vocabulary import DEFAULT_WORKLOAD
 from tracker.store.connection import connect
 from tracker.store.reads._sql import (
+    FIRST_FAMILY_AND_PARENT_SQL,
     RUNS_IN_CONTEXT_SQL,
     _apply_live,
     _has_column,
@@ -21,6 +22,7 @@ from tracker.store.reads._sql import (
     case_label_sql,
     names_sql,
     ranked_sql,
+    variant_family_sql,
 )
 
 VARIANT_SORTS = {
@@ -32,13 +34,6 @@ VARIANT_SORTS = {
     "most runs": "runs DESC, last_run_at DESC",
     "name": "variant ASC, last_run_at DESC",
 }
-
-
-# A variant's family and parent run come from its first run that names one (per variant_sha256, over `runs`): a
-# later run under another family must not move the variant out of the first one's tree.
-FIRST_FAMILY_AND_PARENT_SQL = """
-    arg_min(family, started_at) FILTER (WHERE family IS NOT NULL) AS family,
-    arg_min(parent_run, started_at) FILTER (WHERE parent_run IS NOT NULL) AS parent_run"""
 
 
 def _run_in_family(sha256: str) -> str:
@@ -106,7 +101,6 @@ class VariantReads:
                     SELECT variant_sha256, problem, suite, gpu,
                         arg_max(variant, started_at) AS variant,
                         arg_max(path, started_at) AS path,
-                        arg_max(family, started_at) FILTER (WHERE family IS NOT NULL) AS family,
                         arg_max(note, started_at) FILTER (WHERE note IS NOT NULL) AS note,
                         count(*) AS runs,
                         count(*) FILTER (WHERE status = 'passed') AS passed,
@@ -126,8 +120,9 @@ class VariantReads:
                         arg_max(reason, created_at) AS reason
                     FROM verdicts GROUP BY variant_sha256
                 )
-                SELECT agg.*, v.verdict, v.reason AS verdict_reason
-                FROM agg LEFT JOIN v USING (variant_sha256)
+                SELECT agg.*, f.family, v.verdict, v.reason AS verdict_reason
+                FROM agg LEFT JOIN {variant_family_sql(con)} f USING (variant_sha256)
+                LEFT JOIN v USING (variant_sha256)
                 ORDER BY {order}
             """
             if limit is not None:
