@@ -260,6 +260,41 @@ def test_timing_loop_runs_its_shadow_check_while_the_checker_judges():
     assert len(result.samples) == 2
 
 
+def test_timing_loop_awaits_a_slower_checker_before_its_own_check():
+    """Where the checker judges longer than the shadow check (a problem folder's), waiting for it after the shadow
+    check leaves the checker's process the last on the GPU before the next repetition. From the first such wait
+    on, the verdict is awaited first and the shadow check follows, so the timing process is last, as in the
+    harness; a checker that answers at once keeps the overlap (the test above)."""
+    import time
+
+    import torch
+
+    from tracker.capture.timing import CHECKER_LAST_S, Clock, ModeRules, run_loop
+
+    order = []
+
+    def check(copies, outputs):
+        order.append("sent")
+        verdict = QR_CHECK(copies, outputs)
+
+        def wait():
+            order.append("waited")
+            if order.count("waited") == 2:  # the checker is slow on repetition 1
+                time.sleep(CHECKER_LAST_S * 5)
+            return verdict
+
+        return wait
+
+    xs, copies = _loop_inputs()
+    rules = ModeRules(case_budget_s=1e9, max_reps=4, warmup_s=0.0, warm_every_case=False)
+    result = run_loop(
+        torch.geqrf, xs, copies, Clock(torch.device("cpu")), rules, check=check,
+        shadow_check=lambda c, o: order.append("shadow"),
+    )  # fmt: skip
+    assert result.passed and len(result.samples) == 4
+    assert order == ["sent", "shadow", "waited"] * 2 + ["sent", "waited", "shadow"] * 2
+
+
 def test_timing_loop_releases_each_repetitions_outputs_inside_the_next_ones_calls():
     """As the harness's `outputs = [custom_kernel(d) ...]`: the untimed first pass's outputs live through
     repetition 0's calls and go after them, each repetition's through the next one's; the caller keeps none."""
