@@ -228,14 +228,12 @@ def test_timing_loop_keeps_every_sample_up_to_max_reps():
     assert set(result.check.residuals) == {"factor_res", "tril_res", "recon_res", "orth_res"}
 
 
-def test_timing_loop_runs_its_shadow_check_while_the_checker_judges():
-    """A check may hand back the wait for its verdict: the shadow check runs between sending and waiting (so the
-    worker's own check overlaps the checker's, as one check does in the harness), and a failing verdict still
-    ends the loop at that repetition."""
+def _loop_in_order(reply, max_reps: int):
+    """run_loop on the CPU with a checker whose wait for the verdict returns `reply(order so far, verdict)`;
+    returns the result and the order of the sends, shadow checks and waits."""
     import torch
 
     from tracker.capture.timing import Clock, ModeRules, run_loop
-    from tracker.workloads.base import CheckResult
 
     order = []
 
@@ -245,16 +243,28 @@ def test_timing_loop_runs_its_shadow_check_while_the_checker_judges():
 
         def wait():
             order.append("waited")
-            return verdict if len(order) < 9 else CheckResult(False, "planted failure")
+            return reply(order, verdict)
 
         return wait
 
     xs, copies = _loop_inputs()
-    rules = ModeRules(case_budget_s=1e9, max_reps=5, warmup_s=0.0, warm_every_case=False)
+    rules = ModeRules(case_budget_s=1e9, max_reps=max_reps, warmup_s=0.0, warm_every_case=False)
     result = run_loop(
         torch.geqrf, xs, copies, Clock(torch.device("cpu")), rules, check=check,
         shadow_check=lambda c, o: order.append("shadow"),
     )  # fmt: skip
+    return result, order
+
+
+def test_timing_loop_runs_its_shadow_check_while_the_checker_judges():
+    """A check may hand back the wait for its verdict: the shadow check runs between sending and waiting (so the
+    worker's own check overlaps the checker's, as one check does in the harness), and a failing verdict still
+    ends the loop at that repetition."""
+    from tracker.workloads.base import CheckResult
+
+    result, order = _loop_in_order(
+        lambda order, verdict: verdict if len(order) < 9 else CheckResult(False, "planted failure"), max_reps=5
+    )
     assert order == ["sent", "shadow", "waited"] * 3
     assert not result.passed and result.failed_rep == 2 and "planted failure" in result.message
     assert len(result.samples) == 2
@@ -267,30 +277,14 @@ def test_timing_loop_awaits_a_slower_checker_before_its_own_check():
     harness; a checker that answers at once keeps the overlap (the test above)."""
     import time
 
-    import torch
+    from tracker.capture.timing import CHECKER_LAST_S
 
-    from tracker.capture.timing import CHECKER_LAST_S, Clock, ModeRules, run_loop
+    def reply(order, verdict):
+        if order.count("waited") == 2:  # the checker is slow on repetition 1
+            time.sleep(CHECKER_LAST_S * 5)
+        return verdict
 
-    order = []
-
-    def check(copies, outputs):
-        order.append("sent")
-        verdict = QR_CHECK(copies, outputs)
-
-        def wait():
-            order.append("waited")
-            if order.count("waited") == 2:  # the checker is slow on repetition 1
-                time.sleep(CHECKER_LAST_S * 5)
-            return verdict
-
-        return wait
-
-    xs, copies = _loop_inputs()
-    rules = ModeRules(case_budget_s=1e9, max_reps=4, warmup_s=0.0, warm_every_case=False)
-    result = run_loop(
-        torch.geqrf, xs, copies, Clock(torch.device("cpu")), rules, check=check,
-        shadow_check=lambda c, o: order.append("shadow"),
-    )  # fmt: skip
+    result, order = _loop_in_order(reply, max_reps=4)
     assert result.passed and len(result.samples) == 4
     assert order == ["sent", "shadow", "waited"] * 2 + ["sent", "waited", "shadow"] * 2
 
