@@ -18,7 +18,7 @@ import streamlit as st
 
 from pages.ui import tables as views
 from pages.ui import urlstate
-from pages.ui.text import code, md  # noqa: F401 - the pages' escaping, defined once in ui
+from pages.ui.text import code, head_and_rest, md  # noqa: F401 - the pages' escaping, defined once in ui
 from tracker.analysis import margins
 from tracker.analysis import series as analysis
 from tracker.store import DEFAULT_STORE, NotAStoreError, Store, StoreError, StoreLockedError

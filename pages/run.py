@@ -98,7 +98,11 @@ elif run["status"] == "crashed" and (run.get("error") is None or run.get("error"
 if run.get("gpu") == "CPU" or run.get("device") == "cpu":
     st.info("CPU run: timings are CPU timings, never compared with GPU runs.")
 if isinstance(run.get("note"), str) and run["note"]:
-    st.markdown(f"**Note / hypothesis:** {md(run['note'])}")
+    _head, _rest = common.head_and_rest(run["note"])
+    st.markdown(f"**Note / hypothesis:** {md(_head)}" + (" …" if _rest else ""))
+    if _rest:
+        with st.expander(f"The rest of the note ({len(_rest):,} characters)"):
+            st.markdown(md(_rest))
 if isinstance(run.get("error"), str) and run["error"]:
     _failed = cases[(cases["passed"] == False) & cases["message"].notna()] if not cases.empty else cases  # noqa: E712
     _first = _failed.iloc[0] if not _failed.empty else None

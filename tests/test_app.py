@@ -388,6 +388,34 @@ def test_run_page_cases_samples_profile_source_env(demo_store):
     assert [m.value for m in at.metric][:2] == [f"{geomean} µs", "12 / 12"]
 
 
+def test_a_long_note_shows_its_head_and_keeps_the_rest_in_an_expander(tmp_path, monkeypatch):
+    """A knob variant's note carries its family's whole docstring: shown whole it filled the Run page's first screen
+    (about 3,500 characters for the shipped fused_wy_x2 runs). The head ends at a sentence; the rest is one click
+    away, not lost; a short note shows whole, with no expander."""
+    from pages.ui.text import NOTE_HEAD_CHARS, head_and_rest
+
+    first = "Hypothesis: two TF32 products instead of three. "
+    long = first + " ".join(f"Session {i}: knob _K{i} measured, run r{i}, kept." for i in range(80))
+    head, rest = head_and_rest(long)
+    assert len(head) <= NOTE_HEAD_CHARS and head.endswith(".") and f"{head} {rest}" == long
+    assert head_and_rest("short note") == ("short note", "")
+    words = " ".join(["tf32x2"] * 100)  # no sentence end in reach: cut between words
+    head, rest = head_and_rest(words)
+    assert head.endswith("tf32x2") and rest.startswith("tf32x2") and f"{head} {rest}" == words
+    path = tmp_path / "notes.duckdb"
+    common = {"source": "def custom_kernel(data):\n    return data\n", "family": "f", "means": None}
+    Store(path).finish_run(make_record("longnote0001", variant="k", path="k.py", started=T0, note=long, **common))
+    Store(path).finish_run(make_record("shortnote001", variant="k", path="k.py", started=T0, note="short", **common))
+    monkeypatch.setenv("KERNELBEAM_STORE", str(path))
+    at = open_page("pages/run.py", id="longnote0001")
+    (note,) = [m.value for m in at.markdown if m.value.startswith("**Note / hypothesis:**")]
+    assert "two TF32 products" in note and "Session 79" not in note and note.endswith(" …")
+    (box,) = [e for e in at.expander if "The rest of the note" in e.label]
+    assert f"{len(rest):,} characters" in box.label and "Session 79" in texts(box.markdown)
+    at = open_page("pages/run.py", id="shortnote001")
+    assert not [e for e in at.expander if "The rest of the note" in e.label]
+
+
 def test_profile_kernel_names_are_shortened():
     """A C++ signature is cut to its last two scopes without template or call arguments; the full name stays."""
     name = ("void at::native::(anonymous namespace)::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "

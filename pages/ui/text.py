@@ -28,6 +28,21 @@ def md(text: object) -> str:
     return escaped.replace("\r\n", "\n").replace("\n", "  \n")
 
 
+NOTE_HEAD_CHARS = 400  # a knob variant's note carries its family's whole docstring (thousands of characters)
+
+
+def head_and_rest(text: str, limit: int = NOTE_HEAD_CHARS) -> tuple[str, str]:
+    """A long text split for showing: its head (at most `limit` characters, ended at a sentence or line end where
+    one falls in the second half of them, else at a word's end) and the rest, "" for a text that fits."""
+    if len(text) <= limit:
+        return text, ""
+    end = max(text.rfind(". ", limit // 2, limit), text.rfind("\n", limit // 2, limit))
+    if end < 0:
+        end = text.rfind(" ", limit // 2, limit)
+    end = end + 1 if end > 0 else limit
+    return text[:end].rstrip(), text[end:].lstrip()
+
+
 def code(text: object) -> str:
     """`text` as an inline code span (nothing inside one is Markdown), or escaped text if it cannot be one."""
     text = str(text)
