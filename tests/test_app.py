@@ -400,8 +400,8 @@ def test_a_long_note_shows_its_head_and_keeps_the_rest_in_an_expander(tmp_path, 
     assert len(head) <= NOTE_HEAD_CHARS and head.endswith(".") and f"{head} {rest}" == long
     assert head_and_rest("short note") == ("short note", "")
     words = " ".join(["tf32x2"] * 100)  # no sentence end in reach: cut between words
-    head, rest = head_and_rest(words)
-    assert head.endswith("tf32x2") and rest.startswith("tf32x2") and f"{head} {rest}" == words
+    cut, left = head_and_rest(words)
+    assert cut.endswith("tf32x2") and left.startswith("tf32x2") and f"{cut} {left}" == words
     path = tmp_path / "notes.duckdb"
     common = {"source": "def custom_kernel(data):\n    return data\n", "family": "f", "means": None}
     Store(path).finish_run(make_record("longnote0001", variant="k", path="k.py", started=T0, note=long, **common))
