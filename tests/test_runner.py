@@ -265,7 +265,7 @@ def test_timing_loop_runs_its_shadow_check_while_the_checker_judges():
     result, order = _loop_in_order(
         lambda order, verdict: verdict if len(order) < 9 else CheckResult(False, "planted failure"), max_reps=5
     )
-    assert order == ["sent", "shadow", "waited"] * 3
+    assert order == ["sent", "shadow", "waited"] * 3 and result.checker_last_from is None
     assert not result.passed and result.failed_rep == 2 and "planted failure" in result.message
     assert len(result.samples) == 2
 
@@ -285,7 +285,7 @@ def test_timing_loop_awaits_a_slower_checker_before_its_own_check():
         return verdict
 
     result, order = _loop_in_order(reply, max_reps=4)
-    assert result.passed and len(result.samples) == 4
+    assert result.passed and len(result.samples) == 4 and result.checker_last_from == 1
     assert order == ["sent", "shadow", "waited"] * 2 + ["sent", "waited", "shadow"] * 2
 
 

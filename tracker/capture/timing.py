@@ -59,6 +59,7 @@ class TimingResult:
     check: CheckResult | None = None
     failed_rep: int | None = None  # the repetition whose recheck failed, and its outputs (the evidence)
     failed_outputs: list | None = None
+    checker_last_from: int | None = None  # the repetition after which the verdict was awaited first (run_loop)
 
 
 class Clock:
@@ -222,6 +223,7 @@ def run_loop(
     loop_start = _clock()
     last_check = None
     checker_last = False  # the checker judged longer than the shadow check: await its verdict first
+    checker_last_from = None
     held = None
     if first_outputs is not None:  # moved out of the caller's list: no reference outlives repetition 0's window
         held = first_outputs[:]
@@ -246,7 +248,8 @@ def run_loop(
             last_check = verdict() if callable(verdict) else verdict
             if shadow_check is not None and checker_last:
                 shadow_check(copies, outputs)
-            checker_last = checker_last or (shadow_check is not None and _clock() - waited > CHECKER_LAST_S)
+            if not checker_last and shadow_check is not None and _clock() - waited > CHECKER_LAST_S:
+                checker_last, checker_last_from = True, i
             if not last_check.passed:
                 return TimingResult(False, f"repetition {i}: {last_check.message}", samples, last_check, i, outputs)
         held = outputs
@@ -262,4 +265,4 @@ def run_loop(
             if st.err / st.mean < TARGET_REL_ERR or st.mean * 1e-6 * st.runs > budget or elapsed > MAX_LOOP_S:
                 break
     del held
-    return TimingResult(True, "", samples, last_check)
+    return TimingResult(True, "", samples, last_check, checker_last_from=checker_last_from)

@@ -206,6 +206,12 @@ def run_benchmark_case(kernel, case, pos, device, clock, rules, workload, remote
         "passed": timed.passed, "message": timed.message, "samples": timed.samples, "inputs": len(inputs),
         "recheck_s": rechecked[0],
     }  # fmt: skip
+    if timed.checker_last_from is not None:  # into the run's log: whether a fidelity round ran in this order
+        print(
+            f"case {case.spec}: the checker judged longer than this process's own check at repetition "
+            f"{timed.checker_last_from}; from the next one on its verdict was awaited first",
+            file=sys.stderr,
+        )
     if timed.passed:
         try:  # one more call on fresh inputs (new objects, other values of the same shapes): a cache keyed by the
             # input object misses, and so does one keyed by the values, even one filled at import time (the seed is
