@@ -192,6 +192,7 @@ def run_loop(
     flag_mutation: bool = True,
     shadow_check: Callable[[list, list], Any] | None = None,
     first_outputs: list | None = None,
+    await_slow_checker: bool = True,
 ) -> TimingResult:
     """Repeat the timed loop over the same input objects until the stop rule says so.
 
@@ -210,7 +211,8 @@ def run_loop(
     Where the checker judges longer than the shadow check (a problem folder's checker: the folder's own check,
     after the outputs' copy), the wait for the verdict after the shadow check leaves the checker's process the
     last on the GPU before the next repetition, where in the harness the timing process is; from the first such
-    wait (over CHECKER_LAST_S) on, the loop awaits the verdict first and checks in this process after it.
+    wait (over CHECKER_LAST_S) on, the loop awaits the verdict first and checks in this process after it
+    (`await_slow_checker=False`: never, for comparing the two orders).
 
     Every repetition is rechecked (outputs with the workload's `check`, and untouched inputs where the workload
     forbids changing them) outside the timed window. Where the workload lets a kernel write into its input (GPU
@@ -248,7 +250,12 @@ def run_loop(
             last_check = verdict() if callable(verdict) else verdict
             if shadow_check is not None and checker_last:
                 shadow_check(copies, outputs)
-            if not checker_last and shadow_check is not None and _clock() - waited > CHECKER_LAST_S:
+            if (
+                await_slow_checker
+                and not checker_last
+                and shadow_check is not None
+                and _clock() - waited > CHECKER_LAST_S
+            ):
                 checker_last, checker_last_from = True, i
             if not last_check.passed:
                 return TimingResult(False, f"repetition {i}: {last_check.message}", samples, last_check, i, outputs)

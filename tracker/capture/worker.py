@@ -170,7 +170,9 @@ def rep_reporter(emit: Callable[..., None], case_idx: int, rules) -> Callable[[i
     return on_rep
 
 
-def run_benchmark_case(kernel, case, pos, device, clock, rules, workload, remote, on_rep=None) -> dict[str, Any]:
+def run_benchmark_case(
+    kernel, case, pos, device, clock, rules, workload, remote, on_rep=None, await_slow_checker=True
+) -> dict[str, Any]:
     from tracker.capture.timing import clone_data, first_pass, harness_rechecks_here, run_loop
 
     remote.prepare(pos)
@@ -199,6 +201,7 @@ def run_benchmark_case(kernel, case, pos, device, clock, rules, workload, remote
             on_rep=on_rep,
             shadow_check=shadow,
             first_outputs=outs,
+            await_slow_checker=await_slow_checker,
         )
     except BaseException as exc:  # KeyboardInterrupt and SystemExit too: a failure of this kernel, not a crash
         return {"passed": False, "message": _kernel_error(exc)}
@@ -432,7 +435,10 @@ def main() -> int:
             result = run_test_case(first if pos == 0 else kernel, case, pos, device, workload, remote)
         else:
             on_rep = rep_reporter(events.emit, idx, rules)
-            result = run_benchmark_case(kernel, case, pos, device, clock, rules, workload, remote, on_rep)
+            result = run_benchmark_case(
+                kernel, case, pos, device, clock, rules, workload, remote, on_rep,
+                await_slow_checker=job.get("checker_order") != "overlap",
+            )  # fmt: skip
         inputs = 1 if mode == "test" else result.pop("inputs", case.input_count())
         flops, nbytes = workload.work(case)
         compiled()
