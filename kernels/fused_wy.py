@@ -51,6 +51,10 @@ fused_wy_x2, run 91f17483358c, 2,727 us, its 22 tests passed under seeds 1234 an
 card (66fdc4fc242e); now the default. Rejected in the paired screen (kernels/NOTES.md): intra-panel updates in
 programs of 16 or 32 columns (640x512 +4%; the knob is gone), left-looking leaves (_LEFT_LOOK: +42% / +52%), the
 few-matrix trailing updates on the Triton split route (8x2048 +6%, 2x4096 +7%).
+Session 44 (H100): rejected in the paired screen, 16-wide cooperative leaves (_COOP_NB=16: 8x2048 +1.8%) and
+narrower outer panels (_NBO_HUGE=128: 2x4096 +4.2%; _NBO_BIG=64: 8x2048 +5.9%). Knob _TORCH_X2 (the trailing
+updates that go to cuBLAS as two TF32 products, for 2x4096's 4.5 ms and 8x2048's 2.7 ms of float32 SIMT GEMMs in
+the profile of run e11abefc6b6d): gates checked in a CPU emulation, not yet run on a GPU.
 """
 
 import contextlib  # noqa: E402
