@@ -456,8 +456,8 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
         "runner_pid": None if in_sandbox else os.getpid(),  # its parent inside the sandbox is bwrap
         "workdir": str(workdir),
         "problem": _problem_folder(req),
-        # "overlap": the worker's own check runs while the checker judges, however long that takes (the order
-        # before session 44's change; for comparing the two orders against the harness, issue 19 item 4)
+        # "overlap": the worker's own check always runs while the checker judges, even where the checker takes
+        # longer (timing.run_loop's other order), for timing the two orders against the contest's harness
         "checker_order": os.environ.get("KERNELBEAM_CHECKER_ORDER", "adaptive"),
     }
     status = error = None

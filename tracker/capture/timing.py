@@ -224,8 +224,7 @@ def run_loop(
     budget = rules.case_budget_s if budget_s is None else budget_s
     loop_start = _clock()
     last_check = None
-    checker_last = False  # the checker judged longer than the shadow check: await its verdict first
-    checker_last_from = None
+    checker_last_from = None  # the repetition at which the checker judged longer than the shadow check
     held = None
     if first_outputs is not None:  # moved out of the caller's list: no reference outlives repetition 0's window
         held = first_outputs[:]
@@ -244,19 +243,15 @@ def run_loop(
             if mutation:
                 return TimingResult(False, mutation, samples)
             verdict = check(copies, outputs)  # a verdict, or the wait for a checker judging meanwhile
-            if shadow_check is not None and not checker_last:
+            verdict_first = checker_last_from is not None
+            if shadow_check is not None and not verdict_first:
                 shadow_check(copies, outputs)
             waited = _clock()
             last_check = verdict() if callable(verdict) else verdict
-            if shadow_check is not None and checker_last:
+            if shadow_check is not None and verdict_first:
                 shadow_check(copies, outputs)
-            if (
-                await_slow_checker
-                and not checker_last
-                and shadow_check is not None
-                and _clock() - waited > CHECKER_LAST_S
-            ):
-                checker_last, checker_last_from = True, i
+            elif shadow_check is not None and await_slow_checker and _clock() - waited > CHECKER_LAST_S:
+                checker_last_from = i
             if not last_check.passed:
                 return TimingResult(False, f"repetition {i}: {last_check.message}", samples, last_check, i, outputs)
         held = outputs

@@ -155,11 +155,11 @@ def variant_family_sql(con) -> str:
     """A relation (variant_sha256, family) over the variants with runs: the family a variant was registered with
     (`add --family`), else its first run's. The tables and boards that show a variant's family read it here, as
     the variant list and lineage do, so a later run under another family moves the variant in none of them."""
-    registered = "any_value(v.family)" if _has_column(con, "variants", "family") else "NULL"
+    registered = "v.family" if _has_column(con, "variants", "family") else "NULL"
     return (
-        f"(SELECT r.variant_sha256, coalesce({registered}, arg_min(r.family, r.started_at) "
-        "FILTER (WHERE r.family IS NOT NULL)) AS family FROM runs r "
-        "LEFT JOIN variants v ON v.sha256 = r.variant_sha256 GROUP BY r.variant_sha256)"
+        f"(SELECT a.variant_sha256, coalesce({registered}, a.family) AS family "
+        f"FROM (SELECT variant_sha256,{FIRST_FAMILY_AND_PARENT_SQL} FROM runs GROUP BY variant_sha256) a "
+        "LEFT JOIN variants v ON v.sha256 = a.variant_sha256)"
     )
 
 
