@@ -52,14 +52,14 @@ card (66fdc4fc242e); now the default. Rejected in the paired screen (kernels/NOT
 programs of 16 or 32 columns (640x512 +4%; the knob is gone), left-looking leaves (_LEFT_LOOK: +42% / +52%), the
 few-matrix trailing updates on the Triton split route (8x2048 +6%, 2x4096 +7%).
 Session 44 (H100): rejected in the paired screen, 16-wide cooperative leaves (_COOP_NB=16: 8x2048 +1.8%) and
-narrower outer panels (_NBO_HUGE=128: 2x4096 +4.2%; _NBO_BIG=64: 8x2048 +5.9%). Knob _TORCH_X2 (the trailing
-updates that go to cuBLAS as two TF32 products, for 2x4096's 4.5 ms and 8x2048's 2.7 ms of float32 SIMT GEMMs in
-the profile of run e11abefc6b6d): gates checked in a CPU emulation, not yet run on a GPU.
+narrower outer panels (_NBO_HUGE=128: 2x4096 +4.2%; _NBO_BIG=64: 8x2048 +5.9%).
+Session 45 (H100): rejected, the trailing updates that go to cuBLAS (2x4096's 4.5 ms and 8x2048's 2.7 ms of float32
+SIMT GEMMs in the profile of run e11abefc6b6d) as two TF32 products on operands rounded beforehand: paired screen
+8x2048 +22%, 2x4096 +5.5% (the rounding passes cost more than the tensor cores save; run 64f6c0c7093e holds its
+source; the knob is gone).
 """
 
-import contextlib  # noqa: E402
 import os  # noqa: E402
-from collections.abc import Iterator  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -499,9 +499,6 @@ _FUSED_PREC = "tf32x2"
 # The gates scale with n (20 n eps32 ||A||_1), tf32x2's error does not: at n = 160 it fails rowscale (interpreted),
 # at 512 and 1024 it stays under about half the gate (scripts/tf32_update_study.py, emulated on the CPU).
 _X2_MIN_N = 512
-# tf32x2 also on the trailing updates that go to cuBLAS (few matrices, many tiles: 2x4096 and 8x2048 spend 4.5 and
-# 2.7 ms in float32 SIMT GEMMs there, H100 profile e11abefc6b6d); not screened yet: off
-_TORCH_X2 = False
 _FUSED_BM = 64  # rows per step
 _FUSED_BN = 64  # columns of A2 per program
 _FUSED_WARPS = 4
@@ -710,53 +707,9 @@ def _apply_qt_fused_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor, prec: s
     )  # fmt: skip
 
 
-def _apply_qt_torch_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor, prec: str | None = None) -> None:
-    if prec == "tf32x2" and _TORCH_X2:
-        _apply_qt_torch_x2_(a2, v, t)
-        return
+def _apply_qt_torch_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor) -> None:
     wmat = torch.bmm(t.transpose(1, 2), torch.bmm(v.transpose(1, 2), a2))
     a2.baddbmm_(v, wmat, alpha=-1.0)
-
-
-def _tf32_round(x: torch.Tensor) -> torch.Tensor:
-    """x rounded to the nearest TF32 value, held in float32 (as _tf32_rn in the Triton kernels)."""
-    return (x.view(torch.int32) + 0x1000).bitwise_and_(-8192).view(torch.float32)
-
-
-def _tf32_round_(x: torch.Tensor) -> torch.Tensor:
-    """_tf32_round in place (x a float32 tensor the caller owns)."""
-    x.view(torch.int32).add_(0x1000).bitwise_and_(-8192)
-    return x
-
-
-@contextlib.contextmanager
-def _tf32_products() -> Iterator[None]:
-    """cuBLAS float32 GEMMs on TF32 tensor cores inside, the caller's setting restored after."""
-    knob = torch.backends.cuda.matmul
-    saved = knob.fp32_precision
-    knob.fp32_precision = "tf32"
-    try:
-        yield
-    finally:
-        knob.fp32_precision = saved
-
-
-def _apply_qt_torch_x2_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor) -> None:
-    """_apply_qt_torch_ with each of its two big GEMMs as two TF32 tensor-core products (tf32x2, as _dot_tf32x2):
-    V rounded, the other operand split into a rounded head and tail. Every operand is rounded here, so cuBLAS's
-    own conversion to TF32 changes nothing, and a CPU computes exactly these products (the tests' emulation).
-    The small T^T W product stays float32."""
-    vr = _tf32_round(v)
-    vrt = vr.transpose(1, 2)
-    head = _tf32_round(a2)
-    with _tf32_products():
-        w = torch.bmm(vrt, _tf32_round_(a2 - head))
-        w.baddbmm_(vrt, head)
-    wmat = torch.bmm(t.transpose(1, 2), w)  # float32: T is k x k, the product k x n
-    head = _tf32_round(wmat)
-    with _tf32_products():
-        a2.baddbmm_(vr, _tf32_round_(wmat - head), alpha=-1.0)
-        a2.baddbmm_(vr, head, alpha=-1.0)
 
 
 def _apply_qt_vt_(a2: torch.Tensor, v: torch.Tensor, vt: torch.Tensor, t: torch.Tensor, src, prec: str) -> None:
@@ -812,7 +765,7 @@ def _apply_qt_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor, prec: str | N
         big or _PREC == "torch" or not (a2.is_cuda or _GEMM_ON_CPU) or not _HAVE_TRITON
         or a2.stride(2) != 1 or v.stride(2) != 1 or n == 0 or m == 0
     ):  # fmt: skip
-        _apply_qt_torch_(a2, v, t, prec)
+        _apply_qt_torch_(a2, v, t)
         return
     w = _vta_splitk(v, a2, prec)
     w2 = torch.bmm(t.transpose(1, 2), w)

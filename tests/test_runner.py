@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -81,6 +83,11 @@ def test_contest_file_runs_unmodified_with_its_output_captured_and_a_hidden_seed
     source = (VARIANTS / "contest_print.py").read_text()
     bundle = Store(tmp_path / "runs.duckdb").run_bundle(outcome.run_id)
     assert bundle["source"] == source
+    shown = subprocess.run(
+        [sys.executable, "-m", "tracker", "show", outcome.run_id, "--store", str(tmp_path / "runs.duckdb")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert shown.returncode == 0 and "\n  KB-MARKER called (4, 16, 16)" in shown.stdout, shown.stdout
 
 
 def test_a_variant_that_raises_fails_with_the_exception_text(tmp_path):

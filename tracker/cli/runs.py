@@ -186,9 +186,16 @@ def cmd_show(args: argparse.Namespace) -> int:
             f"evidence case {e['case_idx']}: {rep}, input {e['input_idx']}, matrix {e['matrix_idx']}, "
             f"factor_res {fmt_res(e['factor_res'])}, orth_res {fmt_res(e['orth_res'])}, {e['arrays_bytes'] or 0} bytes"
         )
+    log = (run.get("log_tail") or "").strip().splitlines()
+    if log:  # what the worker and the kernel printed: tracebacks, the kernel's own prints, the timing order
+        print(f"log, its last {min(len(log), SHOW_LOG_LINES)} of {len(log)} lines (--json: log_tail)")
+        for line in log[-SHOW_LOG_LINES:]:
+            print(f"  {line[:SHOW_LOG_WIDTH]}")
     return 0
 
 
+SHOW_LOG_LINES = 12
+SHOW_LOG_WIDTH = 240
 SHOW_KEYS = ("run_id", "variant", "path", "status", "problem", "suite", "mode", "seed", "gpu", "device", "sandbox",
              "torch", "triton", "started_at", "git_commit", "git_branch", "git_dirty", "family", "parent_run", "note",
              "error", "warnings", "compile_s", "compile_cache", "shared_device", "side_file")  # fmt: skip
