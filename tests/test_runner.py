@@ -299,6 +299,36 @@ def test_timing_loop_awaits_a_slower_checker_before_its_own_check():
     assert order == ["sent", "shadow", "waited"] * 4 and result.checker_last_from is None
 
 
+def test_the_stop_rules_wall_clock_leaves_out_the_wait_for_the_checkers_verdict(monkeypatch):
+    """The harness's 120 s cap counts its own wall time: timed calls and its recheck. The tracker's wait for its
+    checker process is not in it, so a slow checker does not stop the loop early; a slow recheck in this process
+    (the harness's own) still does."""
+    import time
+
+    import torch
+
+    from tracker.capture import timing
+
+    monkeypatch.setattr(timing, "MAX_LOOP_S", 0.25)
+    rules = timing.ModeRules(case_budget_s=1e9, max_reps=8, warmup_s=0.0, warm_every_case=False)
+    xs, copies = _loop_inputs()
+
+    def loop(verdict_s: float, shadow_s: float) -> int:
+        def check(copies, outputs):
+            verdict = QR_CHECK(copies, outputs)
+            return lambda: time.sleep(verdict_s) or verdict
+
+        result = timing.run_loop(
+            torch.geqrf, xs, copies, timing.Clock(torch.device("cpu")), rules, check=check,
+            shadow_check=lambda c, o: time.sleep(shadow_s),
+        )  # fmt: skip
+        assert result.passed, result.message
+        return len(result.samples)
+
+    assert loop(verdict_s=0.1, shadow_s=0.0) == 8  # 0.8 s of waits, under the cap by the harness's clock
+    assert loop(verdict_s=0.0, shadow_s=0.1) < 8  # the harness's own recheck counts
+
+
 def test_timing_loop_releases_each_repetitions_outputs_inside_the_next_ones_calls():
     """As the harness's `outputs = [custom_kernel(d) ...]`: the untimed first pass's outputs live through
     repetition 0's calls and go after them, each repetition's through the next one's; the caller keeps none."""
