@@ -54,10 +54,15 @@ def materialize(list_file: str, out_dir: str) -> list[tuple[str, str, str, str]]
 
 
 def main():
-    if sys.argv[1:2] == ["--list"]:
+    if sys.argv[1:2] == ["--list"] and len(sys.argv) == 4:
         for row in materialize(sys.argv[2], sys.argv[3]):
             print(*row)
         return
+    if sys.argv[1:2] in (["-h"], ["--help"]):
+        print(__doc__)
+        return
+    if len(sys.argv) < 5:
+        sys.exit(__doc__)
     family, out_dir, name, hypothesis, *knobs = sys.argv[1:]
     print(write_variant(family, out_dir, name, hypothesis, knobs))
 
