@@ -90,14 +90,18 @@ def _problem(store: str, version: tuple[int, ...]) -> str | None:
 
 
 def _experiments_alias() -> None:
-    """`/experiments`: the default page is served at `/` only (Streamlit), so its name would be "Page not found"
-    without this hidden page forwarding to it. The default page reserves another name, `home`."""
-    st.switch_page("pages/experiments.py", query_params=st.query_params.to_dict())
+    """`/experiments` and `/home`: the default page is served at `/` only (Streamlit), so its names would be "Page
+    not found" without these hidden pages forwarding to it. The default page reserves a name nobody types. (Before
+    the server's first run Streamlit knows only the files in pages/, so a first request for `/home` still says it.)"""
+    st.switch_page(pages[0], query_params=st.query_params.to_dict())
 
 
 pages = [
-    st.Page("pages/experiments.py", title="Experiments", icon=":material/science:", url_path="home", default=True),
+    st.Page(
+        "pages/experiments.py", title="Experiments", icon=":material/science:", url_path="kernelbeam", default=True
+    ),
     st.Page(_experiments_alias, title="Experiments", url_path="experiments", visibility="hidden"),
+    st.Page(_experiments_alias, title="Experiments", url_path="home", visibility="hidden"),
     st.Page("pages/run.py", title="Run", icon=":material/monitoring:", url_path="run"),
     st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:", url_path="compare"),
     st.Page("pages/regressions.py", title="Regressions", icon=":material/trending_up:", url_path="regressions"),
