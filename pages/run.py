@@ -136,7 +136,11 @@ if _margin and _margin["near"]:
 
 progress = views.run_progress(run, cases)
 m = common.metric_row()
-m.metric("Geomean", f"{views.fmt_us(run.get('geomean_us'))} µs", width="content")
+_geomean = run.get("geomean_us")
+if analysis.is_num(_geomean):
+    m.metric("Geomean", f"{views.fmt_us(_geomean)} µs", width="content")
+else:  # a test-mode run times nothing; a benchmark run without every case timed has no score
+    m.metric("Geomean", "untimed" if run["mode"] == "test" else "–", width="content")
 m.metric("Cases passed", f"{progress['passed']} / {progress['of']}", width="content")
 _commit = run.get("git_commit") if isinstance(run.get("git_commit"), str) else None  # NULL reads as NaN here
 m.metric("Commit", views.short_commit(_commit), help=_commit, width="content")

@@ -349,6 +349,18 @@ def test_run_page_rates_keep_two_significant_digits_below_one():
     assert list(table["GFLOP/s"]) == [0.041, 17927.3] and list(table["GB/s"]) == [0.008, 3000.0]
 
 
+def test_a_test_mode_run_shows_no_empty_timing_columns():
+    """A test-mode run times nothing: its case table shows the verdicts and residuals, not seven empty columns."""
+    cases = pd.DataFrame([
+        {"case_idx": i, "spec": f"t{i}", "passed": i == 0, "mean_us": None, "err_us": None, "runs": None,
+         "factor_res": 0.5, "message": "" if i == 0 else "factor residual above the gate"}
+        for i in range(2)
+    ])  # fmt: skip
+    table = views.run_case_table(cases)
+    assert list(table.columns) == ["#", "case", "ok", "factor res", "tril res", "recon res", "orth res", "message"]
+    assert list(table["ok"]) == ["pass", "FAIL"]
+
+
 def test_run_page_cases_samples_profile_source_env(demo_store):
     path, ids = demo_store
     at = open_page("pages/run.py", id=ids["profiled"])
@@ -1213,6 +1225,10 @@ def test_compare_says_what_it_compares(demo_store, tmp_path):
     df = table(at, "cmp_table")
     assert list(df.columns[:3]) == ["case", "A ok", "B ok"]
     assert len(df) == 12 and set(df["A ok"]) == set(df["B ok"]) == {"pass"}
+    at = open_url("pages/run.py", id="test0aaaaaaa")  # its own page: untimed, and no empty timing columns
+    assert {m.label: m.value for m in at.metric}["Geomean"] == "untimed"
+    (cases,) = [df.value for df in at.dataframe if "factor res" in df.value.columns]
+    assert "mean (µs)" not in cases and "GFLOP/s" not in cases and len(cases) == 12
 
 
 def test_benchmark_page_offers_the_shipped_problem_and_runs_its_own_submission(own_demo_store, monkeypatch):
@@ -1401,7 +1417,7 @@ def test_run_page_says_how_far_a_stopped_or_partial_run_got(demo_store):
         assert Store(path).finish_run(r) is None
     at = open_url("pages/run.py", id="stop0aaaaaaa")
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Cases passed"] == "10 / 12" and metrics["Geomean"] == "– µs"
+    assert metrics["Cases passed"] == "10 / 12" and metrics["Geomean"] == "–"  # why: the caption
     said = texts(at.caption)
     assert "Timeout during case 10 \\(640x512 c0 s770004 clustered\\)\\: inconclusive, not a failure" in said
     assert "11 of the suite's 12 cases reached" in said and "no geomean\\: only a passed run" in said
