@@ -37,10 +37,28 @@ if not has_gpu:
 problems_dir = jobs.default_problems_dir()
 problems = jobs.list_problems(problems_dir)
 problem = None
+
+
+def _first_kernel_of_the_problem() -> None:
+    """Another problem chosen: its own kernel first (the kernels/ files solve qr_v2). Set, not just forgotten: a
+    browser sends the kernel box's old value with the change, and the old value is among the new choices."""
+    picked = st.session_state.get("bm_problem")
+    try:
+        folder = jobs.resolve_problem(picked, problems_dir) if picked not in (None, BUILT_IN) else None
+    except ValueError:
+        folder = None  # the page says why when it resolves the problem itself
+    own = [str(folder / k) for k in jobs.list_kernels(folder)] if folder else []
+    first = next(iter(own or kernels), None)
+    if first is None:
+        st.session_state.pop("bm_kernel", None)
+    else:
+        st.session_state["bm_kernel"] = first
+
+
 if problems:  # a choice only when there is more than the built-in problem to choose from
     picked_problem = st.selectbox(
         f"Problem (GPU Mode folders under {problems_dir})", [BUILT_IN, *problems], key="bm_problem",
-        on_change=lambda: st.session_state.pop("bm_kernel", None),  # another problem: its own kernel first
+        on_change=_first_kernel_of_the_problem,
     )  # fmt: skip
     problem = None if picked_problem == BUILT_IN else picked_problem
 try:

@@ -338,6 +338,11 @@ def test_start_a_cpu_smoke_run_from_the_browser(shared_server, shared_page):
     base, path, ids = shared_server
     page = shared_page
     goto(page, f"{base}/benchmark")
+    kernel = page.get_by_test_id("stSelectbox").filter(has_text="Kernel file").locator("input")
+    _select(page, "Kernel file", "blocked_wy_torch.py")
+    _select(page, "Problem (GPU Mode", "vectoradd")  # another problem: its own kernel, not the qr_v2 file chosen before
+    assert kernel.input_value() == "vectoradd/submission.py (the problem's own)"
+    _select(page, "Problem (GPU Mode", "qr_v2 (built in)")
     _select(page, "Kernel file", "geqrf_reference.py")
     page.get_by_test_id("stExpander").get_by_text("Options", exact=True).click()
     # No case subset: only a whole-suite run scores a geomean, and the progress chart below needs one.
