@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -172,6 +173,9 @@ def test_show_json_by_id_prefix(bench):
     assert {"factor_res", "tril_res", "recon_res", "orth_res"} <= set(case)
     text = cli("show", run_id, "--store", str(bench["store"]))
     assert text.returncode == 0 and "8x16 c1 s201 dense" in text.stdout and "geomean" in text.stdout
+    assert re.search(r"\nstarted_at +\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00\n", text.stdout), (
+        text.stdout
+    )  # to the second
 
 
 def test_show_source_prints_the_file_the_run_ran_byte_for_byte(bench):

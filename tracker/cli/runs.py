@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import re
 import sys
 
 from tracker.capture.devicelock import queue
@@ -160,6 +161,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         return 0
     run, cases, evidence = doc, doc["cases"], doc["evidence"]
     shown = {key: _show_value(run[key]) for key in SHOW_KEYS if run.get(key) is not None}
+    if isinstance(run.get("started_at"), str):  # to the second, as every table shows it (--json keeps it exact)
+        shown["started_at"] = re.sub(r"\.\d+(?=[+-]\d\d:\d\d$|$)", "", run["started_at"])
     if run["flags"]:
         shown["flags"] = describe(run["flags"])
     width = max(map(len, shown))  # the longest key (shared_device) sets the column: every value starts in it
