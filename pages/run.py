@@ -204,8 +204,8 @@ with tabs[2]:
     else:
         left, right = st.columns([3, 2])
         with left:
-            st.markdown("**Top kernels** (all profiled cases)")
-            common.table(prof["kernels"], column_config=PROFILE_KERNEL_COLUMNS)
+            st.markdown("**Top kernels** (all profiled cases; a name's whole signature on hover)")
+            st.html(views.hover_table_html(prof["kernels"], {"kernel": "full name"}))
         with right:
             st.markdown("**Per case: launches and host time**")
             common.table(prof["cases"])

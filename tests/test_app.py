@@ -361,6 +361,15 @@ def test_a_test_mode_run_shows_no_empty_timing_columns():
     assert list(table["ok"]) == ["pass", "FAIL"]
 
 
+def test_hover_table_escapes_and_puts_the_full_name_in_the_tooltip():
+    """A kernel's name comes from a profile of someone's code: escaped, quotes included, in the cell and its title."""
+    df = pd.DataFrame({"kernel": ["k<1>"], "calls": [3], "device (µs)": [1234.56], "self (µs)": [float("nan")],
+                       "full name": ['void k<1>(float*, "x")']})  # fmt: skip
+    out = views.hover_table_html(df, {"kernel": "full name"})
+    assert '<td title="void k&lt;1&gt;(float*, &quot;x&quot;)">k&lt;1&gt;</td>' in out
+    assert '<td class="kb-num">1,234.6</td><td></td></tr>' in out and "full name" not in out
+
+
 def test_run_page_cases_samples_profile_source_env(demo_store):
     path, ids = demo_store
     at = open_page("pages/run.py", id=ids["profiled"])
@@ -385,12 +394,13 @@ def test_run_page_cases_samples_profile_source_env(demo_store):
     per_case = samples.groupby("case").size()  # every sample, not a summary: the browser draws the boxes
     assert len(per_case) == 12 and (per_case > 5).all()
     frames = {tuple(df.value.columns): df.value for df in at.dataframe}
-    kernels = next(v for cols, v in frames.items() if "kernel" in cols)
-    assert kernels.iloc[0]["kernel"] == "householder_panel_kernel" and kernels.iloc[0]["calls"] == 8 * 12
+    # the top kernels: short names, each with its whole signature on hover (a dataframe cell has no tooltip)
+    (kernels,) = [h.proto.body for h in at.get("html") if "kb-hover" in h.proto.body]
+    assert '<td title="householder_panel_kernel">householder_panel_kernel</td><td class="kb-num">96</td>' in kernels
+    assert "<th>full name</th>" not in kernels
     per_case = next(v for cols, v in frames.items() if "launches" in cols)
     assert per_case["launches"].tolist() == [40 + i for i in range(12)]
     assert any(c.language == "python" and "householder v4" in c.value for c in at.code)
-    assert kernels.columns[-1] == "full name" and kernels.iloc[0]["full name"] == "householder_panel_kernel"
     env = next(v for cols, v in frames.items() if cols == ("field", "value")).set_index("field")["value"]
     assert env["gpu"] == H200
     started = Store(path).get_run(ids["profiled"])["started_at"]

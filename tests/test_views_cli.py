@@ -73,6 +73,8 @@ def test_store_before_the_command_version_and_list_filters(demo_store):
     assert listed("list", "--since", "2026-03-01T21:30:00+00:00", "--status", "passed", "--store", str(path)) == [
         ids["cpu"], ids["wy"][1]]  # fmt: skip
     assert listed("list", "--variant", "wy_v1", "--store", str(path)) == [ids["wy"][1]]
+    typo = cli("list", "--family", "wx", "--store", str(path))  # a misspelt family is bad input, as in regressions
+    assert typo.returncode == 2 and "no family 'wx'" in typo.stderr and "wy" in typo.stderr, typo.stderr
     variants = {v["variant"]: v for v in json.loads(cli("variants", "--store", str(path), "--json").stdout)}
     assert variants["householder_v1"]["parent_variant"] == "householder_v0"  # from its run's parent, as on Lineage
     shown = cli("show", ids["profiled"], "--store", str(path)).stdout

@@ -6,6 +6,7 @@ in tracker.analysis, Plotly figures in pages.ui.charts, source diffs in pages.ui
 
 from __future__ import annotations
 
+import html
 from collections.abc import Mapping
 from typing import Any
 
@@ -287,6 +288,38 @@ def profile_tables(profile_cases: pd.DataFrame, profile_kernels: pd.DataFrame, t
             }
         )
     return {"kernels": kernels, "cases": per_case}
+
+
+HOVER_TABLE_CSS = """<style>
+table.kb-hover {border-collapse: collapse; font-size: 14px; width: 100%;}
+table.kb-hover th {text-align: left; padding: 4px 8px; border-bottom: 1px solid #ddd; font-weight: 600;}
+table.kb-hover td {padding: 3px 8px; border-bottom: 1px solid #f0f0f0; white-space: nowrap;}
+table.kb-hover td.kb-num {text-align: right; font-variant-numeric: tabular-nums;}
+table.kb-hover td[title] {cursor: help; text-decoration: underline dotted #999;}
+</style>"""
+
+
+def hover_table_html(df: pd.DataFrame, titles: Mapping[str, str]) -> str:
+    """df as an HTML table in which each cell of a column in `titles` shows the other column's text on hover (the
+    browser's own tooltip: a dataframe cell has none), that other column left out. For short kernel names whose
+    whole C++ signature runs to hundreds of characters."""
+    shown = [c for c in df.columns if c not in set(titles.values())]
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in shown)
+    rows = []
+    for rec in df.to_dict("records"):
+        cells = []
+        for c in shown:
+            value = rec[c]
+            if c in titles:
+                tip = html.escape(str(rec[titles[c]]), quote=True)
+                cells.append(f'<td title="{tip}">{html.escape(str(value))}</td>')
+            elif is_num(value):
+                cells.append(f'<td class="kb-num">{value:,.1f}</td>' if isinstance(value, float) else
+                             f'<td class="kb-num">{value:,}</td>')  # fmt: skip
+            else:  # text, or a blank where a value is missing
+                cells.append(f"<td>{'' if pd.isna(value) else html.escape(str(value))}</td>")
+        rows.append(f"<tr>{''.join(cells)}</tr>")
+    return f'{HOVER_TABLE_CSS}<table class="kb-hover"><tr>{head}</tr>{"".join(rows)}</table>'
 
 
 def fmt_time(value: Any) -> str:

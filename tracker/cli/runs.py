@@ -13,6 +13,7 @@ from tracker.capture.ncu_pass import MAX_KERNELS
 from tracker.cli.common import (
     UsageError,
     fmt_us,
+    known_family,
     positive_int,
     print_cases,
     print_columns,
@@ -34,6 +35,7 @@ CLI_KERNEL_WIDTH = 70  # a profiled kernel's short name in `show` (`--json` has 
 def list_doc(args: argparse.Namespace) -> list[dict]:
     """What `list --json` prints (also the MCP tool list_runs)."""
     readable_store(args.store)  # a missing store is an error, as for every other read (`run` creates one)
+    known_family(args.store, getattr(args, "family", None))  # a misspelt family: exit 2 naming the known ones
     since = None
     if getattr(args, "since", None):
         from tracker.analysis.summaries import parse_since
