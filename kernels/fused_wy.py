@@ -1269,12 +1269,16 @@ def _uses(t: torch.Tensor) -> int:
 
 
 def _capture(x: torch.Tensor) -> tuple:
-    """A graph of _qr(x) as a slot: (graph, H, tau, references to H's and tau's memory while only the slot holds
-    them)."""
+    """A graph of _qr(x): (graph, H, tau)."""
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         h, tau = _qr(x)
-    return g, h, tau, _uses(h), _uses(tau)
+    return g, h, tau
+
+
+def _pooled(slot: tuple) -> tuple:
+    """A pool slot: (graph, H, tau, references to H's and tau's memory while only the slot holds them)."""
+    return (*slot, _uses(slot[1]), _uses(slot[2]))
 
 
 def _free_slot(slots: list[tuple]) -> tuple | None:
@@ -1291,7 +1295,7 @@ def _graphed_qr(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         torch.cuda.synchronize(a.device)
         try:
             pool = _GRAPH_POOL if a.numel() >= _GRAPH_POOL_MIN_ELEMS else 0
-            ent = (x, _capture(x), [_capture(x) for _ in range(pool)])  # every graph now: none captured while timed
+            ent = (x, _capture(x), [_pooled(_capture(x)) for _ in range(pool)])  # all now: none captured when timed
         except RuntimeError:  # capture refused: run this shape eagerly from now on
             torch.cuda.synchronize(a.device)
             ent = False
@@ -1304,7 +1308,7 @@ def _graphed_qr(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     if slot is not None:
         slot[0].replay()
         return slot[1], slot[2]
-    g, h, tau = cloned[:3]
+    g, h, tau = cloned
     g.replay()
     return h.clone(), tau.clone()
 

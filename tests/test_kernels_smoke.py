@@ -166,8 +166,7 @@ def test_fused_wy_graph_pool_reuses_only_outputs_nothing_else_holds():
     mod = sys.modules["submission"]
 
     def slot():
-        h, tau = torch.zeros(2, 8, 4), torch.zeros(2, 4)
-        return None, h, tau, mod._uses(h), mod._uses(tau)
+        return mod._pooled((None, torch.zeros(2, 8, 4), torch.zeros(2, 4)))
 
     a, b = slot(), slot()
     assert mod._free_slot([a, b]) is a
