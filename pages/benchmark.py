@@ -39,6 +39,11 @@ problems = jobs.list_problems(problems_dir)
 problem = None
 
 
+def _own_kernels(folder: Path | None) -> list[str]:
+    """A problem folder's own kernel files (its submission): offered before the kernels/ ones, which solve qr_v2."""
+    return [str(folder / k) for k in jobs.list_kernels(folder)] if folder else []
+
+
 def _first_kernel_of_the_problem() -> None:
     """Another problem chosen: its own kernel first (the kernels/ files solve qr_v2). Set, not just forgotten: a
     browser sends the kernel box's old value with the change, and the old value is among the new choices."""
@@ -47,8 +52,7 @@ def _first_kernel_of_the_problem() -> None:
         folder = jobs.resolve_problem(picked, problems_dir) if picked not in (None, BUILT_IN) else None
     except ValueError:
         folder = None  # the page says why when it resolves the problem itself
-    own = [str(folder / k) for k in jobs.list_kernels(folder)] if folder else []
-    first = next(iter(own or kernels), None)
+    first = next(iter(_own_kernels(folder) or kernels), None)
     if first is None:
         st.session_state.pop("bm_kernel", None)
     else:
@@ -67,8 +71,7 @@ try:
 except ValueError as exc:
     st.error(str(exc))
     st.stop()
-# A problem folder's own kernel files (its submission) come first: the kernels/ ones solve qr_v2.
-own = [str(problem_path / k) for k in jobs.list_kernels(problem_path)] if problem_path else []
+own = _own_kernels(problem_path)
 kernel_choices = [*own, *kernels]
 kernel_label = {k: f"{problem}/{Path(k).relative_to(problem_path)} (the problem's own)" for k in own}
 
