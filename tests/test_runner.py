@@ -235,9 +235,11 @@ def test_timing_loop_keeps_every_sample_up_to_max_reps():
     assert set(result.check.residuals) == {"factor_res", "tril_res", "recon_res", "orth_res"}
 
 
-def _loop_in_order(reply, max_reps: int, **loop_args):
-    """run_loop on the CPU with a checker whose wait for the verdict returns `reply(order so far, verdict)`;
-    returns the result and the order of the sends, shadow checks and waits."""
+def _loop_in_order(reply, max_reps: int, shadow_s: float = 0.0, **loop_args):
+    """run_loop on the CPU with a checker whose wait for the verdict returns `reply(order so far, verdict)` and a
+    shadow check that takes `shadow_s`; returns the result and the order of the sends, shadow checks and waits."""
+    import time
+
     import torch
 
     from tracker.capture.timing import Clock, ModeRules, run_loop
@@ -258,7 +260,7 @@ def _loop_in_order(reply, max_reps: int, **loop_args):
     rules = ModeRules(case_budget_s=1e9, max_reps=max_reps, warmup_s=0.0, warm_every_case=False)
     result = run_loop(
         torch.geqrf, xs, copies, Clock(torch.device("cpu")), rules, check=check,
-        shadow_check=lambda c, o: order.append("shadow"), **loop_args,
+        shadow_check=lambda c, o: order.append("shadow") or time.sleep(shadow_s), **loop_args,
     )  # fmt: skip
     return result, order
 
@@ -305,23 +307,12 @@ def test_the_stop_rules_wall_clock_leaves_out_the_wait_for_the_checkers_verdict(
     (the harness's own) still does."""
     import time
 
-    import torch
-
     from tracker.capture import timing
 
     monkeypatch.setattr(timing, "MAX_LOOP_S", 0.25)
-    rules = timing.ModeRules(case_budget_s=1e9, max_reps=8, warmup_s=0.0, warm_every_case=False)
-    xs, copies = _loop_inputs()
 
     def loop(verdict_s: float, shadow_s: float) -> int:
-        def check(copies, outputs):
-            verdict = QR_CHECK(copies, outputs)
-            return lambda: time.sleep(verdict_s) or verdict
-
-        result = timing.run_loop(
-            torch.geqrf, xs, copies, timing.Clock(torch.device("cpu")), rules, check=check,
-            shadow_check=lambda c, o: time.sleep(shadow_s),
-        )  # fmt: skip
+        result, _ = _loop_in_order(lambda order, verdict: time.sleep(verdict_s) or verdict, 8, shadow_s)
         assert result.passed, result.message
         return len(result.samples)
 
