@@ -463,12 +463,19 @@ def test_regressions_says_improvements_were_found_but_not_listed(tmp_path):
 @pytest.mark.parametrize("version", [1, 5])  # the first schema; the last before runs.problem (v6)
 def test_a_store_of_an_older_schema_is_upgraded_by_the_first_read_keeping_its_runs(demo_store, tmp_path, capsys,
                                                                                   version):  # fmt: skip
-    """`list`, `leaderboard`, `lineage`, `variants` and `since` on a store an older tracker wrote: each upgrades it
-    first, with one line on stderr, then shows what it shows on the same runs in a current store; the next read
-    upgrades nothing and says nothing."""
+    """`list` (with a family too), `leaderboard`, `lineage`, `variants` and `since` on a store an older tracker
+    wrote: each upgrades it first, with one line on stderr, then shows what it shows on the same runs in a current
+    store; the next read upgrades nothing and says nothing."""
     path, _ = demo_store
-    for command in (["list"], ["leaderboard"], ["lineage"], ["variants"], ["since", "2026-03-01T00:00:00+00:00"]):
-        old = old_store(tmp_path / f"v{version}-{command[0]}.duckdb", version, path)
+    for command in (
+        ["list"],
+        ["list", "--family", "wy"],
+        ["leaderboard"],
+        ["lineage"],
+        ["variants"],
+        ["since", "2026-03-01T00:00:00+00:00"],
+    ):
+        old = old_store(tmp_path / f"v{version}-{'-'.join(command[:3])}.duckdb", version, path)
         assert main([*command, "--json", "--store", str(old)]) == 0
         upgraded = capsys.readouterr()
         assert upgraded.err == f"upgraded store {old} from schema v{version} to v{SCHEMA_VERSION}\n", command
