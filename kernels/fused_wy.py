@@ -57,6 +57,9 @@ Session 45 (H100): rejected, the trailing updates that go to cuBLAS (2x4096's 4.
 SIMT GEMMs in the profile of run e11abefc6b6d) as two TF32 products on operands rounded beforehand: paired screen
 8x2048 +22%, 2x4096 +5.5% (the rounding passes cost more than the tensor cores save; run 64f6c0c7093e holds its
 source; the knob is gone).
+Session 46 (H100): rejected, graphs whose outputs are returned without the clone (_GRAPH_POOL=2, two more graphs a
+shape of 2^24 elements or more, replayed while nothing else holds their outputs): paired screen 60x1024 -1.8%,
+8x2048 +4.2%, 2x4096 +4.3% (the knob is gone; kernels/NOTES.md).
 """
 
 import os  # noqa: E402
@@ -1255,35 +1258,6 @@ def _qr(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 _GRAPH_MAX_ELEMS = 1 << 26
 _GRAPHS: dict = {}
-# Graphs per shape whose outputs are returned as they are, no clone, while nothing else holds them (0: off). The
-# clone of H costs 60x1024 about 150 us a call (H100 profile e11abefc6b6d, with the input's copy 336 us); the caller
-# holds one call's outputs into the next (the harness releases them inside the next repetition), so two alternate.
-_GRAPH_POOL = 0
-_GRAPH_POOL_MIN_ELEMS = 1 << 24  # shapes this large (60x1024, 8x2048, 2x4096): each graph holds its own memory
-
-
-def _uses(t: torch.Tensor) -> int:
-    """References to t's memory: tensors and views of it anywhere, the caller's included (as torch's own CUDA graph
-    trees tell whether a graph's outputs are still alive)."""
-    return torch._C._storage_Use_Count(t.untyped_storage()._cdata)
-
-
-def _capture(x: torch.Tensor) -> tuple:
-    """A graph of _qr(x): (graph, H, tau)."""
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        h, tau = _qr(x)
-    return g, h, tau
-
-
-def _pooled(slot: tuple) -> tuple:
-    """A pool slot: (graph, H, tau, references to H's and tau's memory while only the slot holds them)."""
-    return (*slot, _uses(slot[1]), _uses(slot[2]))
-
-
-def _free_slot(slots: list[tuple]) -> tuple | None:
-    """The first slot whose outputs nothing but the slot holds (their memory may be written again), else None."""
-    return next((s for s in slots if _uses(s[1]) == s[3] and _uses(s[2]) == s[4]), None)
 
 
 def _graphed_qr(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -1294,21 +1268,18 @@ def _graphed_qr(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         _qr(x)  # compiles the Triton kernels and sets cuBLAS up outside the capture
         torch.cuda.synchronize(a.device)
         try:
-            pool = _GRAPH_POOL if a.numel() >= _GRAPH_POOL_MIN_ELEMS else 0
-            ent = (x, _capture(x), [_pooled(_capture(x)) for _ in range(pool)])  # all now: none captured when timed
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                h, tau = _qr(x)
+            ent = (g, x, h, tau)
         except RuntimeError:  # capture refused: run this shape eagerly from now on
             torch.cuda.synchronize(a.device)
             ent = False
         _GRAPHS[key] = ent
     if ent is False:
         return _qr(a)
-    x, cloned, pool = ent
+    g, x, h, tau = ent
     x.copy_(a)
-    slot = _free_slot(pool)
-    if slot is not None:
-        slot[0].replay()
-        return slot[1], slot[2]
-    g, h, tau = cloned
     g.replay()
     return h.clone(), tau.clone()
 
