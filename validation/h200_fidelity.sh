@@ -20,11 +20,13 @@ mkdir -p $R
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > $R/gpu.txt 2>&1
 for target in "$@"; do
   IFS=: read -r kernel cases pair <<< "$target"
-  [ $(left) -lt 60 ] && { echo "no time left for $target"; break; }
+  [ $(left) -lt 90 ] && { echo "no time left for $target"; break; }
   name=$(basename $kernel .py)_c${cases//,/-}${pair:+_$pair}
   # 480 s a run: the folder route's 640x512 case takes up to 200 repetitions of about 0.77 s (its checker awaited
   # first), so cases 3 and 7 together need about 320 s
-  timeout -s TERM $(left) python3 -m tracker fidelity $kernel --problem $PROBLEM --rounds ${ROUNDS:-5} \
+  # stopped 30 s short of the deadline: the export and the archive below must fit (session 46 lost a call's store
+  # with no margin)
+  timeout -s TERM $(( $(left) - 30 )) python3 -m tracker fidelity $kernel --problem $PROBLEM --rounds ${ROUNDS:-5} \
     --cases $cases ${pair:+--resume $pair} --store $S --json --timeout 480 > $R/$name.json 2> $R/$name.err
   echo "$target: rc $?, $(left) s left"
 done
