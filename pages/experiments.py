@@ -111,6 +111,16 @@ if not points.empty:
                  str(points["suite"].iloc[0]), str(points["gpu"].iloc[0]), str(points["problem"].iloc[0]))  # fmt: skip
     frame, spec = cached(charts.progress_chart, chart_key, points, x=x)
     st.vega_lite_chart(frame, spec, key="progress")
+    off = points[charts.off_scale(points)]
+    if len(off):  # named here too: on the chart they are triangles on its top edge, named on hover
+        named = [
+            f"{common.md(v)} ({views.fmt_us(g)} µs)" for v, g in zip(off["variant"], off["geomean_us"], strict=True)
+        ]
+        more = f" and {len(named) - 5:,} more" if len(named) > 5 else ""
+        st.caption(
+            f"▲ on the top edge: {counted(len(off), 'run')} off the scale (over {charts.OFF_SCALE:g}x the median "
+            f"geomean), so the search keeps the axis: {', '.join(named[:5])}{more}."
+        )
     if len(points) < int(points["context_runs"].iloc[0]):
         st.caption(
             f"{int(points['context_runs'].iloc[0]):,} passed runs drawn as {len(points):,} points: every new best, "

@@ -58,7 +58,8 @@ st.caption(
     f"{counted(len(board['table']), 'variant')} · {counted(len(board['cases']), 'case')} · "
     f"{f'{problem} · ' if many and problem != suite else ''}{suite} · {mode} · {gpu}. "  # qr_v2's suite names it
     "A cell is the best mean (µs) on that case of the variant's passed runs (blank: none passed); green is the best "
-    "in its column, red 2x or more slower. Select a cell to open its run. " + rows_shown
+    "in its column, red 2x or more slower. A column is named by its case's shape (batch×n); hover a header for the "
+    "whole case. Select a cell to open its run. " + rows_shown
 )
 # A new CPU run moves the default board to CPU: the others stay one click away, each on its most recent suite
 others = [(g, next(iter(context.choices(contexts, "suite", modes=timed, gpu=g)), None)) for g in gpus if g != gpu]
@@ -69,13 +70,17 @@ if others:
             st.page_link("pages/leaderboard.py", label=f"{other_gpu} · {other_suite}", icon=":material/leaderboard:",
                          query_params={"gpu": other_gpu, "suite": other_suite})  # fmt: skip
 shown = heatmap.leaderboard_frame(table, board["cases"])
+# Short headers, the unit in the caption and in each help: the twelve case columns come first and fit the window.
+headers = heatmap.case_headers(board["cases"])
 event = common.table(
     heatmap.style(shown, ratio, board["cases"]),
     column_config={
         "variant": st.column_config.TextColumn("variant", pinned=True),
-        "geomean (µs)": st.column_config.NumberColumn("geomean (µs)", pinned=True),
+        "geomean (µs)": st.column_config.NumberColumn(
+            "geomean", pinned=True, help="Geomean (µs) of the variant's best passed run"
+        ),
         "run": st.column_config.LinkColumn("best run", display_text=r"run\?id=(.*)"),
-        **{c: st.column_config.NumberColumn(f"{c} (µs)") for c in board["cases"]},
+        **{c: st.column_config.NumberColumn(headers[c], help=f"{c}: best mean (µs)") for c in board["cases"]},
     },
     on_select="rerun",
     selection_mode="single-cell",

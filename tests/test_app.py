@@ -1146,6 +1146,35 @@ def test_the_leaderboard_on_a_new_cpu_run_links_the_other_boards(demo_store):
     assert links.get(f"{H200} · qr_v2", "").startswith("leaderboard"), links
 
 
+def test_the_leaderboard_names_its_case_columns_by_shape(demo_store):
+    """At 1440 px only five of the twelve case columns were visible, headers as "640x512 c2 dense (µs)" and cells to
+    0.1 µs: a column is named by its case's shape now (its kind where shapes repeat), the whole case in its help, and
+    cells in whole µs from 100 µs on."""
+    from pages.ui import heatmap
+
+    at = open_url("pages/leaderboard.py", gpu=H200, suite="qr_v2")
+    (board, *_) = at.dataframe
+    config = json.loads(board.proto.columns)
+    columns = list(board.value.columns)
+    cases = columns[columns.index("geomean (µs)") + 1 : columns.index("run")]
+    assert len(cases) == 12
+    headers = {c: config[c]["label"] for c in cases}
+    assert headers == heatmap.case_headers(cases)
+    assert headers["640x512 c2 dense"] == "640×512" and headers["640x512 c2 mixed"] == "640×512 mixed"
+    assert headers["20x32 c1 dense"] == "20×32" and len(set(headers.values())) == 12
+    assert all(len(h) <= len("640×512 clustered") for h in headers.values())  # "(µs)" in the caption, not the header
+    assert all(config[c]["help"].startswith(f"{c}:") for c in cases)
+    assert config["geomean (µs)"]["label"] == "geomean" and config["variant"]["pinned"]
+    assert "hover a header for the whole case" in texts(at.caption)
+    # labels that do not start with a shape keep their whole name; shapes told apart only by their condition too
+    assert heatmap.case_headers(["size=1024", "size=4096"]) == {"size=1024": "size=1024", "size=4096": "size=4096"}
+    assert heatmap.case_headers(["8x64 c1 dense", "8x64 c2 dense"]) == {"8x64 c1 dense": "8x64 c1 dense",
+                                                                         "8x64 c2 dense": "8x64 c2 dense"}  # fmt: skip
+    frame = pd.DataFrame({"geomean (µs)": [2723.4], "640x512 c2 dense": [6407.6], "20x32 c1 dense": [23.34]})
+    styled = heatmap.style(frame, frame / frame, ["640x512 c2 dense", "20x32 c1 dense"]).to_html()
+    assert "6,408" in styled and "2,723" in styled and "23.3" in styled and "6,407.6" not in styled
+
+
 def test_same_url_parameters_on_every_page(demo_store):
     """`family`, `gpu` and `suite` mean the same on every page that has them (`lineage?family=` included)."""
     at = open_page("pages/experiments.py", family="wy")  # the home page: its first run
@@ -1458,6 +1487,33 @@ def test_progress_chart_fits_its_axis_to_a_narrow_range():
     # Two runs of a family sat on the plot's left and right edges, each dot cut in half: the x axis has room
     for x in charts_mod.PROGRESS_X:
         assert charts_mod.progress_chart(points, x)[1]["layer"][0]["encoding"]["x"]["scale"]["padding"] >= 8
+
+
+def test_progress_chart_keeps_a_far_outlier_off_the_searchs_axis():
+    """The shipped trust-tf32 run (116,356 µs) put the search (2,723-4,272 µs) into the bottom fifth of the log
+    axis. The axis spans the search; a run over OFF_SCALE times the median is a triangle on its top edge (clamped),
+    its value kept for the hover; the best-so-far line is as before, from that run down."""
+    ys = [116_356.4, 4272.0, 4100.0, 3900.0, 3500.0, 3100.0, 2900.0, 2723.4]
+    points = pd.DataFrame({
+        "started_at": pd.date_range("2026-12-01", periods=len(ys), freq="h"), "run_order": range(1, len(ys) + 1),
+        "geomean_us": ys, "family": ["trust-tf32"] + ["qr-fused"] * (len(ys) - 1),
+        "variant": [f"v{k}" for k in range(len(ys))], "run_id": [f"r{k}" for k in range(len(ys))],
+        "suite": "qr_v2", "gpu": H200,
+    })  # fmt: skip
+    assert charts_mod.off_scale(points).tolist() == [True] + [False] * (len(ys) - 1)
+    frame, spec = charts_mod.progress_chart(points)
+    runs, best = spec["layer"]
+    y = runs["encoding"]["y"]
+    lo, hi = y["scale"]["domain"]
+    assert y["scale"]["type"] == "log" and y["scale"]["clamp"] is True and best["encoding"]["y"] == y
+    assert lo <= 2723.4 and 4272.0 <= hi < 5000 and "off the scale" in y["title"]  # the search fills the axis
+    assert f"datum.y > {hi!r}" == runs["encoding"]["shape"]["condition"]["test"]
+    assert _layer(frame, "run")["y"].max() == 116_356.4  # hover reads the run's own geomean
+    line = _layer(frame, "best")
+    assert line["y"].tolist() == [116_356.4, 4272.0, 4100.0, 3900.0, 3500.0, 3100.0, 2900.0, 2723.4]
+    # a search without a far outlier keeps its axis as it was: no clamp, no triangles named
+    frame, spec = charts_mod.progress_chart(points.iloc[1:])
+    assert "clamp" not in spec["layer"][0]["encoding"]["y"]["scale"] and not charts_mod.off_scale(points.iloc[1:]).any()
 
 
 def test_speedup_axis_fits_small_factors(demo_store):

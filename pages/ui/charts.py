@@ -94,10 +94,24 @@ def _vega_time(t: pd.Timestamp) -> dict[str, Any]:
             "seconds": t.second, "milliseconds": t.microsecond // 1000}  # fmt: skip
 
 
+# A run this many times slower than the median run of the chart is off its scale: one run near 100,000 µs (the
+# shipped trust-tf32) squeezed a search of 2,700-4,300 µs into the bottom fifth of the log axis.
+OFF_SCALE = 10.0
+
+
+def off_scale(points: pd.DataFrame) -> pd.Series:
+    """Which of the progress chart's runs are off its scale (more than OFF_SCALE times the median geomean): drawn at
+    the top edge, not on the axis."""
+    ys = points["geomean_us"].astype(float)
+    return ys > OFF_SCALE * ys.median() if not ys.empty else ys.astype(bool)
+
+
 def progress_chart(points: pd.DataFrame, x: str = "run order") -> Chart:
     """The progress chart as Vega-Lite (st.vega_lite_chart(frame, spec)): every passed run a point coloured by
     family, named on hover (click a family in the legend to pick it out); the best-so-far geomean per context as a
-    step line; log y with readable ticks. x: "run order" (the n-th passed run of its context) or "time" (started)."""
+    step line; log y with readable ticks over the search's range: a run off the scale (off_scale) is a triangle on
+    the top edge, its value on hover, and the best-so-far line runs along that edge until it comes in. x: "run
+    order" (the n-th passed run of its context) or "time" (started)."""
     col = "started_at" if x == "time" else "run_order"
     best = best_so_far(points)
     started = pd.to_datetime(points["started_at"])
@@ -116,13 +130,18 @@ def progress_chart(points: pd.DataFrame, x: str = "run order") -> Chart:
         ],
         ignore_index=True,
     )  # fmt: skip
-    ys = points["geomean_us"] if not points.empty else pd.Series([1.0])
+    off = off_scale(points)
+    ys = points.loc[~off, "geomean_us"] if not points.empty else pd.Series([1.0])
     ticks = log_ticks(ys.min(), ys.max(), widen=True)
     y_scale: dict[str, Any] = {"type": "log", "domain": _log_span(ys, 1.05)}
     if "range" in ticks:
         y_scale |= {"domain": [10 ** ticks["range"][0], 10 ** ticks["range"][1]], "nice": False}
-    y = {"field": "y", "type": "quantitative", "scale": y_scale, "title": "geomean (µs, log)",
+    if off.any():  # drawn on the domain's edge (clamped), not beyond the plot
+        y_scale |= {"clamp": True}
+    title = "geomean (µs, log" + ("; ▲ off the scale above)" if off.any() else ")")
+    y = {"field": "y", "type": "quantitative", "scale": y_scale, "title": title,
          "axis": {"format": ",~r"} | ({"values": ticks["tickvals"]} if ticks else {})}  # fmt: skip
+    top = float(y_scale["domain"][1])
     # pixels beside the first and the last run: a dot on the plot's edge was cut in half (two runs: both)
     pad = 12
     if x == "time":  # explicit x domains too (_log_span says why)
@@ -148,9 +167,11 @@ def progress_chart(points: pd.DataFrame, x: str = "run order") -> Chart:
             {
                 "transform": [{"filter": "datum.layer === 'run'"}],
                 "params": [{"name": "picked", "select": {"type": "point", "fields": ["family"]}, "bind": "legend"}],
-                "mark": {"type": "circle", "size": 45},
+                "mark": {"type": "point", "filled": True, "size": 45},
                 "encoding": {
                     "x": x_enc, "y": y,
+                    "shape": {"condition": {"test": f"datum.y > {top!r}", "value": "triangle-up"}, "value": "circle"},
+                    "size": {"condition": {"test": f"datum.y > {top!r}", "value": 130}, "value": 45},
                     "color": {"field": "family", "type": "nominal", "scale": {"domain": families, "range": COLOURS},
                               "legend": {"title": "family (click to pick)"}},
                     "opacity": {"condition": {"param": "picked", "value": 0.7}, "value": 0.06},

@@ -4,8 +4,12 @@ matplotlib)."""
 from __future__ import annotations
 
 import math
+import re
+from collections import Counter
 
 import pandas as pd
+
+from pages.ui.tables import fmt_us
 
 
 def leaderboard_frame(table: pd.DataFrame, cases: list[str]) -> pd.DataFrame:
@@ -22,6 +26,33 @@ def leaderboard_frame(table: pd.DataFrame, cases: list[str]) -> pd.DataFrame:
     return out
 
 
+SHAPE = re.compile(r"(\d+)x(\d+)")  # a case label's first word, "640x512": batch x n
+
+
+def case_headers(cases: list[str]) -> dict[str, str]:
+    """Short column headers for the board's cases, so that its case columns fit a window (a whole label as
+    "640x512 c2 dense (µs)" made only five of twelve visible at 1440 px): the case's shape, "640×512", and where
+    several cases share a shape, its kind too (the label's last word, "640×512 mixed"), except the commonest kind
+    (qr_v2's "dense"). A label that does not start with a shape (a problem folder's "size=1024"), or one whose short
+    header would still be another's, keeps its whole label. The page puts the whole label in the column's help."""
+    words = {c: str(c).split() for c in cases}
+    shapes = {c: SHAPE.sub(r"\1×\2", w[0]) if w and SHAPE.fullmatch(w[0]) else None for c, w in words.items()}
+    sharing = Counter(shapes.values())
+    kinds = Counter(w[-1] for w in words.values() if len(w) > 1)
+    commonest = kinds.most_common(1)[0][0] if kinds else None
+    short = {}
+    for c, shape in shapes.items():
+        kind = words[c][-1] if len(words[c]) > 1 else None
+        if shape is None:
+            short[c] = str(c)
+        elif sharing[shape] == 1 or kind in (None, commonest):
+            short[c] = shape
+        else:
+            short[c] = f"{shape} {kind}"
+    taken = Counter(short.values())
+    return {c: h if taken[h] == 1 else str(c) for c, h in short.items()}
+
+
 def colour(ratio: float) -> str:
     """Green at the column's best, through yellow at 1.5x, to red at 2x and beyond."""
     if ratio is None or (isinstance(ratio, float) and math.isnan(ratio)):
@@ -36,6 +67,7 @@ def style(shown: pd.DataFrame, ratio: pd.DataFrame, cases: list[str]):
     css = pd.DataFrame("", index=shown.index, columns=shown.columns)
     for case in cases:
         css[case] = [colour(r) for r in ratio[case].to_numpy()]
-    # The Styler's text is what the table shows: one decimal, and a blank where a variant has no passed result.
-    numbers = {c: "{:,.1f}" for c in ("geomean (µs)", *cases)}
+    # The Styler's text is what the table shows: whole µs from 100 µs on (fmt_us, as the other pages), so a column
+    # is as narrow as its header; a blank where a variant has no passed result.
+    numbers = {c: fmt_us for c in ("geomean (µs)", *cases)}
     return shown.style.apply(lambda _: css, axis=None).format(numbers, na_rep="")
