@@ -49,8 +49,8 @@ Session 43 (H200): knob _FUSED_PREC="tf32x2" (two TF32 products on the trailing 
 fused_wy_x2, run 91f17483358c, 2,727 us, its 22 tests passed under seeds 1234 and 98765; 640x512 6,138 / 6,062 /
 6,071 against this file's 6,684 / 6,488 / timed out and 60x1024 4,766 against 5,064 in the next runs on the same
 card (66fdc4fc242e); now the default. Rejected in the paired screen (kernels/NOTES.md): intra-panel updates in
-programs of 16 or 32 columns (640x512 +4%; the knob is gone), left-looking leaves (_LEFT_LOOK: +42% / +52%), the
-few-matrix trailing updates on the Triton split route (8x2048 +6%, 2x4096 +7%).
+programs of 16 or 32 columns (640x512 +4%; the knob is gone), left-looking leaves (_LEFT_LOOK: +42% / +52%; the
+knob is gone since session 46), the few-matrix trailing updates on the Triton split route (8x2048 +6%, 2x4096 +7%).
 Session 44 (H100): rejected in the paired screen, 16-wide cooperative leaves (_COOP_NB=16: 8x2048 +1.8%) and
 narrower outer panels (_NBO_HUGE=128: 2x4096 +4.2%; _NBO_BIG=64: 8x2048 +5.9%).
 Session 45 (H100): rejected, the trailing updates that go to cuBLAS (2x4096's 4.5 ms and 8x2048's 2.7 ms of float32
@@ -100,47 +100,13 @@ if _HAVE_TRITON:
         return beta, tau, 1.0 / tl.where(zero, 1.0, alpha - beta)
 
     @triton.jit
-    def _left_leaf(
-        xb, x_sr, db, d_sr, vb, v_sr, tb, t_sr, lc, m, w,
-        NB: tl.constexpr, BW: tl.constexpr, CH: tl.constexpr, STAGES: tl.constexpr,
-    ):  # fmt: skip
-        """P = X - V_l (T_l^T (V_l^T X)) into dst for the leaf of the panel at column lc (NB wide): X the tile's
-        columns (m rows from the panel's top), V_l = V[:, lc:lc+NB], T_l its diagonal block; CH-row chunks,
-        tf32x3 products; a barrier after, so the program reads what its threads wrote."""
-        ch = tl.arange(0, CH)
-        kk = tl.arange(0, NB)
-        cols = tl.arange(0, BW)
-        wl = tl.zeros([NB, BW], dtype=tl.float32)
-        for r in tl.range(0, m, CH, num_stages=STAGES):
-            rm = (r + ch) < m
-            vc = tl.load(vb + lc + (r + ch)[:, None] * v_sr + kk[None, :], mask=rm[:, None], other=0.0)
-            xc = tl.load(xb + (r + ch)[:, None] * x_sr + cols[None, :], mask=rm[:, None] & (cols < w)[None, :],
-                         other=0.0)  # fmt: skip
-            wl = tl.dot(tl.trans(vc), xc, wl, input_precision="tf32x3")
-        tlf = tl.load(tb + (lc + kk)[:, None] * t_sr + (lc + kk)[None, :])
-        w2 = tl.dot(tl.trans(tlf), wl, input_precision="tf32x3")
-        for r in tl.range(0, m, CH, num_stages=STAGES):
-            rm = (r + ch) < m
-            cm = rm[:, None] & (cols < w)[None, :]
-            vc = tl.load(vb + lc + (r + ch)[:, None] * v_sr + kk[None, :], mask=rm[:, None], other=0.0)
-            xc = tl.load(xb + (r + ch)[:, None] * x_sr + cols[None, :], mask=cm, other=0.0)
-            tl.store(db + (r + ch)[:, None] * d_sr + cols[None, :], xc - tl.dot(vc, w2, input_precision="tf32x3"),
-                     mask=cm)  # fmt: skip
-        tl.debug_barrier()
-
-    @triton.jit
     def _tile_qr_kernel(
         src, dst, tau_ptr, v_ptr, t_ptr, vt_ptr, held_ptr, m, w, kmax,
-        s_sb, s_sr, d_sb, d_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, vt_sb, vt_sk, r0,
+        s_sb, s_sr, d_sb, d_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, vt_sb, vt_sk,
         BM: tl.constexpr, BW: tl.constexpr, WRITE_VT: tl.constexpr, WRITE_VTT: tl.constexpr, LEAN: tl.constexpr,
-        SKIP_HELD: tl.constexpr, LEFT: tl.constexpr = 0, LCH: tl.constexpr = 16, LSTAGES: tl.constexpr = 2,
+        SKIP_HELD: tl.constexpr,
     ):  # fmt: skip
-        """SKIP_HELD: matrices whose flag in held_ptr is set were factored by the CholeskyQR2 leaf; not again.
-        LEFT (the leaf width of the panel, 0: off): the tile is the leaf's columns from the top of its outer panel,
-        the leaf's diagonal at row r0 (its first column in the panel); the panel's r0 / LEFT earlier leaves are
-        applied to it first (their V in the columns of V left of this leaf's, their T's on the diagonal left of
-        this leaf's T; tf32x3 products, by _left_leaf in LCH-row chunks with LSTAGES pipeline stages), then rows
-        r0.. are factored; V and V^T are written from the panel's top."""
+        """SKIP_HELD: matrices whose flag in held_ptr is set were factored by the CholeskyQR2 leaf; not again."""
         pid = tl.program_id(0).to(tl.int64)
         if SKIP_HELD:  # noqa: SIM102 (a constexpr: no load at all when off)
             if tl.load(held_ptr + pid) != 0:
@@ -148,37 +114,24 @@ if _HAVE_TRITON:
         rows = tl.arange(0, BM)
         cols = tl.arange(0, BW)
         msk = (rows[:, None] < m) & (cols[None, :] < w)
-        if LEFT:
-            # Q_l^T P = P - V_l (T_l^T (V_l^T P)), leaf by leaf in order, through dst in row chunks (the whole tile
-            # and V_l in registers at once spilled: ptxas, sm_90a, 512x16 at 8 warps); the first from src
-            vb, tb = v_ptr + pid * v_sb - r0, t_ptr + pid * t_sb - r0 * (t_sr + 1)  # the panel's V and T
-            sb, db = src + pid * s_sb, dst + pid * d_sb
-            for lc in range(0, r0, LEFT):  # one call site: two inlined copies took 57 more registers
-                first = lc == 0
-                _left_leaf(tl.where(first, sb, db), tl.where(first, s_sr, d_sr), db, d_sr, vb, v_sr, tb, t_sr, lc, m, w,
-                           LEFT, BW, LCH, LSTAGES)  # fmt: skip
-            p = tl.load(dst + pid * d_sb + rows[:, None] * d_sr + cols[None, :], mask=msk, other=0.0)
-            top = r0
-        else:
-            p = tl.load(src + pid * s_sb + rows[:, None] * s_sr + cols[None, :], mask=msk, other=0.0)
-            top = 0
+        p = tl.load(src + pid * s_sb + rows[:, None] * s_sr + cols[None, :], mask=msk, other=0.0)
         taus = tl.zeros([BW], dtype=tl.float32)
         tmat = tl.zeros([BW, BW], dtype=tl.float32)
         for j in range(0, kmax):
             colj = cols[None, :] == j
             x = tl.sum(tl.where(colj, p, 0.0), axis=1)
-            below = rows > top + j
+            below = rows > j
             xb = tl.where(below, x, 0.0)
-            alpha, xn2 = tl.reduce((tl.where(rows == top + j, x, 0.0), xb * xb), 0, _add2)
+            alpha, xn2 = tl.reduce((tl.where(rows == j, x, 0.0), xb * xb), 0, _add2)
             beta, tau, inv = _reflector(alpha, xn2)
-            v = tl.where(below, xb * inv, tl.where(rows == top + j, 1.0, 0.0))
+            v = tl.where(below, xb * inv, tl.where(rows == j, 1.0, 0.0))
             # z[c] = v^T P[:, c]: the update coefficients for c > j and V_prev^T v for c < j
             z = tl.sum(v[:, None] * p, axis=0)
             if LEAN:  # the column mask and tau on the [BW] vector, one FMA per tile element
                 p = p - v[:, None] * tl.where(cols > j, tau * z, 0.0)[None, :]
             else:
                 p = p - tl.where(cols[None, :] > j, (tau * v)[:, None] * z[None, :], 0.0)
-            newcol = tl.where(rows == top + j, beta, tl.where(below, v, x))
+            newcol = tl.where(rows == j, beta, tl.where(below, v, x))
             p = tl.where(colj, newcol[:, None], p)
             taus = tl.where(cols == j, tau, taus)
             if WRITE_VT:
@@ -189,7 +142,7 @@ if _HAVE_TRITON:
         tl.store(dst + pid * d_sb + rows[:, None] * d_sr + cols[None, :], p, mask=msk)
         tl.store(tau_ptr + pid * tau_sb + cols, taus, mask=cols < kmax)
         if WRITE_VT:
-            diag = cols[None, :] + top
+            diag = cols[None, :]
             vv = tl.where(rows[:, None] > diag, p, tl.where(rows[:, None] == diag, 1.0, 0.0))
             tl.store(v_ptr + pid * v_sb + rows[:, None] * v_sr + cols[None, :], vv, mask=msk)
             if WRITE_VTT:  # V^T (w, m) too, for the K-major phase 1 of the fused update (no torch transpose)
@@ -331,7 +284,7 @@ def _small_args(a, h, tau):
     """The whole-matrix launch's integer arguments, its constexprs (in the kernel's order) and its warps."""
     b, m, n = a.shape
     bm, bw = triton.next_power_of_2(m), triton.next_power_of_2(n)
-    ints = (m, n, n, a.stride(0), a.stride(1), h.stride(0), h.stride(1), tau.stride(0), 0, 0, 0, 0, 0, 0, 0)
+    ints = (m, n, n, a.stride(0), a.stride(1), h.stride(0), h.stride(1), tau.stride(0), 0, 0, 0, 0, 0, 0)
     meta = dict(BM=bm, BW=bw, WRITE_VT=False, WRITE_VTT=False, LEAN=_LEAN, SKIP_HELD=False)
     return ints, meta, _SMALL_WARPS or _warps(bm * bw)
 
@@ -388,22 +341,18 @@ def _runner(kernel, compiled, grid, nargs: int, meta: dict):
     return compiled[(*grid, 1, 1)[:3]], tuple(meta.get(q.name, q.default) for q in kernel.params[nargs:])
 
 
-def _leaf(p, tau, v, t, vt=None, src=None, held=None, left=(0, 0)):
+def _leaf(p, tau, v, t, vt=None, src=None, held=None):
     """Factor leaf panel view p (b, m, w) in place (from src, if given: same shape, unit column stride); write
     tau (b, w), V view (b, m, w), T view (b, w, w) and, if given, V^T view vt (b, w, m) with unit stride along m.
-    held: int32 flags (b,) of matrices already factored (by _cholqr_leaf), left alone. left = (r0, nb): p, v and
-    vt start at the top of the outer panel, the leaf's diagonal at row r0, and the panel's earlier leaves (nb wide,
-    their V in the columns of v's tensor left of v, their T's on the diagonal left of t) are applied first."""
+    held: int32 flags (b,) of matrices already factored (by _cholqr_leaf), left alone."""
     b, m, w = p.shape
-    r0, nb = left
     bm, bw = triton.next_power_of_2(m), triton.next_power_of_2(w)
     vts = (0, 0) if vt is None else (vt.stride(0), vt.stride(1))
     s = p if src is None else src
     _tile_qr_kernel[(b,)](
-        s, p, tau, v, t, v if vt is None else vt, tau if held is None else held, m, w, min(m - r0, w), s.stride(0),
+        s, p, tau, v, t, v if vt is None else vt, tau if held is None else held, m, w, min(m, w), s.stride(0),
         s.stride(1), p.stride(0), p.stride(1), tau.stride(0), v.stride(0), v.stride(1), t.stride(0), t.stride(1),
-        *vts, r0, BM=bm, BW=bw, WRITE_VT=True, WRITE_VTT=vt is not None, LEAN=_LEAN, SKIP_HELD=held is not None,
-        LEFT=nb if r0 else 0, LCH=_LEFT_CHUNK, LSTAGES=_LEFT_STAGES,
+        *vts, BM=bm, BW=bw, WRITE_VT=True, WRITE_VTT=vt is not None, LEAN=_LEAN, SKIP_HELD=held is not None,
         num_warps=_warps(bm * bw, _EPT_MANY, _MIN_WARPS_MANY) if b >= _MANY else _warps(bm * bw),
     )  # fmt: skip
 
@@ -1079,36 +1028,13 @@ def _t_merge_(vo: torch.Tensor, tl_: torch.Tensor, nb: int) -> torch.Tensor:
     return tl_
 
 
-# Left-looking leaves: each Householder tile leaf applies its outer panel's earlier leaves to its own columns (in the
-# kernel, tensor-core tf32x3) instead of each leaf updating the rest of the panel by a fused launch. Nsight Compute on
-# the H100 (run aa4022aa2ea8) has those intra-panel launches at 15-17% of 640x512 and 60x1024, each one program a
-# matrix; here they go, and the panel's columns are read and written once more per leaf by a kernel already running.
-_LEFT_LOOK = False
-# Rows per chunk of the earlier leaves' application and its pipeline stages. ptxas (sm_90a, triton 3.7) for the
-# 512x16 leaf at 8 warps: 16 rows / 2 stages 128 registers (the plain leaf 117: two programs an SM either way); 32 / 2
-# 173; 64 / 1 175; 64 / 3 with two call sites 238
-_LEFT_CHUNK = 16
-_LEFT_STAGES = 2
-
-
-def _left_looks(plan, chol: bool, nb: int, wo: int) -> bool:
-    """Whether this outer panel's leaves go left-looking: the Householder tile leaf (not the cooperative or the
-    CholeskyQR2 one), and every leaf at least 16 columns wide (the kernel's tensor-core products need 16)."""
-    return _LEFT_LOOK and plan is None and not chol and nb >= 16 and (wo % nb == 0 or wo % nb >= 16)
-
-
 def _reads_src(a: torch.Tensor, src: torch.Tensor, vo: torch.Tensor, tleaf: torch.Tensor, nb: int) -> bool:
     """Whether the first outer panel's kernels that read the input (its first leaf, that leaf's update of the
     panel and the trailing update) take the routes with a source pointer: the plain leaf (the caller checks) and
     the fused update with V^T; the others work in place only."""
     wo, n = vo.shape[2], a.shape[2]
     w = min(nb, wo)
-    # left-looking leaves read their columns from src themselves
-    intra = (
-        w == wo
-        or _left_looks(None, _cholqr_takes(a.shape[1]), nb, wo)
-        or _use_fused(a[:, :, w:wo], vo[:, :, :w], tleaf[:, :w, :w])
-    )
+    intra = w == wo or _use_fused(a[:, :, w:wo], vo[:, :, :w], tleaf[:, :w, :w])
     trailing = wo == n or (_FUSED_VT and _use_fused(a[:, :, wo:], vo, tleaf))
     return intra and trailing and src.shape == a.shape and src.stride(2) == 1
 
@@ -1146,16 +1072,8 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int, src: torch.Tensor | None = None) ->
         if src is not None and k0 == 0 and not (plan is None and vt is not None and _reads_src(a, src, vo, tleaf, nb)):
             a.copy_(src)  # a route of this panel works in place: factor a copy, as without src
             src = None
-        left = _left_looks(plan, chol, nb, wo)
         for c0 in range(0, wo, nb):
             w = min(nb, wo - c0)
-            if left and c0 > 0:  # the leaf from the panel's top, its earlier leaves applied in the kernel
-                _leaf(
-                    a[:, k0:, k0 + c0 : k0 + c0 + w], tau[:, k0 + c0 : k0 + c0 + w], vo[:, :, c0 : c0 + w],
-                    tleaf[:, c0 : c0 + w, c0 : c0 + w], None if vt is None else vt[:, c0 : c0 + w, :],
-                    src[:, :, c0 : c0 + w] if src is not None and k0 == 0 else None, left=(c0, nb),
-                )  # fmt: skip
-                continue
             args = (
                 a[:, k0 + c0 :, k0 + c0 : k0 + c0 + w], tau[:, k0 + c0 : k0 + c0 + w],
                 vo[:, c0:, c0 : c0 + w], tleaf[:, c0 : c0 + w, c0 : c0 + w],
@@ -1170,7 +1088,7 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int, src: torch.Tensor | None = None) ->
                 _coop_leaf(*args, *plan_c, held=held)
             else:
                 _leaf(*args, vt_c, src_c, held=held)
-            if c0 + w < wo and not left:
+            if c0 + w < wo:
                 a2 = a[:, k0 + c0 :, k0 + c0 + w : k0 + wo]
                 vb, tb = vo[:, c0:, c0 : c0 + w], tleaf[:, c0 : c0 + w, c0 : c0 + w]
                 if vt is not None and _use_fused(a2, vb, tb):

@@ -5,7 +5,10 @@
 #   bash validation/h200_pairs.sh COMMIT SECONDS aa        A/A: kernels/graphed.py against itself, all 12 benchmark
 #                                                         cases, --rounds ${AA_ROUNDS:-2} (60 to 135 s a run, planned
 #                                                         at ${AA_RUN_S:-130}: a 2-round session needs a
-#                                                         call of about 585 s)
+#                                                         call of about 585 s; on an H100 a session took
+#                                                         over 540 s in session 46: H200s only, needs_h200)
+#                                                         AA_RESUME=PAIR_ID first adds one round to a session
+#                                                         that a deadline cut (tables.md names it)
 #   bash validation/h200_pairs.sh COMMIT SECONDS planted   graphed.py against validation/planted_regression.py
 #                                                         (+${PLANT_PCT:-2}% on 40x352), cases 1,2 (40x176 the
 #                                                         unplanted control), --rounds ${PLANTED_ROUNDS:-4}
@@ -18,10 +21,18 @@
 PHASE=${3:?aa, planted or aa,planted}
 S=/tmp/pairs.duckdb R=/tmp/pairs
 mkdir -p $R
+[ -f artifacts/pairs.duckdb ] && [ ! -f $S ] && cp artifacts/pairs.duckdb $S
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > $R/gpu.txt 2>&1
 aa() {
   # a run's seconds as planned (session 31: three runs took 420 s; sessions 29-30: 300-410 s a 2-round session)
   local rounds=${AA_ROUNDS:-2} run_s=${AA_RUN_S:-130} i=0
+  # AA_RESUME=PAIR_ID: first the round that a deadline cut from that session (its store still in /tmp on a warm
+  # machine, or carried as artifacts/pairs.duckdb)
+  if [ -n "${AA_RESUME:-}" ]; then
+    timeout -s TERM $(( $(left) - 20 )) python3 -m tracker ab kernels/graphed.py kernels/graphed.py --rounds 1 \
+      --resume $AA_RESUME --store $S --json --timeout 300 > $R/aa-0.json 2> $R/aa-0.err
+    echo "A/A session $AA_RESUME resumed (rc $?), $(left) s left"
+  fi
   while [ $(left) -gt $(( rounds * 2 * run_s + 20 )) ]; do
     i=$((i + 1))
     # stopped short of the deadline, so that the export and the archive below always happen (session 31 lost one)
@@ -61,3 +72,4 @@ python3 -m tracker export --store $S --out $R/export $(python3 -m tracker list -
   python3 -c "import json,sys;print(' '.join(r['run_id'] for r in json.load(sys.stdin)))") > /dev/null 2>&1
 python3 validation/pairs_table.py $R | tee $R/tables.md
 tar czf $OUT/pairs-${PHASE//,/-}.tgz -C /tmp pairs
+cp $S $OUT/pairs.duckdb  # carried as artifacts/pairs.duckdb, a later call resumes a cut session
