@@ -91,11 +91,12 @@ if not points.empty:
     counts = points.assign(ctx=ctx).groupby("ctx", sort=False)["context_runs"].first()  # runs, not points drawn
     counts = counts.sort_values(ascending=False, kind="stable")
     # first: the context the other pages open on (that of the latest whole passed run), so a user's own new runs
-    # are the first chart, not the context with the most runs
+    # are the first chart, not the context with the most runs; from its second run on: one run is one point, not
+    # a search (a fresh clone's newest is a single H100 run beside the H200 search)
     opened = context.default_context(common.read(Store.run_contexts), gpu=gpu)
     first = ctx[(points["suite"] == opened["suite"]) & (points["gpu"].fillna("?") == (opened["gpu"] or "?"))
                 & (points["problem"].fillna(DEFAULT_WORKLOAD) == opened["problem"])]  # fmt: skip
-    if len(first):
+    if len(first) and counts[first.iloc[0]] >= 2:
         counts = counts[[first.iloc[0], *(c for c in counts.index if c != first.iloc[0])]]
     if len(counts) > 1:  # geomeans of different problems, suites or GPUs do not share an axis
         chosen = st.selectbox(

@@ -125,8 +125,10 @@ def test_experiments_progress_chart_spec(demo_store):
     runs, best = spec["layer"]
     assert runs["encoding"]["y"]["scale"]["type"] == "log" and best["encoding"]["y"]["scale"]["type"] == "log"
     # one context per chart (geomeans of different suites or GPUs do not share an axis): first the one the other
-    # pages open on, that of the latest whole passed run (the demo's newest is its CPU smoke run), then the busiest
-    assert at.selectbox(key="chart_ctx").value == "smoke · CPU"
+    # pages open on, that of the latest whole passed run, where it has two runs to draw; the demo's newest is its
+    # one CPU smoke run, so the busiest comes first (the e2e test sees the CPU context first after a second run)
+    assert at.selectbox(key="chart_ctx").value == "qr_v2 · NVIDIA H200"
+    assert at.selectbox(key="chart_ctx").options[1] == "smoke · CPU (1 run)"
     at.selectbox(key="chart_ctx").select("qr_v2 · NVIDIA H200").run()
     ((spec, frame),) = vega_charts(at)
     runs, best = spec["layer"]
