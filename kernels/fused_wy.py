@@ -797,6 +797,9 @@ def _coop_leaf(p, tau, v, t, nprog, bm, held=None):
 
 _CHOLQR = False  # off: 7-11% slower on 2x4096 and 8x2048 in session 35; its leaner passes next (scripts/fused-s35.txt)
 _CHOLQR_MIN_ROWS = 1024  # outer panels at least this tall take it (with leaves _CHOLQR_NB wide)
+# ... in batches at least this large: the batch-rich shapes (640x512: 16 Householder steps a leaf, 3 waves of 640
+# programs; 60x1024) apart from the few-matrix ones where it lost
+_CHOLQR_MIN_BATCH = 1
 _CHOLQR_NB = 32  # 16 or 32 (its tl.dot tiles); a narrower last leaf takes the Householder leaf
 _CHOLQR_BM = 128  # rows per program of its row-block kernels
 _CHOLQR_WARPS = 4  # of its two one-program-per-matrix kernels (chains of reductions over a K x K tile)
@@ -966,9 +969,9 @@ if _HAVE_TRITON:
             tl.store(vt_ptr + b * vt_sb + cols[None, :] * vt_sk + rows[:, None], y, mask=live)
 
 
-def _cholqr_takes(mo: int) -> bool:
-    """Whether an outer panel of mo rows takes the CholeskyQR2 leaf."""
-    return _CHOLQR and mo >= _CHOLQR_MIN_ROWS
+def _cholqr_takes(mo: int, b: int) -> bool:
+    """Whether an outer panel of mo rows of a batch of b matrices takes the CholeskyQR2 leaf."""
+    return _CHOLQR and mo >= _CHOLQR_MIN_ROWS and b >= _CHOLQR_MIN_BATCH
 
 
 def _cholqr_leaf(p, tau, v, t, vt=None, src=None, bm=None, prec=None, warps=None) -> torch.Tensor:
@@ -1056,7 +1059,7 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int, src: torch.Tensor | None = None) ->
         wo = min(nbo, n - k0)
         mo = m - k0
         plan = _coop_plan(a, mo)
-        chol = _cholqr_takes(mo)
+        chol = _cholqr_takes(mo, b)
         nb = _CHOLQR_NB if chol else _COOP_NB if plan is not None else _leaf_width(mo, b)
         # V^T only where a fused update will read it (the widest one: the trailing matrix, else the intra-panel one)
         want_vt = _LEAF_VT and gpu and plan is None and _fused_pays(b, max(n - k0 - wo, wo - nb))

@@ -191,7 +191,7 @@ def test_fused_wy_cholqr_leaf_is_the_householder_leaf_and_falls_back_per_matrix(
     Householder leaf writes (H, tau, V, T) to rounding; where it does not (two equal columns), it leaves that
     matrix alone and the Householder leaf, told which ones held, factors exactly the others. Through
     custom_kernel (leaves also from the input and with V^T): the gates hold, a rank-deficient input's last panel
-    falls back, and the input stays as it was."""
+    falls back, the input stays as it was, and a batch under _CHOLQR_MIN_BATCH keeps the Householder leaves."""
     load_variant(os.path.join(ROOT, "kernels", "fused_wy.py"))
     mod = sys.modules["submission"]
     torch.manual_seed(0)
@@ -214,7 +214,7 @@ def test_fused_wy_cholqr_leaf_is_the_householder_leaf_and_falls_back_per_matrix(
         assert (a - b).abs().max() <= 1e-5 * max(1.0, float(b.abs().max())), f"{name} differs from Householder's"
 
     route = {"_CHOLQR": True, "_CHOLQR_MIN_ROWS": 16, "_GEMM_ON_CPU": True, "_SMALL_MAX": 0, "_FUSED_MIN_PROGRAMS": 1}
-    saved = {k: getattr(mod, k) for k in (*route, "_cholqr_leaf")}
+    saved = {k: getattr(mod, k) for k in (*route, "_cholqr_leaf", "_CHOLQR_MIN_BATCH")}
     flags = []
 
     def recorded(*args, **kwargs):  # the real leaf; only what it returns is kept
@@ -236,6 +236,9 @@ def test_fused_wy_cholqr_leaf_is_the_householder_leaf_and_falls_back_per_matrix(
             assert flags and all(flags[0]), f"{case}: the first panel should hold"
             if case == "rankdef":
                 assert not all(flags[-1]), "the panel past the rank should fall back"
+        flags.clear()
+        mod._CHOLQR_MIN_BATCH = 3  # batches of 3 and more only: a pair keeps the Householder leaves
+        assert check_qr(a0, mod.custom_kernel(a0.clone())).passed and not flags
     finally:
         for k, v in saved.items():
             setattr(mod, k, v)
