@@ -27,10 +27,14 @@ aa() {
   # a run's seconds as planned (session 31: three runs took 420 s; sessions 29-30: 300-410 s a 2-round session)
   local rounds=${AA_ROUNDS:-2} run_s=${AA_RUN_S:-130} i=0
   # AA_RESUME=PAIR_ID: first the round that a deadline cut from that session (its store still in /tmp on a warm
-  # machine, or carried as artifacts/pairs.duckdb)
+  # machine, or carried as artifacts/pairs.duckdb); its JSON from the earlier call goes, the whole session's comes
+  [ -n "${AA_RESUME:-}" ] && grep -l "\"pair_id\": \"$AA_RESUME\"" $R/aa-*.json 2>/dev/null | xargs -r rm -f
+  # numbered after the sessions an earlier call on this warm machine left in $R
+  for f in $R/aa-*.json; do [ -e "$f" ] && n=$(basename $f .json) && [ ${n#aa-} -gt $i ] && i=${n#aa-}; done
   if [ -n "${AA_RESUME:-}" ]; then
+    i=$((i + 1))
     timeout -s TERM $(( $(left) - 20 )) python3 -m tracker ab kernels/graphed.py kernels/graphed.py --rounds 1 \
-      --resume $AA_RESUME --store $S --json --timeout 300 > $R/aa-0.json 2> $R/aa-0.err
+      --resume $AA_RESUME --store $S --json --timeout 300 > $R/aa-$i.json 2> $R/aa-$i.err
     echo "A/A session $AA_RESUME resumed (rc $?), $(left) s left"
   fi
   while [ $(left) -gt $(( rounds * 2 * run_s + 20 )) ]; do
