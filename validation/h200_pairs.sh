@@ -23,6 +23,12 @@ S=/tmp/pairs.duckdb R=/tmp/pairs
 mkdir -p $R
 [ -f artifacts/pairs.duckdb ] && [ ! -f $S ] && cp artifacts/pairs.duckdb $S
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > $R/gpu.txt 2>&1
+aa_session() {  # aa_session NAME [tracker ab args]: one A/A session into $R/NAME.json, stopped short of the deadline
+  local name=$1
+  shift
+  timeout -s TERM $(( $(left) - 20 )) python3 -m tracker ab kernels/graphed.py kernels/graphed.py "$@" --store $S \
+    --json --timeout 300 > $R/$name.json 2> $R/$name.err
+}
 aa() {
   # a run's seconds as planned (session 31: three runs took 420 s; sessions 29-30: 300-410 s a 2-round session)
   local rounds=${AA_ROUNDS:-2} run_s=${AA_RUN_S:-130} i=0
@@ -33,15 +39,13 @@ aa() {
   for f in $R/aa-*.json; do [ -e "$f" ] && n=$(basename $f .json) && [ ${n#aa-} -gt $i ] && i=${n#aa-}; done
   if [ -n "${AA_RESUME:-}" ]; then
     i=$((i + 1))
-    timeout -s TERM $(( $(left) - 20 )) python3 -m tracker ab kernels/graphed.py kernels/graphed.py --rounds 1 \
-      --resume $AA_RESUME --store $S --json --timeout 300 > $R/aa-$i.json 2> $R/aa-$i.err
+    aa_session aa-$i --rounds 1 --resume $AA_RESUME
     echo "A/A session $AA_RESUME resumed (rc $?), $(left) s left"
   fi
   while [ $(left) -gt $(( rounds * 2 * run_s + 20 )) ]; do
     i=$((i + 1))
     # stopped short of the deadline, so that the export and the archive below always happen (session 31 lost one)
-    timeout -s TERM $(( $(left) - 20 )) python3 -m tracker ab kernels/graphed.py kernels/graphed.py --rounds $rounds \
-      --store $S --json --timeout 300 > $R/aa-$i.json 2> $R/aa-$i.err
+    aa_session aa-$i --rounds $rounds
     # no JSON: the command itself failed (not a run in it), and would fail the same way again
     [ -s $R/aa-$i.json ] || { echo "A/A session $i failed:"; tail -n 5 $R/aa-$i.err; return 1; }
     echo "A/A session $i done, $(left) s left"
