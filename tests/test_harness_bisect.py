@@ -27,12 +27,15 @@ def _folder(tmp_path: Path, harness: str) -> Path:
 
 def test_each_variant_is_a_sibling_folder_with_one_edit(tmp_path):
     edits = _load("harness_variants").EDITS
-    harness = "def bench():\n    " + edits["inproc"][0] + "\n\ndef run():\n    " + edits["norecheck"][0] + "\n"
+    harness = (
+        "def bench():\n    " + edits["inproc"][0] + "\n\ndef run():\n" + edits["nowarmup"][0]
+        + "    " + edits["norecheck"][0] + "\n"
+    )  # fmt: skip
     problem = _folder(tmp_path, harness)
     proc = subprocess.run([sys.executable, str(ROOT / "validation" / "harness_variants.py"), str(problem)],
                           capture_output=True, text=True)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == [str(problem.with_name("qr_inproc")), str(problem.with_name("qr_norecheck"))]
+    assert proc.stdout.split() == [str(problem.with_name(f"qr_{name}")) for name in ("inproc", "norecheck", "nowarmup")]
     for name, (old, new) in edits.items():
         text = (problem.with_name(f"qr_{name}") / "eval.py").read_text()
         assert text == harness.replace(old, new) and text != harness

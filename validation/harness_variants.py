@@ -1,6 +1,6 @@
 """Patched copies of a GPU Mode problem folder's eval.py, for bisecting what in the contest's harness costs
 launch-bound cases their time (issue 19 item 3: the tracker's best repetitions on 20x32 read 3-6 us under the
-harness's while both run in the same sandbox).
+harness's while both run in the same sandbox; item 4: what the large cases carry from the earlier ones).
 
     python validation/harness_variants.py PROBLEM_DIR [VARIANT ...]   (default: every variant)
 
@@ -8,6 +8,9 @@ Each variant is written as a sibling folder PROBLEM_DIR_VARIANT, so task.yml's r
 still resolve, and its path is printed. The folder is the contest's (never committed); only the edits are ours:
   inproc     benchmarks run in the harness's own process instead of its spawned one-worker pool
   norecheck  the timed loop does not recheck each repetition's outputs (the warm-up already does not)
+  nowarmup   no warm-up benchmark of the first case before the timed ones (issue 19 item 4: the contest's 8x2048
+             and 2x4096 read 2.4-2.6% slower when 40x176 and 40x352 ran first in its process, and 40x176 was
+             then its warm-up case too)
 An edit whose text is not found exactly once refuses the variant: a changed harness is reported, not half-patched.
 """
 
@@ -25,6 +28,10 @@ EDITS = {
     "norecheck": (
         "result = run_single_benchmark(pool, test, True, 200, 10e9)",
         "result = run_single_benchmark(pool, test, False, 200, 10e9)",
+    ),
+    "nowarmup": (
+        "    run_single_benchmark(pool, tests[0], False, 200, 10e7)\n",
+        "",
     ),
 }
 
