@@ -29,13 +29,13 @@ def test_each_variant_is_a_sibling_folder_with_one_edit(tmp_path):
     edits = _load("harness_variants").EDITS
     harness = (
         "def bench():\n    " + edits["inproc"][0] + "\n\ndef run():\n" + edits["nowarmup"][0]
-        + "    " + edits["norecheck"][0] + "\n"
+        + "    " + edits["norecheck"][0] + "\n\ndef one():\n" + edits["emptycache"][0]
     )  # fmt: skip
     problem = _folder(tmp_path, harness)
     proc = subprocess.run([sys.executable, str(ROOT / "validation" / "harness_variants.py"), str(problem)],
                           capture_output=True, text=True)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == [str(problem.with_name(f"qr_{name}")) for name in ("inproc", "norecheck", "nowarmup")]
+    assert proc.stdout.split() == [str(problem.with_name(f"qr_{name}")) for name in edits]
     for name, (old, new) in edits.items():
         text = (problem.with_name(f"qr_{name}") / "eval.py").read_text()
         assert text == harness.replace(old, new) and text != harness

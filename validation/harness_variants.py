@@ -11,6 +11,8 @@ still resolve, and its path is printed. The folder is the contest's (never commi
   nowarmup   no warm-up benchmark of the first case before the timed ones (issue 19 item 4: the contest's 8x2048
              and 2x4096 read 2.4-2.6% slower when 40x176 and 40x352 ran first in its process, and 40x176 was
              then its warm-up case too)
+  emptycache each benchmark starts from an emptied caching allocator (torch.cuda.empty_cache()), as if no case
+             had run before it in the process: whether what carries over is the memory the earlier cases left
 An edit whose text is not found exactly once refuses the variant: a changed harness is reported, not half-patched.
 """
 
@@ -32,6 +34,10 @@ EDITS = {
     "nowarmup": (
         "    run_single_benchmark(pool, tests[0], False, 200, 10e7)\n",
         "",
+    ),
+    "emptycache": (
+        "    data_list = _make_data_batch(test, _benchmark_batch_count(test))\n",
+        "    torch.cuda.empty_cache()\n    data_list = _make_data_batch(test, _benchmark_batch_count(test))\n",
     ),
 }
 
