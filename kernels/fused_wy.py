@@ -795,11 +795,11 @@ def _coop_leaf(p, tau, v, t, nprog, bm, held=None):
 # whose second Gram is off the identity by _CHOLQR_GRAM_TOL or more (rank-deficient, near-rank, clustered inputs)
 # is left as it was, and the Householder leaf factors that matrix (its SKIP_HELD).
 
-_CHOLQR = False  # off: 7-11% slower on 2x4096 and 8x2048 in session 35; its leaner passes next (scripts/fused-s35.txt)
+# off: slower wherever screened, 7-11% on 2x4096 and 8x2048 (sessions 35, 38), 14-51% on 640x512 and 60x1024 with
+# _CHOLQR_MIN_BATCH=32 (session 47, kernels/NOTES.md)
+_CHOLQR = False
 _CHOLQR_MIN_ROWS = 1024  # outer panels at least this tall take it (with leaves _CHOLQR_NB wide)
-# ... in batches at least this large: the batch-rich shapes (640x512: 16 Householder steps a leaf, 3 waves of 640
-# programs; 60x1024) apart from the few-matrix ones where it lost
-_CHOLQR_MIN_BATCH = 1
+_CHOLQR_MIN_BATCH = 1  # ... in batches at least this large
 _CHOLQR_NB = 32  # 16 or 32 (its tl.dot tiles); a narrower last leaf takes the Householder leaf
 _CHOLQR_BM = 128  # rows per program of its row-block kernels
 _CHOLQR_WARPS = 4  # of its two one-program-per-matrix kernels (chains of reductions over a K x K tile)

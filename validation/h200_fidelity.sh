@@ -13,8 +13,11 @@
 # `python validation/fidelity_sessions.py DIR` prints the tables of every session in DIR.
 . validation/device_env.sh "${1:-}" "${2:-}"
 shift 2
-# PROBLEM: another copy of the folder (validation/harness_variants.py writes edited ones beside it)
-PROBLEM=${PROBLEM:-artifacts/rk/problems/linalg/qr_v2}
+# PROBLEM: another copy of the folder (validation/harness_variants.py writes edited ones beside it); its sessions'
+# files are named after it
+PUBLISHED=artifacts/rk/problems/linalg/qr_v2
+PROBLEM=${PROBLEM:-$PUBLISHED}
+TAG=$([ "$PROBLEM" = "$PUBLISHED" ] || echo _$(basename "$PROBLEM"))
 S=/tmp/fidelity.duckdb R=/tmp/fidelity
 mkdir -p $R
 [ -f artifacts/fidelity.duckdb ] && [ ! -f $S ] && cp artifacts/fidelity.duckdb $S
@@ -22,7 +25,7 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --fo
 for target in "$@"; do
   IFS=: read -r kernel cases pair <<< "$target"
   [ $(left) -lt 90 ] && { echo "no time left for $target"; break; }
-  name=$(basename $kernel .py)_c${cases//,/-}${pair:+_$pair}${PROBLEM##*/qr_v2}
+  name=$(basename $kernel .py)_c${cases//,/-}${pair:+_$pair}$TAG
   # 480 s a run: the folder route's 640x512 case takes up to 200 repetitions of about 0.77 s (its checker awaited
   # first), so cases 3 and 7 together need about 320 s
   # stopped 30 s short of the deadline: the export and the archive below must fit (session 46 lost a call's store

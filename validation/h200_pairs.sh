@@ -31,7 +31,7 @@ aa_session() {  # aa_session NAME [tracker ab args]: one A/A session into $R/NAM
 }
 aa() {
   # a run's seconds as planned (session 31: three runs took 420 s; sessions 29-30: 300-410 s a 2-round session)
-  local rounds=${AA_ROUNDS:-2} run_s=${AA_RUN_S:-130} i=0
+  local rounds=${AA_ROUNDS:-2} run_s=${AA_RUN_S:-130} i=0 f n
   # AA_RESUME=PAIR_ID: first the round that a deadline cut from that session (its store still in /tmp on a warm
   # machine, or carried as artifacts/pairs.duckdb); its JSON from the earlier call goes, the whole session's comes
   [ -n "${AA_RESUME:-}" ] && grep -l "\"pair_id\": \"$AA_RESUME\"" $R/aa-*.json 2>/dev/null | xargs -r rm -f
