@@ -309,15 +309,16 @@ def test_the_stop_rules_wall_clock_leaves_out_the_wait_for_the_checkers_verdict(
 
     from tracker.capture import timing
 
-    monkeypatch.setattr(timing, "MAX_LOOP_S", 0.25)
+    # A cap of 1 s leaves the 8 timed calls and checks room on a loaded CI machine (0.25 s did not, once).
+    monkeypatch.setattr(timing, "MAX_LOOP_S", 1.0)
 
     def loop(verdict_s: float, shadow_s: float) -> int:
         result, _ = _loop_in_order(lambda order, verdict: time.sleep(verdict_s) or verdict, 8, shadow_s)
         assert result.passed, result.message
         return len(result.samples)
 
-    assert loop(verdict_s=0.1, shadow_s=0.0) == 8  # 0.8 s of waits, under the cap by the harness's clock
-    assert loop(verdict_s=0.0, shadow_s=0.1) < 8  # the harness's own recheck counts
+    assert loop(verdict_s=0.3, shadow_s=0.0) == 8  # 2.4 s of waits, under the cap by the harness's clock
+    assert loop(verdict_s=0.0, shadow_s=0.3) < 8  # the harness's own recheck counts
 
 
 def test_timing_loop_releases_each_repetitions_outputs_inside_the_next_ones_calls():
