@@ -99,7 +99,9 @@ def test_fused_wy_launch_knobs_keep_the_gates():
         # rounding. Not bit for bit: the interpreter's tl.dot is a numpy matmul whose summation order follows the
         # operands' strides and the CPU's BLAS kernels (it held on one machine, not on the next), and the
         # near-dependent columns of mixed and rankdef cases amplify that rounding, so those two get the gates only.
-        for batch, n, cond, case in [(2, 100, 1, "dense"), (2, 100, 2, "mixed"), (2, 72, 0, "rankdef")]:
+        # One matrix each for those two: the dense case's two already check the batch indexing (and the
+        # interpreter's time is per program).
+        for batch, n, cond, case in [(2, 100, 1, "dense"), (1, 100, 2, "mixed"), (1, 72, 0, "rankdef")]:
             a = generate(Case(batch, n, cond, 99 + n, case))
             outs = []
             settings = ((), ("_LEAF_VT", "_REUSE"), knobs[:3], knobs[:4], knobs)
