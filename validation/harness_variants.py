@@ -9,8 +9,8 @@ still resolve, and its path is printed. The folder is the contest's (never commi
   inproc     benchmarks run in the harness's own process instead of its spawned one-worker pool
   norecheck  the timed loop does not recheck each repetition's outputs (the warm-up already does not)
   nowarmup   no warm-up benchmark of the first case before the timed ones (issue 19 item 4: the contest's 8x2048
-             and 2x4096 read 2.4-2.6% slower when 40x176 and 40x352 ran first in its process, and 40x176 was
-             then its warm-up case too)
+             reads about 2.2% slower when 40x176, 40x352 and 60x1024 all ran before it in its process; the
+             first of them is also its warm-up case)
   emptycache each benchmark starts from an emptied caching allocator (torch.cuda.empty_cache()), as if no case
              had run before it in the process: whether what carries over is the memory the earlier cases left
 An edit whose text is not found exactly once refuses the variant: a changed harness is reported, not half-patched.
