@@ -100,22 +100,13 @@ if _HAVE_TRITON:
         return beta, tau, 1.0 / tl.where(zero, 1.0, alpha - beta)
 
     @triton.jit
-    def _gdc_enter(GDC: tl.constexpr):
-        """The first statement of every kernel _pdl launches: wait for the kernel before it to finish and flush (so
-        nothing this one reads or writes races it), then let the next one's programs start (they wait likewise)."""
-        if GDC:
-            tl.extra.cuda.gdc_wait()
-            tl.extra.cuda.gdc_launch_dependents()
-
-    @triton.jit
     def _tile_qr_kernel(
         src, dst, tau_ptr, v_ptr, t_ptr, vt_ptr, held_ptr, m, w, kmax,
         s_sb, s_sr, d_sb, d_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, vt_sb, vt_sk,
         BM: tl.constexpr, BW: tl.constexpr, WRITE_VT: tl.constexpr, WRITE_VTT: tl.constexpr, LEAN: tl.constexpr,
-        SKIP_HELD: tl.constexpr, GDC: tl.constexpr = False,
+        SKIP_HELD: tl.constexpr,
     ):  # fmt: skip
         """SKIP_HELD: matrices whose flag in held_ptr is set were factored by the CholeskyQR2 leaf; not again."""
-        _gdc_enter(GDC)
         pid = tl.program_id(0).to(tl.int64)
         if SKIP_HELD:  # noqa: SIM102 (a constexpr: no load at all when off)
             if tl.load(held_ptr + pid) != 0:
@@ -172,7 +163,7 @@ if _HAVE_TRITON:
         a_ptr, tau_ptr, v_ptr, t_ptr, part_ptr, cnt_ptr, held_ptr, m, w, kmax, nprog,
         a_sb, a_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, part_sb, cnt_sb,
         BM: tl.constexpr, BW: tl.constexpr, PP: tl.constexpr, LEAN: tl.constexpr, TAGGED: tl.constexpr,
-        SKIP_HELD: tl.constexpr, GDC: tl.constexpr = False,
+        SKIP_HELD: tl.constexpr,
     ):  # fmt: skip
         """Leaf panel (m x w) of matrix program_id(1) split by rows over nprog programs (BM rows each).
 
@@ -182,7 +173,6 @@ if _HAVE_TRITON:
         the loads of the data, one trip to L2 a step instead of an atomic, a polling atomic and the loads.
         SKIP_HELD: as in _tile_qr_kernel (every program of a matrix leaves, so no step waits on one that left).
         """
-        _gdc_enter(GDC)
         pid = tl.program_id(0)
         bid = tl.program_id(1).to(tl.int64)
         if SKIP_HELD:  # noqa: SIM102 (as in _tile_qr_kernel)
@@ -290,17 +280,6 @@ def _warps(elems: int, ept: int = _EPT, least: int | None = None) -> int:
     return max(_MIN_WARPS if least is None else least, min(16, elems // (32 * ept)))
 
 
-_PDL = False  # launch the factorization's kernels with programmatic dependent launch (Hopper; knob, not yet timed)
-
-
-def _pdl(x: torch.Tensor) -> dict:
-    """A launch's arguments for programmatic dependent launch: with _PDL, each kernel's programs are put on the SMs
-    while the kernel before it drains and wait there in _gdc_enter, which hides the gap between two launches in the
-    launch-bound shapes' long chains of small kernels (40x176, 40x352). Every kernel launched so waits first, so each
-    still starts after the one before it has finished, and the chain keeps its order."""
-    return {"GDC": True, "launch_pdl": True} if _PDL and x.is_cuda else {}
-
-
 def _small_args(a, h, tau):
     """The whole-matrix launch's integer arguments, its constexprs (in the kernel's order) and its warps."""
     b, m, n = a.shape
@@ -375,7 +354,6 @@ def _leaf(p, tau, v, t, vt=None, src=None, held=None):
         s.stride(1), p.stride(0), p.stride(1), tau.stride(0), v.stride(0), v.stride(1), t.stride(0), t.stride(1),
         *vts, BM=bm, BW=bw, WRITE_VT=True, WRITE_VTT=vt is not None, LEAN=_LEAN, SKIP_HELD=held is not None,
         num_warps=_warps(bm * bw, _EPT_MANY, _MIN_WARPS_MANY) if b >= _MANY else _warps(bm * bw),
-        **_pdl(p),
     )  # fmt: skip
 
 
@@ -399,10 +377,8 @@ if _HAVE_TRITON:
         v_ptr, a_ptr, w_ptr, M, K, N, rows_per_split, n_ntiles,
         v_sb, v_sm, a_sb, a_sm, w_sb, w_sk,
         BK: tl.constexpr, BN: tl.constexpr, BM: tl.constexpr, ATOMIC: tl.constexpr, PREC: tl.constexpr,
-        GDC: tl.constexpr = False,
     ):  # fmt: skip
         """W[b] (+)= V[b, rows of this split]^T A[b, same rows]; V (M, K), A (M, N), W (K, N); unit col strides."""
-        _gdc_enter(GDC)
         pid0 = tl.program_id(0)
         pid_s = tl.program_id(1)
         pid_b = tl.program_id(2).to(tl.int64)
@@ -438,10 +414,9 @@ if _HAVE_TRITON:
     @triton.jit
     def _upd_kernel(
         v_ptr, w_ptr, a_ptr, M, K, N, v_sb, v_sm, w_sb, w_sk, a_sb, a_sm,
-        BM: tl.constexpr, BN: tl.constexpr, BKC: tl.constexpr, PREC: tl.constexpr, GDC: tl.constexpr = False,
+        BM: tl.constexpr, BN: tl.constexpr, BKC: tl.constexpr, PREC: tl.constexpr,
     ):  # fmt: skip
         """A[b] -= V[b] W[b]; V (M, K), W (K, N), A (M, N); unit col strides."""
-        _gdc_enter(GDC)
         pid_m = tl.program_id(0)
         pid_n = tl.program_id(1)
         pid_b = tl.program_id(2).to(tl.int64)
@@ -506,10 +481,8 @@ if _HAVE_TRITON:
     def _wy_fused_kernel(
         v_ptr, t_ptr, a_ptr, M, N, K, v_sb, v_sm, t_sb, t_sk, a_sb, a_sm,
         BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PREC: tl.constexpr, STAGES: tl.constexpr,
-        GDC: tl.constexpr = False,
     ):  # fmt: skip
         """A[b][:, tile] -= V[b] (T[b]^T (V[b]^T A[b][:, tile])); V (M, K), T (K, K), A (M, N); unit col strides."""
-        _gdc_enter(GDC)
         pid_n = tl.program_id(0)
         pid_b = tl.program_id(1).to(tl.int64)
         offs_n = pid_n * BN + tl.arange(0, BN)
@@ -543,12 +516,10 @@ if _HAVE_TRITON:
     def _wy_fused_vt_kernel(
         v_ptr, vt_ptr, t_ptr, a_ptr, s_ptr, M, N, K, v_sb, v_sm, vt_sb, vt_sk, t_sb, t_sk, a_sb, a_sm, s_sb, s_sm,
         BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PREC: tl.constexpr, STAGES: tl.constexpr,
-        GDC: tl.constexpr = False,
     ):  # fmt: skip
         """_wy_fused_kernel with phase 1 as W^T = A^T V from a transposed copy V^T (K, M): the V tile is then a
         K-major operand in shared memory, as tf32 wgmma wants, and the A tile goes in registers. A2 is read from
         s_ptr and written to a_ptr (the same matrix but on the first panel, where s_ptr is the input)."""
-        _gdc_enter(GDC)
         pid_n = tl.program_id(0)
         pid_b = tl.program_id(1).to(tl.int64)
         offs_n = pid_n * BN + tl.arange(0, BN)
@@ -607,7 +578,6 @@ if _HAVE_TRITON:
     def _t_build_kernel(
         v_ptr, t_ptr, M, K, v_sb, v_sm, t_sb, t_sk,
         BM: tl.constexpr, BK: tl.constexpr, NB: tl.constexpr, PREC: tl.constexpr, LEVELS: tl.constexpr,
-        GDC: tl.constexpr = False,
     ):  # fmt: skip
         """Outer T (K x K) of matrix program_id(0) from V (M x K) and the leaf T's on T's diagonal blocks (width
         NB): G = V^T V over all rows, then per block c0: T[:c0, c0:c0+NB] = -T[:c0, :c0] G[:c0, blk] T[blk, blk]
@@ -615,7 +585,6 @@ if _HAVE_TRITON:
         LEVELS > 0 (BK = NB * 2^LEVELS): the blocks merged in pairs instead, level by level (width s -> 2s): with T
         block diagonal at width s, the off-diagonal block of every pair (A, B) is -T_A G_AB T_B = -(T X T)_AB, where
         X is G on those blocks alone."""
-        _gdc_enter(GDC)
         pid_b = tl.program_id(0).to(tl.int64)
         r = tl.arange(0, BK)
         kmask = r < K
@@ -650,7 +619,6 @@ def _t_build(vo: torch.Tensor, t: torch.Tensor, nb: int) -> torch.Tensor:
     _t_build_kernel[(b,)](
         vo, t, m, k, vo.stride(0), vo.stride(1), t.stride(0), t.stride(1),
         BM=64, BK=bk, NB=nb, PREC=_TB_PREC, LEVELS=(bk // nb).bit_length() - 1 if _T_TREE else 0, num_warps=4,
-        **_pdl(vo),
     )  # fmt: skip
     return t
 
@@ -688,7 +656,6 @@ def _apply_qt_fused_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor, prec: s
     _wy_fused_kernel[(triton.cdiv(n, bn), b)](
         v, t, a2, m, n, k, v.stride(0), v.stride(1), t.stride(0), t.stride(1), a2.stride(0), a2.stride(1),
         BM=_FUSED_BM, BN=bn, BK=bk, PREC=prec or _update_prec(), STAGES=_FUSED_STAGES, num_warps=_FUSED_WARPS,
-        **_pdl(a2),
     )  # fmt: skip
 
 
@@ -709,7 +676,6 @@ def _apply_qt_vt_(a2: torch.Tensor, v: torch.Tensor, vt: torch.Tensor, t: torch.
         v, vt, t, a2, s, m, n, k, v.stride(0), v.stride(1), vt.stride(0), vt.stride(1), t.stride(0), t.stride(1),
         a2.stride(0), a2.stride(1), s.stride(0), s.stride(1), BM=_FUSED_BM, BN=bn, BK=bk, PREC=prec,
         STAGES=_FUSED_STAGES, num_warps=_FUSED_WARPS,
-        **_pdl(a2),
     )  # fmt: skip
 
 
@@ -732,7 +698,6 @@ def _vta_splitk(v: torch.Tensor, a2: torch.Tensor, prec: str | None = None) -> t
     _vta_kernel[(ktiles * ntiles, splits, b)](
         v, a2, w, m, k, n, rps, ntiles, v.stride(0), v.stride(1), a2.stride(0), a2.stride(1),
         w.stride(0), w.stride(1), BK=bk, BN=bn, BM=bm, ATOMIC=atomic, PREC=prec or _PREC, num_warps=4, num_stages=3,
-        **_pdl(a2),
     )  # fmt: skip
     return w
 
@@ -760,7 +725,6 @@ def _apply_qt_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor, prec: str | N
     _upd_kernel[(triton.cdiv(m, 64), triton.cdiv(n, 64), b)](
         v, w2, a2, m, k, n, v.stride(0), v.stride(1), w2.stride(0), w2.stride(1), a2.stride(0), a2.stride(1),
         BM=64, BN=64, BKC=bkc, PREC=prec or _PREC, num_warps=4, num_stages=3,
-        **_pdl(a2),
     )  # fmt: skip
 
 
@@ -821,7 +785,6 @@ def _coop_leaf(p, tau, v, t, nprog, bm, held=None):
         tau.stride(0), v.stride(0), v.stride(1), t.stride(0), t.stride(1), part.stride(0), cnt.stride(0),
         BM=bm, BW=bw, PP=pp, LEAN=_LEAN_COOP, TAGGED=_COOP_TAGGED, SKIP_HELD=held is not None,
         num_warps=_warps(bm * bw),
-        **_pdl(p),
     )  # fmt: skip
 
 

@@ -34,10 +34,7 @@ import tempfile
 os.environ.pop("TRITON_INTERPRET", None)
 
 # SASS opcodes per class: what a latency-bound step spends its time waiting on
-COUNTED = {"BAR": r"\bBAR\.", "SHFL": r"\bSHFL\.", "STS": r"\bSTS\b", "LDS": r"\bLDS\b", "ATOM": r"\bATOMG?\b|\bRED\b",
-           "GDC": r"\bACQBULK\b|\bPREEXIT\b"}  # fmt: skip
-# GDC: programmatic dependent launch's wait for the kernel before (ACQBULK) and its go for the next (PREEXIT)
-ONCE = ("ATOM", "GDC")  # counted in the whole kernel only
+COUNTED = {"BAR": r"\bBAR\.", "SHFL": r"\bSHFL\.", "STS": r"\bSTS\b", "LDS": r"\bLDS\b", "ATOM": r"\bATOMG?\b|\bRED\b"}
 _SASS_LINE = re.compile(r"^\s+/\*([0-9a-f]{4,6})\*/\s+(.*?);")
 _BRANCH = re.compile(r"\bBRA\s+0x([0-9a-f]+)")
 
@@ -95,7 +92,7 @@ def sass_counts(sass: str) -> dict[str, int]:
     out = {"SASS": len(ops)}
     out.update({k: sum(1 for _, op in ops if re.search(p, op)) for k, p in COUNTED.items()})
     out["loop_SASS"] = len(in_loop)
-    out.update({f"loop_{k}": sum(1 for op in in_loop if re.search(p, op)) for k, p in COUNTED.items() if k not in ONCE})
+    out.update({f"loop_{k}": sum(1 for op in in_loop if re.search(p, op)) for k, p in COUNTED.items() if k != "ATOM"})
     return out
 
 

@@ -244,38 +244,3 @@ def test_fused_wy_cholqr_leaf_is_the_householder_leaf_and_falls_back_per_matrix(
     finally:
         for k, v in saved.items():
             setattr(mod, k, v)
-
-
-def test_fused_wy_every_kernel_launched_for_pdl_waits_for_the_one_before_first():
-    """With programmatic dependent launch a kernel's programs may start before the kernel before it has finished,
-    so a kernel launched with `**_pdl(...)` is only safe if nothing it does comes before its wait: its first
-    statement (after the docstring) must be `_gdc_enter(GDC)`. On the CPU `_pdl` adds nothing, so the interpreted
-    routes are the same with the knob on."""
-    import ast
-
-    with open(os.path.join(ROOT, "kernels", "fused_wy.py")) as f:
-        tree = ast.parse(f.read())
-    launched = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript):
-            pdl = [k for k in node.keywords if k.arg is None and ast.unparse(k.value).startswith("_pdl(")]
-            if pdl and isinstance(node.func.value, ast.Name):
-                launched.add(node.func.value.id)
-    assert {"_tile_qr_kernel", "_coop_leaf_kernel", "_wy_fused_vt_kernel", "_t_build_kernel"} <= launched
-    defs = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
-    for name in launched:
-        fn = defs[name]
-        doc = isinstance(fn.body[0], ast.Expr) and isinstance(fn.body[0].value, ast.Constant)
-        first = fn.body[1] if doc else fn.body[0]
-        assert ast.unparse(first) == "_gdc_enter(GDC)", f"{name} starts with {ast.unparse(first)!r}"
-        assert "GDC" in [a.arg for a in fn.args.args]
-    load_variant(os.path.join(ROOT, "kernels", "fused_wy.py"))
-    mod = sys.modules["submission"]
-    saved = mod._PDL
-    try:
-        mod._PDL = True
-        assert mod._pdl(torch.zeros(1)) == {}
-        a = generate(Case(2, 100, 1, 199, "dense"))
-        assert check_qr(a.clone(), mod.custom_kernel(a)).passed
-    finally:
-        mod._PDL = saved

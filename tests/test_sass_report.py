@@ -38,13 +38,3 @@ def test_bad_input_is_refused_with_a_reason():
     assert r.returncode != 0 and "constexpr BW needs a value" in r.stderr
     r = _run("_tile_qr_kernel", "--ptrs", "src,dst", "BM=32", "BOGUS=1")
     assert r.returncode != 0 and "no parameter BOGUS" in r.stderr
-
-
-def test_the_pdl_setting_of_a_kernel_waits_for_the_kernel_before_it():
-    """fused_wy's `_PDL` knob: with GDC on, the kernel's first statement (_gdc_enter) compiles to the wait for the
-    kernel before it and the go for the next; off, neither is there."""
-    tile = ("BM=32", "BW=32", "WRITE_VT=0", "WRITE_VTT=0", "SKIP_HELD=0", "LEAN=1")
-    r = _run("_tile_qr_kernel", "--ptrs", "src,dst", "--warps", "2", *tile, "GDC=0", "/", "GDC=1")
-    assert r.returncode == 0, r.stderr
-    gdc = [dict(f.rsplit(" ", 1) for f in x.split(": ", 1)[1].split(", "))["GDC"] for x in r.stdout.splitlines()[1:]]
-    assert gdc == ["0", "2"]
