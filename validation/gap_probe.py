@@ -14,11 +14,10 @@ the tracker does between repetitions added at a time:
             judges them while this process does its own check, then the wait for the verdict
   routeonly route without this process's own check (the checker's check alone fills the gap)
 
-    [PREWARM=1] python validation/gap_probe.py KERNEL_FILE [REPS] [CASES] [VARIANTS] [PROBLEM_DIR]
+    python validation/gap_probe.py KERNEL_FILE [REPS] [CASES] [VARIANTS] [PROBLEM_DIR]
     e.g. 25 4,10 harness,idle,harness; with PROBLEM_DIR (a GPU Mode folder) every check is the folder's own
     check_implementation, as in the tracker's problem-folder route and in the contest's harness
-    (prints one JSON line per case and variant; defaults: 25 repetitions, cases 4 and 10, every variant);
-    PREWARM=1 calls the kernel on every case's inputs before the first case is timed, as the tracker's worker does
+    (prints one JSON line per case and variant; defaults: 25 repetitions, cases 4 and 10, every variant)
 
 Measured (H200, fused_wy_ltr, 25 repetitions; means in us): case 4 harness 5,627 / idle 5,706; case 10 harness
 6,492 / idle 6,735 / other 6,462 / tracker 6,450: idle GPU time between repetitions is what costs.
@@ -176,11 +175,6 @@ def main() -> None:
     clock = Clock(dev)
     other = Other()
     out = {}
-    if os.environ.get("PREWARM") == "1":  # the tracker worker's order: every case's first calls before any timing
-        for idx in cases:
-            for x in workload.benchmark_inputs(suite.benchmarks[idx], dev):
-                kernel(clone_data(x))
-        torch.cuda.synchronize()
     for idx in cases:
         inputs = workload.benchmark_inputs(suite.benchmarks[idx], dev)
         copies = [clone_data(x) for x in inputs]
