@@ -612,6 +612,35 @@ if _HAVE_TRITON:
             t = tl.where((r[:, None] < c0) & blkc[None, :], -z, t)
         tl.store(tbase, t, mask=kmask[:, None] & kmask[None, :])
 
+    @triton.jit
+    def _t_merge_kernel(
+        g_ptr, t_ptr, K, g_sb, g_sr, t_sb, t_sr, NB: tl.constexpr, NBLK: tl.constexpr, PREC: tl.constexpr
+    ):
+        """Row block program_id(1) of matrix program_id(0)'s outer T (K x K, leaf T's on its diagonal blocks of
+        width NB) from the Gram G = V^T V: T[i, j] = -(sum over i <= k < j of T[i, k] G[k, j]) T[j, j] for each
+        j > i in turn (_t_merge_'s blockwise dlarft). A block reads only its own row's earlier blocks, so the row
+        blocks are independent programs; each reads back what it wrote, after a barrier."""
+        b = tl.program_id(0).to(tl.int64)
+        i = tl.program_id(1)
+        g_ptr += b * g_sb
+        t_ptr += b * t_sb
+        r = tl.arange(0, NB)
+        rows = i * NB + r
+        rmask = rows < K
+        for j in range(i + 1, NBLK):
+            cols = j * NB + r
+            cmask = cols < K
+            acc = tl.zeros((NB, NB), dtype=tl.float32)
+            for k in range(i, j):
+                ks = k * NB + r  # k < j: a whole block
+                tik = tl.load(t_ptr + rows[:, None] * t_sr + ks[None, :], mask=rmask[:, None], other=0.0)
+                gkj = tl.load(g_ptr + ks[:, None] * g_sr + cols[None, :], mask=cmask[None, :], other=0.0)
+                acc = tl.dot(tik, gkj, acc, input_precision=PREC)
+            tjj = tl.load(t_ptr + cols[:, None] * t_sr + cols[None, :], mask=cmask[:, None] & cmask[None, :], other=0.0)
+            out = -tl.dot(acc, tjj, input_precision=PREC)
+            tl.store(t_ptr + rows[:, None] * t_sr + cols[None, :], out, mask=rmask[:, None] & cmask[None, :])
+            tl.debug_barrier()  # the next block of this row reads this one back
+
 
 def _t_build(vo: torch.Tensor, t: torch.Tensor, nb: int) -> torch.Tensor:
     b, m, k = vo.shape
@@ -1004,6 +1033,10 @@ def _cholqr_leaf(p, tau, v, t, vt=None, src=None, bm=None, prec=None, warps=None
 
 
 _T_MERGE = True  # outer T from the leaf T's (parent: a triangular solve of the whole panel)
+# the merge's blocks by one launch (a program per row block; float32 products) instead of two cuBLAS products, a
+# negation and a copy per leaf: 2x4096 runs 121 such merges a call, about 1.3 ms of device time in 484 launches
+# (profile of e11abefc6b6d, H100). Knob, not yet timed.
+_T_MERGE_KERNEL = False
 
 
 def _gram(vo: torch.Tensor) -> torch.Tensor:
@@ -1021,8 +1054,15 @@ def _t_merge_(vo: torch.Tensor, tl_: torch.Tensor, nb: int) -> torch.Tensor:
     """Fill the upper off-diagonal blocks of tl_ (diagonal blocks: the leaf T's, width nb) in place:
     T[:c0, c0:c0+w] = -T[:c0, :c0] (V[:, :c0]^T V[:, c0:c0+w]) T[c0:c0+w, c0:c0+w] (LAPACK dlarft, blockwise);
     the V^T V blocks from one Gram product of the whole panel."""
-    wo = vo.shape[2]
+    b, wo = vo.shape[0], vo.shape[2]
     g = _gram(vo)
+    if _T_MERGE_KERNEL and _HAVE_TRITON and (vo.is_cuda or _GEMM_ON_CPU) and nb >= 16 and tl_.stride(2) == 1:
+        nblk = triton.cdiv(wo, nb)
+        if nblk > 1:
+            _t_merge_kernel[(b, nblk - 1)](
+                g, tl_, wo, g.stride(0), g.stride(1), tl_.stride(0), tl_.stride(1), NB=nb, NBLK=nblk, PREC="ieee",
+            )  # fmt: skip
+        return tl_
     for c0 in range(nb, wo, nb):
         w = min(nb, wo - c0)
         tl_[:, :c0, c0 : c0 + w] = -torch.bmm(

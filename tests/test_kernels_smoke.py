@@ -184,6 +184,56 @@ def test_fused_wy_lean_step_agrees_with_the_plain_step():
         setattr(mod, knob, saved)
 
 
+def test_fused_wy_t_merge_kernel_agrees_with_the_blockwise_products():
+    """_T_MERGE_KERNEL (the outer T's merge in one launch, a program per row block), interpreted: the blocks it
+    writes equal _t_merge_'s products to float32 rounding, a narrower last block included, and a factorization
+    through it (the reused T buffer, a strided view) agrees with the knob off and holds the gates."""
+    load_variant(os.path.join(ROOT, "kernels", "fused_wy.py"))
+    mod = sys.modules["submission"]
+    route = {"_GEMM_ON_CPU": True, "_SMALL_MAX": 0, "_T_BUILD": False, "_LEAF_ELEMS_FEW": 2048}
+    saved = {k: getattr(mod, k) for k in (*route, "_T_MERGE_KERNEL", "_t_merge_kernel")}
+    launches = []
+
+    class Counted:  # the kernel as the route launches it, counting the launches
+        def __getitem__(self, grid):
+            launches.append(grid)
+            return saved["_t_merge_kernel"][grid]
+
+    try:
+        mod._GEMM_ON_CPU = True
+        torch.manual_seed(5)
+        b, m, wo, nb = 2, 90, 72, 16  # five blocks, the last 8 wide
+        vo = torch.randn(b, m, wo)
+        leaf_t = torch.zeros(b, wo, wo)
+        for c0 in range(0, wo, nb):
+            w = min(nb, wo - c0)
+            leaf_t[:, c0 : c0 + w, c0 : c0 + w] = torch.triu(torch.randn(b, w, w))
+        mod._T_MERGE_KERNEL = False
+        ref = mod._t_merge_(vo, leaf_t.clone(), nb)
+        mod._T_MERGE_KERNEL = True
+        got = mod._t_merge_(vo, leaf_t.clone(), nb)
+        assert not torch.equal(ref, leaf_t)
+        err = ((got - ref).abs().max() / ref.abs().max()).item()
+        assert err < 1e-5, f"merged T off by {err:.1e}"
+
+        for k, v in route.items():
+            setattr(mod, k, v)
+        mod._t_merge_kernel = Counted()
+        a = generate(Case(2, 96, 1, 41, "dense"))  # 16-wide leaves, 64-wide outer panels: four blocks a panel
+        mod._T_MERGE_KERNEL = False
+        h0, t0 = mod.custom_kernel(a)
+        assert not launches
+        mod._T_MERGE_KERNEL = True
+        out = mod.custom_kernel(a)
+        assert launches and all(grid == (2, 3) for grid in launches), launches
+        moved = ((out[0] - h0).abs().max() / h0.abs().max()).item()
+        assert moved < 1e-5 and torch.allclose(out[1], t0, rtol=1e-5, atol=1e-6), f"H moved by {moved:.1e}"
+        assert check_qr(a, out).passed, check_qr(a, out).message
+    finally:
+        for k, v in saved.items():
+            setattr(mod, k, v)
+
+
 # the panel with two equal columns: its Cholesky meets a zero pivot, and the interpreter's numpy says so
 @pytest.mark.filterwarnings(
     "ignore:invalid value:RuntimeWarning", "ignore:divide by zero:RuntimeWarning", "ignore:All-NaN:RuntimeWarning"
