@@ -104,9 +104,12 @@ if _HAVE_TRITON:
         src, dst, tau_ptr, v_ptr, t_ptr, vt_ptr, held_ptr, m, w, kmax,
         s_sb, s_sr, d_sb, d_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, vt_sb, vt_sk,
         BM: tl.constexpr, BW: tl.constexpr, WRITE_VT: tl.constexpr, WRITE_VTT: tl.constexpr, LEAN: tl.constexpr,
-        SKIP_HELD: tl.constexpr,
+        SKIP_HELD: tl.constexpr, SRC_ADDR: tl.constexpr = False,
     ):  # fmt: skip
-        """SKIP_HELD: matrices whose flag in held_ptr is set were factored by the CholeskyQR2 leaf; not again."""
+        """SKIP_HELD: matrices whose flag in held_ptr is set were factored by the CholeskyQR2 leaf; not again.
+        SRC_ADDR: src points at the address of the data (int64; knob _GRAPH_ADDR), not at the data."""
+        if SRC_ADDR:
+            src = tl.multiple_of(tl.load(src).to(tl.pointer_type(tl.float32)), 16)
         pid = tl.program_id(0).to(tl.int64)
         if SKIP_HELD:  # noqa: SIM102 (a constexpr: no load at all when off)
             if tl.load(held_ptr + pid) != 0:
@@ -349,10 +352,12 @@ def _leaf(p, tau, v, t, vt=None, src=None, held=None):
     bm, bw = triton.next_power_of_2(m), triton.next_power_of_2(w)
     vts = (0, 0) if vt is None else (vt.stride(0), vt.stride(1))
     s = p if src is None else src
+    sp, by_addr = _src_arg(s)
     _tile_qr_kernel[(b,)](
-        s, p, tau, v, t, v if vt is None else vt, tau if held is None else held, m, w, min(m, w), s.stride(0),
+        sp, p, tau, v, t, v if vt is None else vt, tau if held is None else held, m, w, min(m, w), s.stride(0),
         s.stride(1), p.stride(0), p.stride(1), tau.stride(0), v.stride(0), v.stride(1), t.stride(0), t.stride(1),
         *vts, BM=bm, BW=bw, WRITE_VT=True, WRITE_VTT=vt is not None, LEAN=_LEAN, SKIP_HELD=held is not None,
+        SRC_ADDR=by_addr,
         num_warps=_warps(bm * bw, _EPT_MANY, _MIN_WARPS_MANY) if b >= _MANY else _warps(bm * bw),
     )  # fmt: skip
 
@@ -516,10 +521,14 @@ if _HAVE_TRITON:
     def _wy_fused_vt_kernel(
         v_ptr, vt_ptr, t_ptr, a_ptr, s_ptr, M, N, K, v_sb, v_sm, vt_sb, vt_sk, t_sb, t_sk, a_sb, a_sm, s_sb, s_sm,
         BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PREC: tl.constexpr, STAGES: tl.constexpr,
+        SRC_ADDR: tl.constexpr = False,
     ):  # fmt: skip
         """_wy_fused_kernel with phase 1 as W^T = A^T V from a transposed copy V^T (K, M): the V tile is then a
         K-major operand in shared memory, as tf32 wgmma wants, and the A tile goes in registers. A2 is read from
-        s_ptr and written to a_ptr (the same matrix but on the first panel, where s_ptr is the input)."""
+        s_ptr and written to a_ptr (the same matrix but on the first panel, where s_ptr is the input). SRC_ADDR:
+        as in _tile_qr_kernel, for s_ptr."""
+        if SRC_ADDR:
+            s_ptr = tl.multiple_of(tl.load(s_ptr).to(tl.pointer_type(tl.float32)), 16)
         pid_n = tl.program_id(0)
         pid_b = tl.program_id(1).to(tl.int64)
         offs_n = pid_n * BN + tl.arange(0, BN)
@@ -701,10 +710,11 @@ def _apply_qt_vt_(a2: torch.Tensor, v: torch.Tensor, vt: torch.Tensor, t: torch.
     bn = _fused_bn(n)
     bk = max(16, triton.next_power_of_2(k))
     s = a2 if src is None else src
+    sp, by_addr = _src_arg(s)
     _wy_fused_vt_kernel[(triton.cdiv(n, bn), b)](
-        v, vt, t, a2, s, m, n, k, v.stride(0), v.stride(1), vt.stride(0), vt.stride(1), t.stride(0), t.stride(1),
+        v, vt, t, a2, sp, m, n, k, v.stride(0), v.stride(1), vt.stride(0), vt.stride(1), t.stride(0), t.stride(1),
         a2.stride(0), a2.stride(1), s.stride(0), s.stride(1), BM=_FUSED_BM, BN=bn, BK=bk, PREC=prec,
-        STAGES=_FUSED_STAGES, num_warps=_FUSED_WARPS,
+        STAGES=_FUSED_STAGES, SRC_ADDR=by_addr, num_warps=_FUSED_WARPS,
     )  # fmt: skip
 
 
@@ -1114,6 +1124,7 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int, src: torch.Tensor | None = None) ->
             vt = torch.zeros((b, wo, mo), dtype=a.dtype, device=a.device) if want_vt else None
         if src is not None and k0 == 0 and not (plan is None and vt is not None and _reads_src(a, src, vo, tleaf, nb)):
             a.copy_(src)  # a route of this panel works in place: factor a copy, as without src
+            _input_copied(src)
             src = None
         for c0 in range(0, wo, nb):
             w = min(nb, wo - c0)
@@ -1127,6 +1138,8 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int, src: torch.Tensor | None = None) ->
             vt_c, src_c = None if vt is None else vt[:, c0 : c0 + w, c0:], src[:, :, :w] if first else None
             # the CholeskyQR2 leaf first; the Householder leaf then factors only the matrices whose panel did not hold
             held = _cholqr_leaf(*args, vt_c, src_c) if chol and w in (16, 32) and mo - c0 >= w else None
+            if held is not None and src_c is not None:
+                _input_copied(src_c)  # the CholeskyQR2 leaf reads the input directly
             if plan_c is not None:
                 _coop_leaf(*args, *plan_c, held=held)
             else:
@@ -1219,6 +1232,66 @@ def _qr(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 _GRAPH_MAX_ELEMS = 1 << 26
 _GRAPHS: dict = {}
+# The graph's kernels read the caller's input where it is, through addresses in device memory, instead of a copy
+# of it in the graph's own input (60x1024: about 170 us a call, 3.5%; the batch-rich shapes whose first outer
+# panel reads the input from its kernels alone). Knob, not yet timed.
+_GRAPH_ADDR = False
+_SLOTS = None  # the _InputSlots of the graph being set up, while its shape's first call and capture run
+
+
+class _InputSlots:
+    """Device memory holding the address of each view of the input that the graph's kernels read (the first outer
+    panel's columns, at a few offsets). The views are registered while the shape's first call runs eagerly; the
+    capture only looks them up; before each replay one launch writes the caller's addresses into the slots."""
+
+    def __init__(self, x: torch.Tensor):
+        self.x = x
+        self.offsets: list[int] = []  # bytes from the input's start, in slot order
+        self.slots = torch.zeros(8, dtype=torch.int64, device=x.device)
+        self.deltas = None  # self.offsets on the device, once frozen
+        self.usable = True  # False once a route reads the input other than through a slot
+
+    def views(self, t: torch.Tensor) -> bool:
+        return t.untyped_storage().data_ptr() == self.x.untyped_storage().data_ptr()
+
+    def slot(self, view: torch.Tensor) -> torch.Tensor:
+        off = view.data_ptr() - self.x.data_ptr()
+        if off not in self.offsets:
+            if self.deltas is not None or len(self.offsets) == len(self.slots):
+                raise RuntimeError("a view of the input the shape's first call did not read")  # capture: eager
+            self.offsets.append(off)
+            self.slots[len(self.offsets) - 1].fill_(view.data_ptr())
+        i = self.offsets.index(off)
+        return self.slots[i : i + 1]
+
+    def freeze(self) -> None:
+        self.deltas = torch.tensor(self.offsets, dtype=torch.int64, device=self.x.device)
+
+    def point_at(self, a: torch.Tensor) -> None:
+        torch.add(self.deltas, a.data_ptr(), out=self.slots[: len(self.offsets)])
+
+
+def _src_arg(src: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    """What a kernel takes for the tensor it reads A from: the tensor, or, while a graph that reads the input by
+    address is set up and src views that input, src's slot (the kernel's SRC_ADDR)."""
+    if _SLOTS is not None and _SLOTS.usable and _SLOTS.views(src) and src.data_ptr() % 16 == 0:
+        return _SLOTS.slot(src), True
+    return src, False
+
+
+def _input_copied(src: torch.Tensor) -> None:
+    """A route read the input other than through a kernel's src: the graph must copy the input in."""
+    if _SLOTS is not None and _SLOTS.views(src):
+        _SLOTS.usable = False
+
+
+def _qr_by_address(x: torch.Tensor, slots: _InputSlots | None) -> tuple[torch.Tensor, torch.Tensor]:
+    global _SLOTS
+    _SLOTS = slots
+    try:
+        return _qr(x)
+    finally:
+        _SLOTS = None
 
 
 def _graphed_qr(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -1226,21 +1299,31 @@ def _graphed_qr(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     ent = _GRAPHS.get(key)
     if ent is None:
         x = a.clone()
-        _qr(x)  # compiles the Triton kernels and sets cuBLAS up outside the capture
+        slots = _InputSlots(x) if _GRAPH_ADDR and x.data_ptr() % 16 == 0 else None
+        _qr_by_address(x, slots)  # compiles the Triton kernels and sets cuBLAS up outside the capture
+        if slots is not None and not (slots.usable and slots.offsets):
+            slots = None  # this shape's route reads the input otherwise: copy it in
         torch.cuda.synchronize(a.device)
         try:
             g = torch.cuda.CUDAGraph()
+            if slots is not None:
+                slots.freeze()
             with torch.cuda.graph(g):
-                h, tau = _qr(x)
-            ent = (g, x, h, tau)
+                h, tau = _qr_by_address(x, slots)
+            ent = (g, x, h, tau, slots)
         except RuntimeError:  # capture refused: run this shape eagerly from now on
             torch.cuda.synchronize(a.device)
             ent = False
         _GRAPHS[key] = ent
     if ent is False:
         return _qr(a)
-    g, x, h, tau = ent
-    x.copy_(a)
+    g, x, h, tau, slots = ent
+    if slots is not None and a.stride() == x.stride() and a.data_ptr() % 16 == 0:
+        slots.point_at(a)  # the replay reads a where it is
+    else:
+        if slots is not None:
+            slots.point_at(x)
+        x.copy_(a)
     g.replay()
     return h.clone(), tau.clone()
 

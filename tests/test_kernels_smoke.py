@@ -234,6 +234,44 @@ def test_fused_wy_t_merge_kernel_agrees_with_the_blockwise_products():
             setattr(mod, k, v)
 
 
+def test_fused_wy_graph_addr_reads_the_input_through_its_slots():
+    """_GRAPH_ADDR, interpreted, without the CUDA graph (the graph itself runs on a GPU only): the shape's first
+    call registers the views of the input its kernels read (the first outer panel's leaf, intra-panel and trailing
+    columns) and factors exactly as without the knob; with the slots frozen and pointed at another input, the same
+    launches (what a replay runs) factor that input, not the one they were set up with. A route that copies the
+    input instead leaves the graph to copy it in."""
+    load_variant(os.path.join(ROOT, "kernels", "fused_wy.py"))
+    mod = sys.modules["submission"]
+    # 16-wide leaves in 32-wide outer panels: the first panel reads the input at columns 0, 16 and 32
+    route = {"_GEMM_ON_CPU": True, "_SMALL_MAX": 0, "_FUSED_MIN_PROGRAMS": 1, "_NBO": 32, "_LEAF_ELEMS_FEW": 1024}
+    saved = {k: getattr(mod, k) for k in route}
+    try:
+        for k, v in route.items():
+            setattr(mod, k, v)
+        x = generate(Case(2, 48, 1, 43, "dense"))
+        y = generate(Case(2, 48, 1, 44, "dense"))
+        hx, tx = mod._qr(x)
+        hy, ty = mod._qr(y)
+        slots = mod._InputSlots(x)
+        h1, t1 = mod._qr_by_address(x, slots)
+        assert torch.equal(h1, hx) and torch.equal(t1, tx)
+        assert slots.usable and slots.offsets == [0, 16 * 4, 32 * 4], slots.offsets
+        assert mod._SLOTS is None
+        slots.freeze()
+        slots.point_at(y)
+        h2, t2 = mod._qr_by_address(x, slots)  # the launches a replay runs, the slots now at y
+        assert torch.equal(h2, hy) and torch.equal(t2, ty)
+        assert check_qr(y, (h2, t2)).passed
+
+        mod._FUSED_MIN_PROGRAMS = 10**6  # the panel's updates in place: the route copies the input into H
+        copied = mod._InputSlots(x)
+        mod._qr_by_address(x, copied)
+        assert not copied.usable and not copied.offsets
+    finally:
+        for k, v in saved.items():
+            setattr(mod, k, v)
+
+
 # the panel with two equal columns: its Cholesky meets a zero pivot, and the interpreter's numpy says so
 @pytest.mark.filterwarnings(
     "ignore:invalid value:RuntimeWarning", "ignore:divide by zero:RuntimeWarning", "ignore:All-NaN:RuntimeWarning"
