@@ -650,6 +650,15 @@ if _HAVE_TRITON:
             tl.store(t_ptr + rows[:, None] * t_sr + cols[None, :], out, mask=rmask[:, None] & cmask[None, :])
             tl.debug_barrier()  # the next block of this row reads this one back
 
+    @triton.jit
+    def _addr_kernel(x_ptr, slot_ptr, off_ptr, n):
+        """slot i = the address of element off[i] of x, for i < n (at most 8): knob _GRAPH_ADDR's slots, pointed at
+        the caller's input before a replay."""
+        r = tl.arange(0, 8)
+        keep = r < n
+        offs = tl.load(off_ptr + r, mask=keep, other=0)
+        tl.store(slot_ptr + r, x_ptr.to(tl.int64, bitcast=True) + offs * 4, mask=keep)
+
 
 def _t_build(vo: torch.Tensor, t: torch.Tensor, nb: int) -> torch.Tensor:
     b, m, k = vo.shape
@@ -1242,39 +1251,40 @@ _SLOTS = None  # the _InputSlots of the graph being set up, while its shape's fi
 class _InputSlots:
     """Device memory holding the address of each view of the input that the graph's kernels read (the first outer
     panel's columns, at a few offsets). The views are registered while the shape's first call runs eagerly; the
-    capture only looks them up; before each replay one launch writes the caller's addresses into the slots."""
+    capture only looks them up; before each replay one launch (_addr_kernel) points the slots at the caller's
+    tensor. Offsets are in whole 16-byte steps from a tensor's start, and CUDA allocations start 256-byte aligned,
+    so every address a slot holds is 16-byte aligned, as the kernels' SRC_ADDR assumes."""
 
     def __init__(self, x: torch.Tensor):
         self.x = x
-        self.offsets: list[int] = []  # bytes from the input's start, in slot order
+        self.offsets: list[int] = []  # elements from the input's start, in slot order
         self.slots = torch.zeros(8, dtype=torch.int64, device=x.device)
-        self.deltas = None  # self.offsets on the device, once frozen
+        self.deltas = torch.zeros(8, dtype=torch.int64, device=x.device)  # self.offsets on the device
+        self.frozen = False  # set for the capture: it may only look views up
         self.usable = True  # False once a route reads the input other than through a slot
 
     def views(self, t: torch.Tensor) -> bool:
-        return t.untyped_storage().data_ptr() == self.x.untyped_storage().data_ptr()
+        return t is self.x or t._base is self.x
 
     def slot(self, view: torch.Tensor) -> torch.Tensor:
-        off = view.data_ptr() - self.x.data_ptr()
+        off = view.storage_offset() - self.x.storage_offset()
         if off not in self.offsets:
-            if self.deltas is not None or len(self.offsets) == len(self.slots):
+            if self.frozen or len(self.offsets) == len(self.slots):
                 raise RuntimeError("a view of the input the shape's first call did not read")  # capture: eager
             self.offsets.append(off)
-            self.slots[len(self.offsets) - 1].fill_(view.data_ptr())
+            self.deltas[len(self.offsets) - 1] = off
+            self.point_at(self.x)
         i = self.offsets.index(off)
         return self.slots[i : i + 1]
 
-    def freeze(self) -> None:
-        self.deltas = torch.tensor(self.offsets, dtype=torch.int64, device=self.x.device)
-
     def point_at(self, a: torch.Tensor) -> None:
-        torch.add(self.deltas, a.data_ptr(), out=self.slots[: len(self.offsets)])
+        _addr_kernel[(1,)](a, self.slots, self.deltas, len(self.offsets))
 
 
 def _src_arg(src: torch.Tensor) -> tuple[torch.Tensor, bool]:
     """What a kernel takes for the tensor it reads A from: the tensor, or, while a graph that reads the input by
     address is set up and src views that input, src's slot (the kernel's SRC_ADDR)."""
-    if _SLOTS is not None and _SLOTS.usable and _SLOTS.views(src) and src.data_ptr() % 16 == 0:
+    if _SLOTS is not None and _SLOTS.usable and _SLOTS.views(src) and src.storage_offset() % 4 == 0:
         return _SLOTS.slot(src), True
     return src, False
 
@@ -1299,7 +1309,7 @@ def _graphed_qr(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     ent = _GRAPHS.get(key)
     if ent is None:
         x = a.clone()
-        slots = _InputSlots(x) if _GRAPH_ADDR and x.data_ptr() % 16 == 0 else None
+        slots = _InputSlots(x) if _GRAPH_ADDR and x.storage_offset() % 4 == 0 else None
         _qr_by_address(x, slots)  # compiles the Triton kernels and sets cuBLAS up outside the capture
         if slots is not None and not (slots.usable and slots.offsets):
             slots = None  # this shape's route reads the input otherwise: copy it in
@@ -1307,7 +1317,7 @@ def _graphed_qr(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         try:
             g = torch.cuda.CUDAGraph()
             if slots is not None:
-                slots.freeze()
+                slots.frozen = True
             with torch.cuda.graph(g):
                 h, tau = _qr_by_address(x, slots)
             ent = (g, x, h, tau, slots)
@@ -1318,7 +1328,7 @@ def _graphed_qr(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     if ent is False:
         return _qr(a)
     g, x, h, tau, slots = ent
-    if slots is not None and a.stride() == x.stride() and a.data_ptr() % 16 == 0:
+    if slots is not None and a.stride() == x.stride() and a.storage_offset() % 4 == 0:
         slots.point_at(a)  # the replay reads a where it is
     else:
         if slots is not None:

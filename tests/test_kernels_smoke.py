@@ -255,9 +255,9 @@ def test_fused_wy_graph_addr_reads_the_input_through_its_slots():
         slots = mod._InputSlots(x)
         h1, t1 = mod._qr_by_address(x, slots)
         assert torch.equal(h1, hx) and torch.equal(t1, tx)
-        assert slots.usable and slots.offsets == [0, 16 * 4, 32 * 4], slots.offsets
+        assert slots.usable and slots.offsets == [0, 16, 32], slots.offsets
         assert mod._SLOTS is None
-        slots.freeze()
+        slots.frozen = True
         slots.point_at(y)
         h2, t2 = mod._qr_by_address(x, slots)  # the launches a replay runs, the slots now at y
         assert torch.equal(h2, hy) and torch.equal(t2, ty)
