@@ -52,10 +52,13 @@ def test_two_runs_on_one_device_wait_for_each_other_and_the_queue_shows_it(tmp_p
     second = _tracker(store_b, lock_env, "--cases", "0")
     seen = None
     while time.monotonic() < deadline and first.poll() is None:
+        # The listing before the queue: a run takes the device once and lets it go once, so if the queue read after
+        # the listing still shows the first run holding it, the listing saw that too, however slow the two calls
+        # are under load (read the other way round, the device had passed to the second run in between, in CI).
+        listing = _cli("list", "--store", str(store_a), env=lock_env).stdout
         q = json.loads(_cli("queue", "--json", env=lock_env).stdout)
-        if q and q[0]["waiting"]:
+        if q and q[0]["waiting"] and q[0]["holder"]["pid"] == first.pid:
             seen = q
-            listing = _cli("list", "--store", str(store_a), env=lock_env).stdout
             break
         time.sleep(0.3)
     assert seen is not None, "the second run never showed as waiting"
