@@ -114,7 +114,7 @@ def test_every_leaf_the_gpu_probe_times_runs_and_factors_its_panel():
     pytest.importorskip("triton")
     code = (
         "import json, sys, torch; sys.path.insert(0, 'scripts'); import cholqr_leaf_study as s\n"
-        "fam = s.family(); torch.manual_seed(3); src = torch.randn(2, 64, fam._CHOLQR_NB); p = torch.empty_like(src)\n"
+        "fam = s.family(); torch.manual_seed(3); src = torch.randn(2, 32, fam._CHOLQR_NB); p = torch.empty_like(src)\n"
         "leaves, tau = s.leaf_contenders(fam, p); out = {}\n"
         "for name, leaf in leaves.items():\n"
         "    p.copy_(src); leaf()\n"
@@ -126,7 +126,7 @@ def test_every_leaf_the_gpu_probe_times_runs_and_factors_its_panel():
         "    calls.append(1)\n"
         "    if len(calls) == 2: raise RuntimeError('out of resources')\n"
         "    step(); return 1.0\n"
-        "print(json.dumps({'errors': out, 'timed': s._time_shape(fam, 2, 64, 1, device='cpu', timer=timer)}))"
+        "print(json.dumps({'errors': out, 'timed': s._time_shape(fam, 2, 32, 1, device='cpu', timer=timer)}))"
     )
     doc = _interpreted(code)
     errors, timed = doc["errors"], doc["timed"]
