@@ -1281,10 +1281,15 @@ class _InputSlots:
         _addr_kernel[(1,)](a, self.slots, self.deltas, len(self.offsets))
 
 
+def _aligned(t: torch.Tensor) -> bool:
+    """t starts a whole number of 16-byte steps into its allocation (4 float32), so at a 16-byte aligned address."""
+    return t.storage_offset() % 4 == 0
+
+
 def _src_arg(src: torch.Tensor) -> tuple[torch.Tensor, bool]:
     """What a kernel takes for the tensor it reads A from: the tensor, or, while a graph that reads the input by
     address is set up and src views that input, src's slot (the kernel's SRC_ADDR)."""
-    if _SLOTS is not None and _SLOTS.usable and _SLOTS.views(src) and src.storage_offset() % 4 == 0:
+    if _SLOTS is not None and _SLOTS.usable and _SLOTS.views(src) and _aligned(src):
         return _SLOTS.slot(src), True
     return src, False
 
@@ -1309,7 +1314,7 @@ def _graphed_qr(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     ent = _GRAPHS.get(key)
     if ent is None:
         x = a.clone()
-        slots = _InputSlots(x) if _GRAPH_ADDR and x.storage_offset() % 4 == 0 else None
+        slots = _InputSlots(x) if _GRAPH_ADDR and _aligned(x) else None
         _qr_by_address(x, slots)  # compiles the Triton kernels and sets cuBLAS up outside the capture
         if slots is not None and not (slots.usable and slots.offsets):
             slots = None  # this shape's route reads the input otherwise: copy it in
@@ -1328,7 +1333,7 @@ def _graphed_qr(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     if ent is False:
         return _qr(a)
     g, x, h, tau, slots = ent
-    if slots is not None and a.stride() == x.stride() and a.storage_offset() % 4 == 0:
+    if slots is not None and a.stride() == x.stride() and _aligned(a):
         slots.point_at(a)  # the replay reads a where it is
     else:
         if slots is not None:
