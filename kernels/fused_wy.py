@@ -60,6 +60,10 @@ source; the knob is gone).
 Session 46 (H100): rejected, graphs whose outputs are returned without the clone (_GRAPH_POOL=2, two more graphs a
 shape of 2^24 elements or more, replayed while nothing else holds their outputs): paired screen 60x1024 -1.8%,
 8x2048 +4.2%, 2x4096 +4.3% (the knob is gone; kernels/NOTES.md).
+Session 50 (H200): knobs _T_MERGE_KERNEL (the few-matrix shapes merge each outer panel's T in one launch) and
+_GRAPH_ADDR (the graphed shapes read the caller's input through address slots, no copy-in): fused_wy_tmk_ga, run
+2aaa7d503d4d, 2,562 us against fused_wy_x2's 2,727 (8x2048 9,398 -> 8,919, 2x4096 20,246 -> 19,279, 60x1024
+4,766 -> 4,637); each knob's 22 tests passed under the default seed and seeds 1234 and 98765; now the defaults.
 """
 
 import os  # noqa: E402
@@ -1054,8 +1058,8 @@ def _cholqr_leaf(p, tau, v, t, vt=None, src=None, bm=None, prec=None, warps=None
 _T_MERGE = True  # outer T from the leaf T's (parent: a triangular solve of the whole panel)
 # the merge's blocks by one launch (a program per row block; float32 products) instead of two cuBLAS products, a
 # negation and a copy per leaf: 2x4096 runs 121 such merges a call, about 1.3 ms of device time in 484 launches
-# (profile of e11abefc6b6d, H100). Knob, not yet timed.
-_T_MERGE_KERNEL = False
+# (profile of e11abefc6b6d, H100). Paired screen (H200, session 50): 8x2048 0.947, 2x4096 0.950.
+_T_MERGE_KERNEL = True
 
 
 def _gram(vo: torch.Tensor) -> torch.Tensor:
@@ -1243,8 +1247,9 @@ _GRAPH_MAX_ELEMS = 1 << 26
 _GRAPHS: dict = {}
 # The graph's kernels read the caller's input where it is, through addresses in device memory, instead of a copy
 # of it in the graph's own input (60x1024: about 170 us a call, 3.5%; the batch-rich shapes whose first outer
-# panel reads the input from its kernels alone). Knob, not yet timed.
-_GRAPH_ADDR = False
+# panel reads the input from its kernels alone). Paired screen (H200, session 50): 40x176 0.998, 40x352 0.997,
+# 60x1024 0.992.
+_GRAPH_ADDR = True
 _SLOTS = None  # the _InputSlots of the graph being set up, while its shape's first call and capture run
 
 
