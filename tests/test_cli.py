@@ -16,7 +16,8 @@ import pytest
 from tracker.capture.runner import RunRequest, run_variant
 from tracker.store import Store
 
-pytestmark = pytest.mark.timeout(180)
+# One worker takes the whole module, so its `bench` run (with a profile) is made once, not once per xdist worker.
+pytestmark = [pytest.mark.timeout(180), pytest.mark.xdist_group("cli_bench")]
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = "kernels/geqrf_reference.py"

@@ -62,7 +62,11 @@ NO_CHROMIUM = (
     "no Chromium for the browser tests: run `python -m playwright install chromium` "
     "(or apt-get install chromium); scripts/install.sh --dev tries both"
 )
-pytestmark = pytest.mark.skipif(CHROMIUM is None and not UNDER_CI, reason=NO_CHROMIUM)
+# One worker takes the whole module, so the tests of `shared_server` share its one server, as it means them to.
+pytestmark = [
+    pytest.mark.skipif(CHROMIUM is None and not UNDER_CI, reason=NO_CHROMIUM),
+    pytest.mark.xdist_group("browser"),
+]
 
 
 LOCAL_URLS = ("http://127.0.0.1:", "ws://127.0.0.1:", "data:", "blob:", "about:")
@@ -395,8 +399,9 @@ def test_leaderboard_lineage_and_since_pages(shared_server, shared_page):
     # gets still says it: Streamlit knows only the files in pages/ before the app's first run declares its pages.)
     for name in ("experiments", "home"):
         goto(page, f"{base}/{name}?q=wy")
+        # the forward to the default page is a second script run, which under load can start after goto() settled
+        expect(page.get_by_role("heading", name="Experiments")).to_be_visible(timeout=30_000)
         no_exception(page)
-        assert page.get_by_role("heading", name="Experiments").is_visible()
         assert page.get_by_text("Page not found").count() == 0
         assert page.get_by_role("textbox", name="Search").input_value() == "wy"
     goto(page, f"{base}/leaderboard?suite=qr_v2&gpu=NVIDIA%20H200")

@@ -40,7 +40,8 @@ from tracker.store.transfer import export_runs, import_runs
 from tracker.store.validate import InvalidImport
 from tracker.variants.register import file_snapshots
 
-pytestmark = pytest.mark.timeout(120)
+# One worker takes the whole module, so the run behind `one_run_export` is made once, not once per worker.
+pytestmark = [pytest.mark.timeout(120), pytest.mark.xdist_group("hostile_import_run")]
 SMOKE_MEANS = [40.0, 90.0, 150.0, 260.0]
 
 

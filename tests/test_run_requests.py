@@ -21,6 +21,8 @@ from tracker.cli.run import run_requests
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBLEM = ROOT / "problems" / "vectoradd"
+# One worker takes the whole module, so the runs behind `two_runs` are made once, not once per xdist worker.
+pytestmark = pytest.mark.xdist_group("run_requests_runs")
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:

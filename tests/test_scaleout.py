@@ -24,7 +24,8 @@ from tracker.capture.cores import core_shares, gpu_local_cores, parse_cpulist, s
 from tracker.capture.runner import RunRequest, run_variant  # noqa: E402
 from tracker.store import Store  # noqa: E402
 
-pytestmark = pytest.mark.timeout(180)
+# One worker takes the whole module, so its Dask cluster (the `cluster` fixture) starts once, not once per worker.
+pytestmark = [pytest.mark.timeout(180), pytest.mark.xdist_group("scaleout_cluster")]
 
 ROOT = Path(__file__).resolve().parent.parent
 VARIANTS = Path(__file__).resolve().parent / "variants"

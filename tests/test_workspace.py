@@ -17,7 +17,8 @@ from tracker.capture.runner import RunRequest, cannot_run_here
 from tracker.variants.naming import unique_names, variant_name
 from tracker.variants.register import parent_line
 
-pytestmark = pytest.mark.timeout(300)
+# One worker takes the whole module, so the `workspace` fixture's runs are made once, not once per xdist worker.
+pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("workspace_runs")]
 ROOT = Path(__file__).resolve().parent.parent
 
 BASE = '''"""Baseline: torch.geqrf."""

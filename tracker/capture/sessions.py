@@ -40,10 +40,10 @@ def run_session(requests: dict[str, dict[str, Any]], rounds: int, first_round: i
     """interleave() in the main thread of a command, after saying how long it should take (tracker.capture.outlook).
     False when a SIGTERM ended the session early (its runs so far are stored, the current one as cancelled), so the
     caller can still report what the rounds done say."""
-    for line in outlook.session_lines({side: RunRequest(**req) for side, req in requests.items()}, rounds):
-        print(line, file=sys.stderr)
     try:
-        with stopping.session():
+        with stopping.session():  # before the outlook: a user who reads it and stops the session gets its report
+            for line in outlook.session_lines({side: RunRequest(**req) for side, req in requests.items()}, rounds):
+                print(line, file=sys.stderr)
             interleave(requests, rounds, first_round=first_round)
     except SystemExit as exc:
         if exc.code != 128 + signal.SIGTERM:
