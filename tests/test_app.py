@@ -823,8 +823,10 @@ def test_a_first_call_without_progress_is_said_long_before_the_compile_budget_en
     kernels.mkdir()
     (kernels / "hangs_first.py").write_text("import time\n\n\ndef custom_kernel(data):\n    time.sleep(120)\n")
     job = jobs.start_job(path, "hangs_first.py", suite="smoke", mode="test", cases=[0], kernels_dir=kernels,
-                         device="cpu", compile_timeout=8)  # fmt: skip
-    assert job.spec["request"]["compile_timeout"] == 8
+                         device="cpu", compile_timeout=20)  # fmt: skip
+    # 20 s, not less: the budget's clock starts with the worker, whose own start took over 8 s in a loaded CI run,
+    # so the kernel's import was never reached and no stall could be said
+    assert job.spec["request"]["compile_timeout"] == 20
     deadline = time.monotonic() + 90
     while not jobs.first_call_stalled(job, jobs.status(job)) and time.monotonic() < deadline:
         time.sleep(0.3)
@@ -835,7 +837,7 @@ def test_a_first_call_without_progress_is_said_long_before_the_compile_budget_en
     run_id = jobs.status(job)["run_id"]
     assert any(f"[run {run_id}](run?id={run_id})" in i.value for i in at.info), texts(at.info)
     final = jobs.wait(job, timeout=60)
-    assert final["status"] == "failed" and "compiling took longer than 8 s" in final["error"], final
+    assert final["status"] == "failed" and "compiling took longer than 20 s" in final["error"], final
 
 
 def test_job_that_cannot_start_says_why(demo_store, tmp_path):
