@@ -412,7 +412,9 @@ def test_leaderboard_lineage_and_since_pages(shared_server, shared_page):
     assert page.get_by_test_id("stDataFrame").count() == 2  # the board, and where one variant's time goes
     # At 1440 px the board drew six of its twelve case columns, headed "640x512 c2 dense (µs)", the sixth cut to
     # "8x20": now the columns the grid draws (its accessible headers) are those of at least eleven cases, by shape.
-    headers = page.get_by_test_id("stDataFrame").first.locator("th[role=columnheader]").all_inner_texts()
+    columns = page.get_by_test_id("stDataFrame").first.locator("th[role=columnheader]")
+    expect(columns.first).to_be_attached(timeout=30_000)  # the grid draws after the script run (read empty once)
+    headers = columns.all_inner_texts()
     assert headers[:2] == ["variant", "geomean"] and len(headers) >= 13, headers
     assert headers[2:5] == ["20×32", "40×176", "40×352"] and not any("(µs)" in h for h in headers), headers
     shot(page, "leaderboard")
