@@ -15,6 +15,7 @@ import pytest
 
 from tracker.capture.runner import RunRequest, run_variant
 from tracker.store import Store
+from tracker.workloads.base import SMOKE_MAX_REPS
 
 # One worker takes the whole module, so its `bench` run (with a profile) is made once, not once per xdist worker.
 pytestmark = [pytest.mark.timeout(180), pytest.mark.xdist_group("cli_bench")]
@@ -68,6 +69,8 @@ def test_a_whole_suite_run_scores_the_geometric_mean_of_its_case_means(tmp_path)
     means = [c["mean_us"] for c in doc["cases"]]
     assert len(means) == 4 and all(m > 0 for m in means)
     assert doc["geomean_us"] == pytest.approx(math.prod(means) ** (1 / len(means)))
+    # a CPU clock never meets the stop rule: a smoke case stops at the suite's cap, not the contest's 200
+    assert all(3 <= c["runs"] <= SMOKE_MAX_REPS for c in doc["cases"])
 
 
 def test_run_json_prints_one_object_with_the_documented_keys(bench):

@@ -20,7 +20,8 @@ from tests.conftest import HANG_SLEEP, wait_no_process
 from tracker.capture.runner import RunOutcome, RunRequest, run_variant
 from tracker.store import Store
 from tracker.workloads import get_workload
-from tracker.workloads.qr_v2.suites import SMOKE, hidden_seed
+from tracker.workloads.base import SMOKE_MAX_REPS
+from tracker.workloads.qr_v2.suites import QR_V2, SMOKE, hidden_seed
 
 QR_CHECK = get_workload("qr_v2").check_outputs
 
@@ -233,6 +234,20 @@ def test_timing_loop_keeps_every_sample_up_to_max_reps():
     assert result.passed and len(result.samples) == 5 and seen == result.samples
     assert all(t > 0 for t in result.samples)
     assert set(result.check.residuals) == {"factor_res", "tril_res", "recon_res", "orth_res"}
+
+
+def test_a_smoke_suite_caps_the_timed_repetitions_and_the_contest_suites_keep_theirs():
+    from tracker.capture.timing import MODE_RULES, rules_for
+    from tracker.workloads.problem_folder import ProblemFolder
+
+    assert SMOKE.max_reps == SMOKE_MAX_REPS < MODE_RULES["benchmark"].max_reps
+    assert rules_for("benchmark", SMOKE.max_reps).max_reps == SMOKE_MAX_REPS
+    assert rules_for("leaderboard", SMOKE.max_reps).max_reps == SMOKE_MAX_REPS
+    assert rules_for("benchmark", QR_V2.max_reps) == MODE_RULES["benchmark"]
+    assert rules_for("benchmark", 10_000).max_reps == MODE_RULES["benchmark"].max_reps  # a cap never raises it
+    assert rules_for("test", SMOKE.max_reps) is None
+    folder = ProblemFolder(ROOT / "problems" / "vectoradd")
+    assert folder.suites["smoke"].max_reps == SMOKE_MAX_REPS and folder.suites[folder.name].max_reps is None
 
 
 def _loop_in_order(reply, max_reps: int, shadow_s: float = 0.0, **loop_args):

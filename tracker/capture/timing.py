@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from time import perf_counter as _clock  # bound before the kernel is imported: patching time.perf_counter misses it
 from typing import Any
 
@@ -35,6 +35,14 @@ MIN_LOOP_S = 0.1  # no stop before this much wall time has passed (and at least 
 CHECKER_LAST_S = 0.02
 MAX_LOOP_S = 120.0
 TARGET_REL_ERR = 0.001
+
+
+def rules_for(mode: str, max_reps: int | None = None) -> ModeRules | None:
+    """The timed mode's rules, its repetitions capped at the suite's `max_reps`; None for test mode (untimed)."""
+    rules = MODE_RULES.get(mode)
+    if rules is None or max_reps is None:
+        return rules
+    return replace(rules, max_reps=min(rules.max_reps, max_reps))
 
 
 def harness_rechecks_here(device_type: str) -> bool:

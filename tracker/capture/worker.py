@@ -384,7 +384,7 @@ def main() -> int:
 
     from tracker.capture.envinfo import capture_environment
     from tracker.capture.profiling import profile_call
-    from tracker.capture.timing import MODE_RULES, Clock
+    from tracker.capture.timing import Clock, rules_for
     from tracker.workloads import cases_for, get_suite, get_workload
 
     events.emit("env", **capture_environment(device))
@@ -415,7 +415,7 @@ def main() -> int:
     cases = [all_cases[i] for i in indices]
     if job.get("seed") is not None:
         cases = [workload.hidden_seed(c, int(job["seed"])) for c in cases]
-    rules = MODE_RULES.get(mode)
+    rules = rules_for(mode, suite.max_reps)
     clock = Clock(device) if rules is not None else None  # test mode times nothing
     # The compile budget ends when the first call returns (Triton JIT, load_inline builds); the run's timeout
     # covers everything after it, the rest of the warm-up included.

@@ -20,6 +20,9 @@ L2_FLUSH_BYTES = 256 * 1024 * 1024
 # ... and times as many distinct inputs per repetition as fit this many bytes, at most MAX_INPUTS_PER_REP.
 BENCHMARK_INPUT_BYTES = 256 * 1024 * 1024
 MAX_INPUTS_PER_REP = 50
+# A smoke suite checks that a kernel runs and passes, in seconds on a CPU; its timings are no measurement (a CPU
+# clock's noise never meets the stop rule, so every case ran all 200 repetitions, each rechecked: 6 s a run, not 3).
+SMOKE_MAX_REPS = 20
 BENCHMARK_SEED_STEP = 42  # input i of a repetition (from 1) is generated with seed + 42 * i
 
 
@@ -75,6 +78,7 @@ class SuiteLike(Protocol):
     name: str
     tests: tuple[Any, ...]
     benchmarks: tuple[Any, ...]
+    max_reps: int | None  # a cap on the timed mode's repetitions per case (SMOKE_MAX_REPS), None for the mode's own
 
 
 @runtime_checkable

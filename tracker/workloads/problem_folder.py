@@ -24,6 +24,7 @@ import yaml
 from tracker.common.errors import InputError
 from tracker.workloads.base import (
     BENCHMARK_SEED_STEP,
+    SMOKE_MAX_REPS,
     CheckResult,
     combine_seed,
     files_sha256,
@@ -82,6 +83,7 @@ class ProblemSuite:
     tests: tuple[ArgsCase, ...]
     benchmarks: tuple[ArgsCase, ...]
     description: str = ""
+    max_reps: int | None = None
 
 
 def is_problem_folder(path: str | Path) -> bool:
@@ -136,7 +138,7 @@ class ProblemFolder:
         first = (tests or benchmarks)[:1]
         self._suites = {
             self.name: ProblemSuite(self.name, tests, benchmarks, f"{self.name}: task.yml tests and benchmarks"),
-            "smoke": ProblemSuite("smoke", first, first, f"{self.name}: the first test case"),
+            "smoke": ProblemSuite("smoke", first, first, f"{self.name}: the first test case", SMOKE_MAX_REPS),
         }
         self._reference = None
 

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 
 from tracker.common.errors import InputError
 from tracker.common.vocabulary import RUN_MODES
-from tracker.workloads.base import inputs_per_rep
+from tracker.workloads.base import SMOKE_MAX_REPS, inputs_per_rep
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,7 @@ class Suite:
     tests: tuple[Case, ...]
     benchmarks: tuple[Case, ...]
     description: str = ""
+    max_reps: int | None = None
 
 
 def hidden_seed(case_seed: int, run_seed: int) -> int:
@@ -148,6 +149,7 @@ SMOKE = Suite(
             """
         )
     ),
+    max_reps=SMOKE_MAX_REPS,
 )
 
 SUITES: dict[str, Suite] = {s.name: s for s in (QR_V2, SMOKE)}
