@@ -124,6 +124,38 @@ def test_the_compile_budget_ends_at_the_first_call_so_a_hang_in_warm_up_is_a_tim
     assert wait_no_process("sleep", HANG_SLEEP) == []
 
 
+def test_the_compile_budget_counts_from_the_kernels_import_not_the_workers_own_start(tmp_path):
+    """The worker imports torch (1.7 s of CPU here, more under load) before it imports the kernel: a budget
+    shorter than that start still fits a kernel that compiles at once (this one: 5-30 ms from its import to its
+    first call's return), and the stored compile time keeps the start in it."""
+    outcome, run_row = run(tmp_path, REFERENCE, compile_timeout=0.5)
+    assert outcome.status == "passed", run_row["error"]
+    events = {e["event"]: e["elapsed_s"] for e in outcome.events if e["event"] in ("import_start", "compiled")}
+    assert events["import_start"] > 0.5 and events["compiled"] - events["import_start"] < 0.5, events
+    assert run_row["compile_s"] == pytest.approx(events["compiled"], abs=0.5)
+
+
+def test_each_phase_of_a_run_is_held_to_its_own_clock():
+    from tracker.capture.deadlines import Deadlines
+
+    clocks = Deadlines(compile_timeout=10, timeout=60, started=100.0, worker_start_s=30)
+    assert clocks.expired(129) is None
+    status, error = clocks.expired(131)
+    assert status == "crashed" and "did not begin importing the kernel within 30 s" in error
+    clocks.saw("import_start", 125.0)
+    assert clocks.expired(134) is None  # 9 s into the budget, whatever the start took
+    status, error = clocks.expired(136)
+    assert status == "failed" and error.startswith("compiling took longer than 10 s") and "took 25.0 s" in error
+    clocks.saw("import_start", 135.0)  # a repeated event does not restart the budget
+    assert clocks.expired(136)[0] == "failed"
+    clocks.saw("compiled", 130.0)
+    assert clocks.expired(189) is None
+    assert clocks.expired(191) == ("timeout", "the run exceeded its timeout of 60 s")
+    skipped = Deadlines(compile_timeout=10, timeout=60, started=0.0)
+    skipped.saw("compiled", 5.0)  # no import_start: the timeout phase still starts at the first call
+    assert skipped.importing == 5.0 and skipped.expired(64) is None and skipped.expired(66)[0] == "timeout"
+
+
 def test_a_hanging_variant_times_out_keeps_finished_cases_and_the_next_run_works(tmp_path):
     outcome, run_row = run(tmp_path, "hangs_second.py", cases=(0, 1), timeout=10)
     assert outcome.status == "timeout"

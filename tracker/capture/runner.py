@@ -31,6 +31,7 @@ from typing import Any
 from tracker import store as store_mod
 from tracker.capture import compile_cache, devicelock, envinfo, gpustate, handoff, plausibility, sandbox, stopping
 from tracker.capture.channel import Lines
+from tracker.capture.deadlines import Deadlines
 from tracker.capture.evidence import FIRST_PASS, FRESH_PASS, RESIDUAL_KEYS
 from tracker.capture.evidence import collect as collect_evidence
 from tracker.capture.record import (  # noqa: F401 - RunRequest and the defaults are this module's API too
@@ -499,7 +500,7 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
             except BrokenPipeError:
                 pass
             start = time.monotonic()
-            compile_deadline, timed_deadline = start + req.compile_timeout, None
+            clocks = Deadlines(req.compile_timeout, req.timeout, start)
             last_scan = 0.0
             folder = sandbox.FolderWatch(workdir)
             while True:
@@ -510,9 +511,9 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
                         malformed += 1
                         continue
                     event["elapsed_s"] = time.monotonic() - start
-                    if event["event"] == "compiled" and timed_deadline is None:
+                    if event["event"] == "compiled" and clocks.compiled is None:
                         compile_s = event["elapsed_s"]
-                        timed_deadline = time.monotonic() + req.timeout
+                    clocks.saw(event["event"], time.monotonic())
                     events.append(event)
                     if event["event"] in ("case_start", "case_done"):
                         # the checker reports before it answers the worker: its verdicts on this case are there
@@ -534,12 +535,8 @@ def _drive_worker(req, record, events, emit, should_cancel, device, variant_path
                 if (excess := folder.excess()) is not None:
                     status, error = "failed", excess
                     break
-                if timed_deadline is None and now > compile_deadline:
-                    error = f"compiling took longer than {req.compile_timeout:g} s (--compile-timeout)"
-                    status = "failed"
-                    break
-                if timed_deadline is not None and now > timed_deadline:
-                    status, error = "timeout", f"the run exceeded its timeout of {req.timeout:g} s"
+                if (ran_out := clocks.expired(now)) is not None:
+                    status, error = ran_out
                     break
                 if should_cancel is not None and should_cancel():
                     raise Cancelled

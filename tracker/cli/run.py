@@ -240,7 +240,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "--compile-timeout",
         type=positive_seconds,
         default=DEFAULT_COMPILE_TIMEOUT_S,
-        help="seconds for import and the first call: Triton JIT, load_inline builds (default: %(default)s)",
+        help="seconds for the kernel's import and its first call (Triton JIT, load_inline builds), counted from "
+        "the import: the worker's own start is not in it (default: %(default)s)",
     )
     p.add_argument("--family", help="variant family (e.g. the line of work this belongs to)")
     p.add_argument(
