@@ -9,7 +9,7 @@ import streamlit as st
 from pages import _common as common
 from pages.ui import charts, diffs
 from pages.ui import tables as views
-from tracker.analysis import gpustate, series
+from tracker.analysis import gpustate, series, spread
 from tracker.common.gitinfo import diff_commits
 from tracker.common.vocabulary import DEFAULT_WORKLOAD, SHARED_DEVICE_NOTE
 from tracker.store import Store
@@ -101,6 +101,11 @@ if isinstance(_pair_id, str) and _pair_id == run_b.get("pair_id") and run_a.get(
           "why": c.reason + ("; B/A is its one round's" if c.single_round_ratio else "")} for c in _paired],
         key="paired", column_config={"B/A": st.column_config.NumberColumn(format="%.3f")},
     )  # fmt: skip
+_spread = [] if _paired is not None else spread.compare_notes(bundle_a["cases"], bundle_b["cases"])
+if _spread:  # two processes' host pace, not the code, on launch-bound cases
+    st.warning("How far each run's mean sits above its best repetition moves between processes on launch-bound "
+               "cases, and may explain these rather than the code: "
+               + "; ".join(f"**{md(n['case'])}**: {md(n['note'])}" for n in _spread[:12]))  # fmt: skip
 _states = gpustate.compare_notes(bundle_a["cases"], bundle_b["cases"])
 if _states:  # clocks or throttling, not the code, may explain these cases
     st.warning("The GPU's state, not the code, may explain these cases (a clock difference or throttling): "

@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from tracker.analysis.series import case_labels, is_num, run_before
+from tracker.analysis.series import case_notes, is_num, rows_by_label, run_before
 from tracker.analysis.stats import ChangePoint, HistoryPoint
 from tracker.store.schema import SLOWDOWNS
 
@@ -41,20 +41,9 @@ def state_note(a: Mapping[str, Any], b: Mapping[str, Any]) -> str | None:
     return "; ".join(parts) or None
 
 
-def _by_label(cases: pd.DataFrame) -> dict[str, dict[str, Any]]:
-    records = cases.to_dict("records")
-    return dict(zip(case_labels(records), records, strict=True))
-
-
 def compare_notes(cases_a: pd.DataFrame, cases_b: pd.DataFrame) -> list[dict[str, str]]:
     """Per case both runs have, in A's order: {case, note} where their GPU states differ or either throttled."""
-    b = _by_label(cases_b)
-    out = []
-    for label, row in _by_label(cases_a).items():
-        note = state_note(row, b[label]) if label in b else None
-        if note:
-            out.append({"case": label, "note": note})
-    return out
+    return case_notes(cases_a, cases_b, state_note)
 
 
 def change_point_note(
@@ -72,7 +61,7 @@ def states_by_run_case(rows: pd.DataFrame) -> dict[tuple[str, str], dict[str, An
     """{(run_id, case label): row} from Store.gpu_states."""
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for run_id, group in rows.groupby("run_id", sort=False):
-        for label, row in _by_label(group).items():
+        for label, row in rows_by_label(group).items():
             out[(str(run_id), label)] = row
     return out
 

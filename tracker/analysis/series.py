@@ -6,7 +6,7 @@ Pure functions (no Plotly, no Streamlit, no store access); regression_table shap
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -45,6 +45,25 @@ def case_labels(records: Sequence[Mapping[str, Any]]) -> list[str]:
     for c in records:
         label = c.get("label") or c["spec"]
         out.append(f"{label} #{c['case_idx']}" if label in out else label)
+    return out
+
+
+def rows_by_label(cases: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """A run's case rows by their names across runs (case_labels)."""
+    records = cases.to_dict("records")
+    return dict(zip(case_labels(records), records, strict=True))
+
+
+def case_notes(
+    cases_a: pd.DataFrame, cases_b: pd.DataFrame, note: Callable[[Mapping[str, Any], Mapping[str, Any]], str | None]
+) -> list[dict[str, str]]:
+    """Per case both runs have, in A's order: {case, note} where `note(row A, row B)` has something to say."""
+    b = rows_by_label(cases_b)
+    out = []
+    for label, row in rows_by_label(cases_a).items():
+        said = note(row, b[label]) if label in b else None
+        if said:
+            out.append({"case": label, "note": said})
     return out
 
 
