@@ -17,7 +17,9 @@ from tracker.analysis.spread import spread_note
 
 ROOT = Path(__file__).resolve().parent.parent
 OLD, NEW = "91f17483358c", "2aaa7d503d4d"
-SAMPLES = ("samples/h200-2026-12-06-s43", "samples/h200-2026-12-06-s50")
+# s30 holds an A/B session (250ea3a83dbe) whose two sides' 20x32 differ by spread too
+SAMPLES = ("samples/h200-2026-12-06-s43", "samples/h200-2026-12-06-s50", "samples/h200-2026-12-04-s30")
+PAIRED = ("938a87c12783", "e719bf10466f")
 
 
 def test_a_mean_ratio_made_of_spread_is_noted_and_one_the_bests_share_is_not():
@@ -44,9 +46,9 @@ def store(tmp_path_factory) -> Path:
     return path
 
 
-def compare(store: Path, *args: str) -> subprocess.CompletedProcess:
+def compare(store: Path, *args: str, runs: tuple[str, str] = (OLD, NEW)) -> subprocess.CompletedProcess:
     proc = subprocess.run(
-        [sys.executable, "-m", "tracker", "compare", OLD, NEW, "--store", str(store), *args],
+        [sys.executable, "-m", "tracker", "compare", *runs, "--store", str(store), *args],
         cwd=ROOT, capture_output=True, text=True,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -61,9 +63,22 @@ def test_compare_notes_the_launch_bound_case_and_no_other(store):
     assert "tracker ab" in doc["spread"][0]["note"]
 
 
+def test_one_ab_sessions_two_runs_get_its_paired_verdict_instead(store):
+    from tracker.analysis.spread import compare_notes
+    from tracker.store import Store
+
+    bundles = [Store(store).run_bundle(r) for r in PAIRED]
+    assert compare_notes(bundles[0]["cases"], bundles[1]["cases"])  # unpaired, the rule would speak
+    doc = json.loads(compare(store, "--json", runs=PAIRED).stdout)
+    assert doc["pair"]["pair_id"] == "250ea3a83dbe" and doc["spread"] == []
+    assert "in the best repetitions" not in compare(store, runs=PAIRED).stderr
+
+
 def test_the_compare_page_says_it_beside_the_table(store, monkeypatch):
     monkeypatch.setenv("KERNELBEAM_STORE", str(store))
     at = open_page("pages/compare.py", a=OLD, b=NEW)
     (warning,) = [w.value.replace("\\", "") for w in at.warning if "above its best repetition" in w.value]
     assert "**20x32 c1 dense**" in warning and "0.881 in the best repetitions" in warning, warning
     assert warning.count("**") == 2  # one case
+    at = open_page("pages/compare.py", a=PAIRED[0], b=PAIRED[1])
+    assert not [w for w in at.warning if "above its best repetition" in w.value]

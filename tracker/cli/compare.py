@@ -61,9 +61,10 @@ def compare_doc(args: argparse.Namespace) -> dict[str, Any]:
     ids, a, b, cmp = _compare(args)
     methods = [r["run"].get("method") or "tracker" for r in (a, b)]
     doc = {"a": ids[0], "b": ids[1], **asdict(cmp), "gpu_state": _state_notes(a, b), "methods": methods}
-    doc["spread"] = _spread_notes(a, b)
     doc["coverage"] = coverage(cmp, a["run"], b["run"])
     doc["pair"] = _pair(args, a, b)
+    # a paired session's verdict already cancels what differs between two processes
+    doc["spread"] = _spread_notes(a, b) if doc["pair"] is None else []
     doc["fidelity"] = _fidelity(args, a, b, methods)
     doc["shared_device"] = _shared_sides(a, b)
     return json.loads(json.dumps(doc, default=str))
@@ -160,7 +161,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(f"warning: {' and '.join(shared)} {SHARED_DEVICE_NOTE}", file=sys.stderr)
     for note in _state_notes(a, b):  # the machine, not the code, may explain these cases
         print(f"warning: GPU state on {note['case']}: {note['note']}", file=sys.stderr)
-    if pair is None:  # a paired session's verdict already cancels what differs between two processes
+    if pair is None:  # as in compare_doc
         for note in _spread_notes(a, b):
             print(f"warning: {note['case']}: {note['note']}", file=sys.stderr)
     print("marks: - faster, + slower, ~ within noise, x not comparable", file=sys.stderr)
