@@ -28,7 +28,8 @@ COMPARE_HELP = (
     "+ slower, ~ within noise, x not comparable. A case is faster or slower only when the test on the samples "
     "is significant (p < 0.05: Mann-Whitney U on the ranks, Welch's t on the means when there are too few samples) "
     "AND both the medians and the ratio of means move by at least --min-effect in the same direction; so a mark "
-    "never contradicts the ratio printed beside it."
+    "never contradicts the ratio printed beside it. A warning names the cases whose mean ratio comes mostly from "
+    "how far each mean sits above its best repetition (launch-bound cases, between processes): pair those with ab."
 )
 
 
