@@ -64,8 +64,7 @@ def compare_doc(args: argparse.Namespace) -> dict[str, Any]:
     doc = {"a": ids[0], "b": ids[1], **asdict(cmp), "gpu_state": _state_notes(a, b), "methods": methods}
     doc["coverage"] = coverage(cmp, a["run"], b["run"])
     doc["pair"] = _pair(args, a, b)
-    # a paired session's verdict already cancels what differs between two processes
-    doc["spread"] = _spread_notes(a, b) if doc["pair"] is None else []
+    doc["spread"] = _spread_notes(a, b)
     doc["fidelity"] = _fidelity(args, a, b, methods)
     doc["shared_device"] = _shared_sides(a, b)
     return json.loads(json.dumps(doc, default=str))
@@ -108,9 +107,10 @@ def _state_notes(a, b) -> list[dict[str, str]]:
 
 
 def _spread_notes(a, b) -> list[dict[str, str]]:
+    """Nothing for one A/B session's two runs: its paired verdict already cancels what differs between processes."""
     from tracker.analysis.spread import compare_notes
 
-    return compare_notes(a["cases"], b["cases"])
+    return [] if _pair_id(a, b) is not None else compare_notes(a["cases"], b["cases"])
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -162,9 +162,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(f"warning: {' and '.join(shared)} {SHARED_DEVICE_NOTE}", file=sys.stderr)
     for note in _state_notes(a, b):  # the machine, not the code, may explain these cases
         print(f"warning: GPU state on {note['case']}: {note['note']}", file=sys.stderr)
-    if pair is None:  # as in compare_doc
-        for note in _spread_notes(a, b):
-            print(f"warning: {note['case']}: {note['note']}", file=sys.stderr)
+    for note in _spread_notes(a, b):  # two processes' host pace, not the code, may explain these cases
+        print(f"warning: {note['case']}: {note['note']}", file=sys.stderr)
     print("marks: - faster, + slower, ~ within noise, x not comparable", file=sys.stderr)
     return 0
 
