@@ -89,9 +89,9 @@ _shared = common.read(Store.shared_device_runs, (run_a["run_id"], run_b["run_id"
 if _shared:
     _sides = " and ".join(side for side, r in (("A", run_a), ("B", run_b)) if r["run_id"] in _shared)
     st.warning(f"{_sides} {SHARED_DEVICE_NOTE}.")
-_pair_id = run_a.get("pair_id")
+_pair_id = series.session_pair(run_a, run_b)
 _paired = None  # the session's per-case verdicts, where A and B are one A/B session's runs
-if isinstance(_pair_id, str) and _pair_id == run_b.get("pair_id") and run_a.get("pair_side") != run_b.get("pair_side"):
+if _pair_id is not None:
     _paired = series.paired_cases(common.read(Store.pair_runs, _pair_id))  # the session's verdict, over all its rounds
     st.info(f"A and B are runs of one interleaved A/B session ({common.code(_pair_id)}): each case is judged by a "
             "paired t-test on the per-round ratios B/A, which cancels the machine's drift between rounds.")  # fmt: skip

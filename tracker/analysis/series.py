@@ -48,6 +48,14 @@ def case_labels(records: Sequence[Mapping[str, Any]]) -> list[str]:
     return out
 
 
+def session_pair(run_a: Mapping[str, Any], run_b: Mapping[str, Any]) -> str | None:
+    """The A/B session (`tracker ab`) two runs belong to on opposite sides, or None."""
+    pair = run_a.get("pair_id")
+    if not isinstance(pair, str) or pair != run_b.get("pair_id") or run_a.get("pair_side") == run_b.get("pair_side"):
+        return None
+    return pair
+
+
 def rows_by_label(cases: pd.DataFrame) -> dict[str, dict[str, Any]]:
     """A run's case rows by their names across runs (case_labels)."""
     records = cases.to_dict("records")

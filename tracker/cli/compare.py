@@ -8,7 +8,7 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
-from tracker.analysis.series import coverage, problem_args
+from tracker.analysis.series import coverage, problem_args, session_pair
 from tracker.cli.common import (
     UsageError,
     fraction,
@@ -76,10 +76,7 @@ def _shared_sides(a, b) -> list[str]:
 
 
 def _pair_id(a, b) -> str | None:
-    pair_a, pair_b = a["run"].get("pair_id"), b["run"].get("pair_id")
-    if not isinstance(pair_a, str) or pair_a != pair_b or a["run"].get("pair_side") == b["run"].get("pair_side"):
-        return None
-    return pair_a
+    return session_pair(a["run"], b["run"])
 
 
 def _pair(args, a, b) -> dict[str, Any] | None:
