@@ -65,13 +65,13 @@ def test_a_planted_slowdown_is_detected_and_an_a_a_pair_stays_near_one(store, tm
     assert case["verdict"] == "slower" and case["mark"] == "+" and case["rounds"] == 3 and case["ratio"] > 4, case
     runs = Store(store).pair_runs(doc["pair_id"])["runs"]
     assert list(runs["pair_side"]) == ["A", "B", "B", "A", "A", "B"]  # round 2 runs B first
-    # A/A: a stored variant by name against itself. Two rounds on a loaded 2-core CPU cannot establish "same" (a
-    # first-run effect of ~10% was seen in CI, 0.79 beside another test process; the A/A statistics belong to the
-    # H200, issue 19 item 6), but the pair must be nowhere near the planted slowdown (above 4; five times the work
-    # read 3.6). Within 2x either way: one loaded first run read 0.53 in CI.
+    # A/A: a stored variant by name against itself. Its ratio on a loaded 2-core CPU says little: a smoke case
+    # stops at 20 repetitions of about 50 us, so one stall of the scheduler moves a mean several-fold (0.53 and 0.155
+    # were seen in CI; the A/A statistics belong to the H200, issue 19 item 6). What must hold is the paired test's
+    # answer: an A/A session is never called faster or slower, its interval holds 1.
     same = ab(store, "geqrf_reference", "geqrf_reference")
     aa = same["cases"][0]
-    assert aa["rounds"] == 2 and 1 / 2 < aa["ratio"] < 2, same["cases"]
+    assert aa["rounds"] == 2 and aa["verdict"] == "same" and aa["ci_low"] <= 1 <= aa["ci_high"], same["cases"]
     # real CPU runs: the GPU state is left empty and nothing fails for it
     states = Store(store).gpu_states(doc["a"]["runs"] + same["b"]["runs"])
     assert len(states) == 5 and states["sm_mhz_median"].isna().all() and states["throttle"].isna().all()
