@@ -222,3 +222,31 @@ def test_counts_take_the_noun_they_need():
 
     assert [counted(n, "run") for n in (0, 1, 2, 1200)] == ["0 runs", "1 run", "2 runs", "1,200 runs"]
     assert counted(1, "earlier run") == "1 earlier run" and counted(3, "child", "children") == "3 children"
+
+
+def test_a_run_s_front_imports_neither_pandas_nor_pyarrow(tmp_path):
+    """`run` is the command an agent calls most. Its front (the options, the dead-end check on a store with a
+    rejected variant, recording the run and its samples) needs no DataFrame: pandas and pyarrow cost about 0.5 s of
+    CPU a process, so they stay unimported there (tracker.common.lazy), while `list` still builds its table."""
+    store = tmp_path / "runs.duckdb"
+    first = subprocess.run(
+        [sys.executable, "-m", "tracker", "run", "kernels/geqrf_reference.py", "--cases", "0", "--store", str(store),
+         "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    doc = json.loads(first.stdout)
+    run_id, first_reps = doc["run_id"], doc["cases"][0]["runs"]
+    Store(store).add_verdict(run_id, "rejected", "planted dead end")
+    # the front's own imports (-X importtime is not passed on to the worker or the checker), on a second run
+    again = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "tracker", "run", "kernels/geqrf_reference.py", "--cases", "0",
+         "--store", str(store), "--force"],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    imported = {line.split("|")[-1].strip() for line in again.stderr.splitlines() if line.startswith("import time:")}
+    assert "tracker.store.writes" in imported and "duckdb" in imported, sorted(imported)[:20]
+    assert not {"pandas", "pyarrow"} & imported, sorted(m for m in imported if m.startswith(("pandas", "pyarrow")))
+    samples = Store(store).run_samples(run_id)  # written without pyarrow, read back as before
+    assert len(samples) == first_reps and samples["time_us"].gt(0).all() and samples["rep"].is_unique

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
-
+from tracker.common.lazy import pd
 from tracker.common.vocabulary import TIMED_MODES
 
 

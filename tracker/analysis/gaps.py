@@ -6,9 +6,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import pandas as pd
-
 from tracker.common.errors import InputError
+from tracker.common.lazy import pd
 
 
 def _clean(x: Any) -> Any:

@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import pandas as pd
-
 from tracker.analysis.series import case_notes, is_num, rows_by_label, run_before
 from tracker.analysis.stats import ChangePoint, HistoryPoint
+from tracker.common.lazy import pd
 from tracker.store.schema import SLOWDOWNS
 
 CLOCK_TOLERANCE = 0.05  # medians this far apart are two clock states (boost steps are ~15 MHz of ~1,980)

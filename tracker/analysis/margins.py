@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
-
+from tracker.common.lazy import pd
 from tracker.workloads import gate_tolerances
 
 NEAR = 2.0

@@ -10,7 +10,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from tracker.analysis.stats import (
     CaseData,
@@ -22,6 +21,7 @@ from tracker.analysis.stats import (
     detect_changes,
     paired_case,
 )
+from tracker.common.lazy import pd
 
 # ---------------------------------------------------------------------------------------------------- run
 

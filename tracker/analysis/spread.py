@@ -14,9 +14,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-import pandas as pd
-
 from tracker.analysis.series import case_notes, is_num
+from tracker.common.lazy import pd
 
 # The two sides' distances of mean above best differ by at least this factor, and by more than their bests do.
 SPREAD_FACTOR = 1.10

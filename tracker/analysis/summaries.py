@@ -11,10 +11,10 @@ import re
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from tracker.analysis.series import detect_all, history_points, run_before
 from tracker.common.errors import InputError
+from tracker.common.lazy import pd
 from tracker.common.vocabulary import DEFAULT_WORKLOAD
 
 FAILURES = ("failed", "crashed", "timeout", "cancelled")

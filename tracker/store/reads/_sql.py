@@ -7,8 +7,7 @@ import os
 import socket
 from typing import Any
 
-import pandas as pd
-
+from tracker.common.lazy import pd
 from tracker.common.processes import process_alive
 from tracker.store.schema import newest_names_sql
 from tracker.store.sidefiles import pending_dir, pending_run_ids

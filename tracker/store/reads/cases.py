@@ -5,8 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import pandas as pd
-
+from tracker.common.lazy import pd
 from tracker.store.connection import connect
 from tracker.store.reads._sql import (
     CASE_LABEL_SQL,

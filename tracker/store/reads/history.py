@@ -6,8 +6,7 @@ import datetime as dt
 import os
 from typing import Any
 
-import pandas as pd
-
+from tracker.common.lazy import pd
 from tracker.common.vocabulary import DEFAULT_WORKLOAD, TIMED_MODES
 from tracker.store.connection import connect
 from tracker.store.reads._sql import (

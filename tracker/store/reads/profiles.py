@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import os
 
-import pandas as pd
-
+from tracker.common.lazy import pd
 from tracker.store.connection import connect
 from tracker.store.reads._sql import (
     _has_table,

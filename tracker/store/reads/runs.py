@@ -8,8 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
+from tracker.common.lazy import pd
 from tracker.common.vocabulary import DEFAULT_WORKLOAD, TIMED_MODES
 from tracker.store.connection import SchemaTooNewError, connect, schema_version
 from tracker.store.reads._sql import (

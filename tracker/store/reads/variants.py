@@ -7,8 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
+from tracker.common.lazy import pd
 from tracker.common.vocabulary import DEFAULT_WORKLOAD
 from tracker.store.connection import connect
 from tracker.store.reads._sql import (

@@ -53,8 +53,10 @@ class VerdictReads:
                 ORDER BY created_at
             """
             params = [DEFAULT_WORKLOAD, *([list(families)] if families is not None else [])]
-            rows = con.execute(sql, params + ([problem] if problem is not None else [])).df()
-        return rows.to_dict("records")
+            # rows as dicts without pandas: `run` reads this before every run, and its front never imports pandas
+            cur = con.execute(sql, params + ([problem] if problem is not None else []))
+            names = [d[0] for d in cur.description]
+            return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
     def latest_verdict(self, sha256: str) -> str | None:
         """The latest verdict on a variant, or None."""
