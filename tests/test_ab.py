@@ -32,6 +32,16 @@ PLANTED = REFERENCE.replace(
 )
 
 
+# A kernel whose calls sleep, unevenly: 20 repetitions (no stop rule is met on such spread) last over a second after
+# the first call, so a --timeout of a twentieth of a second cuts its runs whatever the machine's load. (The
+# reference's 20 repetitions of 50 us, about 0.2 s after the first call, once all finished before a loaded front
+# had read the first call's end.)
+SLOW = REFERENCE.replace("import torch\n", "import time\n\nimport torch\n\n_CALLS = [0]\n").replace(
+    "    return torch.geqrf(data)",
+    "    _CALLS[0] += 1\n    time.sleep(0.1 if _CALLS[0] % 2 else 0.02)\n    return torch.geqrf(data)",
+)
+
+
 def ab(store: Path, a: str, b: str, *extra: str) -> dict:
     proc = subprocess.run(
         [sys.executable, "-m", "tracker", "ab", a, b, "--rounds", "2", "--cases", "0", "--store", str(store),
@@ -85,21 +95,27 @@ def test_a_planted_slowdown_is_detected_and_an_a_a_pair_stays_near_one(store, tm
     assert pair["pair_id"] == doc["pair_id"] and pair["cases"][0]["verdict"] == "slower"
 
 
-def test_a_session_says_how_long_it_will_take_and_warns_of_a_timeout_its_runs_outgrew(store):
+def test_a_session_says_how_long_it_will_take_and_warns_of_a_timeout_its_runs_outgrew(store, tmp_path):
     """Before the first run: the session's length from earlier passed runs of the same sources and cases, and a
     warning per side whose runs took longer than --timeout (a pair of 300 s runs under --timeout 300 lost two H200
     calls in session 30). The runs then go ahead and are cut, as asked."""
-    earlier = Store(store).passed_run_seconds(
-        Store(store).pair_runs(SESSIONS["planted"])["runs"].iloc[0]["variant_sha256"], "smoke", "benchmark",
-        "tracker", [0],
+    slow = tmp_path / "geqrf_slow.py"
+    slow.write_text(SLOW)
+    first = subprocess.run(
+        [sys.executable, "-m", "tracker", "run", str(slow), "--suite", "smoke", "--cases", "0", "--store", str(store),
+         "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
-    assert len(earlier) >= 2  # the reference's runs of the test above
-    # under the benchmark warm-up alone, which follows the first call: every run is cut whatever the machine's load
-    # (a quarter of the earlier runs' length no longer was, once a smoke case stopped at 20 repetitions)
+    assert first.returncode == 0, first.stderr
+    earlier = Store(store).passed_run_seconds(
+        Store(store).get_run(json.loads(first.stdout)["run_id"])["variant_sha256"], "smoke", "benchmark", "tracker",
+        [0],
+    )  # fmt: skip
+    # the benchmark warm-up alone, which follows the first call, outlasts this timeout; the sleeps after it, more so
     timeout = MODE_RULES["benchmark"].warmup_s / 2
-    assert min(t for _, t in earlier) > timeout
+    assert len(earlier) == 1 and earlier[0][1] > 10 * timeout, earlier
     proc = subprocess.run(
-        [sys.executable, "-m", "tracker", "ab", "geqrf_reference", "geqrf_reference", "--rounds", "2", "--cases", "0",
+        [sys.executable, "-m", "tracker", "ab", str(slow), str(slow), "--rounds", "2", "--cases", "0",
          "--store", str(store), "--timeout", f"{timeout:.3f}", "--json"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
@@ -114,8 +130,8 @@ def test_a_session_says_how_long_it_will_take_and_warns_of_a_timeout_its_runs_ou
     assert {r["status"] for r in Store(store).pair_runs(doc["pair_id"])["runs"].to_dict("records")} == {"timeout"}
     # a single run warns the same way
     run = subprocess.run(
-        [sys.executable, "-m", "tracker", "run", "kernels/geqrf_reference.py", "--suite", "smoke", "--cases", "0",
-         "--store", str(store), "--timeout", f"{timeout:.3f}", "--quiet"],
+        [sys.executable, "-m", "tracker", "run", str(slow), "--suite", "smoke", "--cases", "0", "--store", str(store),
+         "--timeout", f"{timeout:.3f}", "--quiet"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert "warning: this source ran " in run.stderr and "will likely cut it" in run.stderr, run.stderr
