@@ -225,8 +225,9 @@ def test_counts_take_the_noun_they_need():
 
 
 def test_a_run_s_front_imports_neither_pandas_nor_pyarrow(tmp_path):
-    """`run` is the command an agent calls most. Its front (the options, the dead-end check on a store with a
-    rejected variant, recording the run and its samples) needs no DataFrame: pandas and pyarrow cost about 0.5 s of
+    """`run` is the command an agent calls most, `verdict` the next. Their fronts (the options, the run id's
+    prefix, the dead-end check on a store with a rejected variant, recording the run and its samples) need no
+    DataFrame: pandas and pyarrow cost about 0.5 s of
     CPU a process, so they stay unimported there (tracker.common.lazy), while `list` still builds its table."""
     store = tmp_path / "runs.duckdb"
     first = subprocess.run(
@@ -237,16 +238,20 @@ def test_a_run_s_front_imports_neither_pandas_nor_pyarrow(tmp_path):
     assert first.returncode == 0, first.stderr
     doc = json.loads(first.stdout)
     run_id, first_reps = doc["run_id"], doc["cases"][0]["runs"]
-    Store(store).add_verdict(run_id, "rejected", "planted dead end")
-    # the front's own imports (-X importtime is not passed on to the worker or the checker), on a second run
-    again = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "tracker", "run", "kernels/geqrf_reference.py", "--cases", "0",
-         "--store", str(store), "--force"],
-        cwd=ROOT, capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
-    assert again.returncode == 0, again.stderr
-    imported = {line.split("|")[-1].strip() for line in again.stderr.splitlines() if line.startswith("import time:")}
+
+    def front(*args: str) -> set[str]:
+        """The modules a command's own process imported (-X importtime is not passed on to a worker or checker)."""
+        proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "tracker", *args], cwd=ROOT,
+                              capture_output=True, text=True, timeout=180)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+
+    # a verdict on a run id's prefix (every command that takes a run id resolves it so)
+    verdict = front("verdict", run_id[:6], "rejected", "--reason", "planted dead end", "--store", str(store))
+    assert Store(store).latest_verdict(Store(store).get_run(run_id)["variant_sha256"]) == "rejected"
+    imported = front("run", "kernels/geqrf_reference.py", "--cases", "0", "--store", str(store), "--force")
     assert "tracker.store.writes" in imported and "duckdb" in imported, sorted(imported)[:20]
-    assert not {"pandas", "pyarrow"} & imported, sorted(m for m in imported if m.startswith(("pandas", "pyarrow")))
+    for modules in (imported, verdict):
+        assert not {"pandas", "pyarrow"} & modules, sorted(m for m in modules if m.startswith(("pandas", "pyarrow")))
     samples = Store(store).run_samples(run_id)  # written without pyarrow, read back as before
     assert len(samples) == first_reps and samples["time_us"].gt(0).all() and samples["rep"].is_unique

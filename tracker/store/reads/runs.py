@@ -125,8 +125,14 @@ class RunReads:
         return row[0] if row else None
 
     def match_run_ids(self, prefix: str, *, limit: int = 10) -> list[str]:
-        """The run ids starting with `prefix` (at most `limit`, newest first): one for a unique prefix."""
-        return self.run_candidates(prefix, limit=limit)["run_id"].tolist()
+        """The run ids starting with `prefix` (at most `limit`, newest first): one for a unique prefix. Rows, not a
+        DataFrame: every command that takes a run id resolves it here, most without needing pandas."""
+        with connect(self.path, read_only=True) as con:
+            rows = con.execute(
+                "SELECT run_id FROM runs WHERE starts_with(run_id, ?) ORDER BY started_at DESC LIMIT ?",
+                [prefix, int(limit)],
+            ).fetchall()
+        return [r[0] for r in rows]
 
     def run_candidates(self, prefix: str, *, limit: int = 20) -> pd.DataFrame:
         """Runs whose id starts with `prefix` (to list when a prefix is ambiguous), newest first."""
