@@ -544,3 +544,20 @@ def test_lineage_nodes_and_variant_list_keep_problems_apart(tmp_path, capsys):
         assert sorted(read(problem="qr_v2")["variant"]) == ["fresh", "qr_k"], read
         assert sorted(read(problem="vectoradd", suite="smoke", gpu="CPU")["variant"]) == ["fresh", "vec_k"], read
         assert sorted(read()["variant"]) == ["fresh", "qr_k", "vec_k"], read
+
+
+def test_samples_of_numpy_scalars_are_written_as_numbers(tmp_path):
+    """Samples go in as one statement with list parameters, which DuckDB binds only from plain Python numbers: a
+    record built by code of one's own (NumPy indices and times) is written all the same, every repetition kept."""
+    import numpy as np
+    from conftest import BASE_US, T0, kernel_source, make_record
+
+    record = make_record("npsamples0001", variant="np", source=kernel_source("np", 1), path="k/np.py", family=None,
+                         started=T0, means=BASE_US)  # fmt: skip
+    plain = list(record.samples)
+    assert plain, "make_record gives samples"
+    record.samples = [(np.int64(c), np.int32(r), np.float64(t)) for c, r, t in plain]
+    path = tmp_path / "s.duckdb"
+    assert Store(path).finish_run(record) is None
+    got = Store(path).run_samples("npsamples0001")
+    assert sorted(zip(got["case_idx"], got["rep"], got["time_us"], strict=True)) == sorted(plain)

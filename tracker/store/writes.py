@@ -46,10 +46,14 @@ def _insert_samples(
     # one statement with the columns as list parameters, zipped by unnest: no per-row statements, and no pyarrow
     # or pandas import in the CLI's front (about 0.5 s of CPU for each `run`)
     case_idx, rep, time_us = zip(*samples, strict=True)
+
+    def plain(values, kind):  # DuckDB binds no NumPy scalar inside a list parameter
+        return [None if v is None else kind(v) for v in values]
+
     con.execute(
         "INSERT INTO samples (run_id, case_idx, rep, time_us) "
         "SELECT ?, unnest(?::INTEGER[]), unnest(?::INTEGER[]), unnest(?::DOUBLE[])",
-        [run_id, list(case_idx), list(rep), list(time_us)],
+        [run_id, plain(case_idx, int), plain(rep, int), plain(time_us, float)],
     )
 
 
