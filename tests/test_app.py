@@ -752,7 +752,7 @@ def test_benchmark_starts_a_cpu_job_and_links_the_run(own_demo_store):
     links = [el.proto for el in at.get("page_link")]
     assert any(f"open run {final['run_id']}" in p.label for p in links)
     at = open_page()
-    assert "geqrf_reference" in set(table(at, "variants")["variant"])
+    assert "slow_calls" in set(table(at, "variants")["variant"])
 
 
 def test_benchmark_starts_a_paired_ab_session_and_links_its_verdict(own_demo_store):
@@ -969,17 +969,19 @@ def test_tracker_run_writes_while_pages_render(demo_store):
     """DuckDB allows one writer or many readers: the dashboard reads per query and holds nothing while idle,
     so a tracker run writing meanwhile succeeds, and every render succeeds too."""
     path, ids = demo_store
+    # A kernel whose calls sleep 0.5 s: the run stays `running` for several seconds, longer than a render on a loaded
+    # machine (with the reference's 3 s run, a loaded CI rendered only after the run had ended)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tracker", "run", "kernels/geqrf_reference.py", "--suite", "smoke", "--mode", "test",
-         "--store", str(path), "--json", "--quiet"],
+        [sys.executable, "-m", "tracker", "run", "tests/variants/slow_calls.py", "--suite", "smoke", "--mode",
+         "test", "--store", str(path), "--json", "--quiet"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        env=dict(os.environ, PYTHONPATH=str(ROOT), KB_CALL_SLEEP="0.5"),
     )  # fmt: skip
     renders = 0
     seen: set[str] = set()  # statuses of the new run seen by the Experiments page while it was going on
     pages = [("pages/experiments.py", {}), ("pages/run.py", {"id": ids["profiled"]})]
     at = AppTest.from_file(APP, default_timeout=60).run()
-    while proc.poll() is None or renders < 4:
+    while (proc.poll() is None and "running" not in seen) or renders < 4:
         page, params = pages[renders % 2]
         for k, v in params.items():
             at.query_params[k] = v
@@ -988,7 +990,7 @@ def test_tracker_run_writes_while_pages_render(demo_store):
         assert not at.error, texts(at.error)
         if page == "pages/experiments.py":
             df = table(at, "variants")
-            seen |= set(df.loc[df["variant"] == "geqrf_reference", "latest"])
+            seen |= set(df.loc[df["variant"] == "slow_calls", "latest"])
         renders += 1
     out, err = proc.communicate()
     assert proc.returncode == 0, err
@@ -997,7 +999,7 @@ def test_tracker_run_writes_while_pages_render(demo_store):
     assert renders >= 4
     assert "running" in seen  # the page read the store between the run's two writes
     at.switch_page("pages/experiments.py").run()
-    assert "geqrf_reference" in set(table(at, "variants")["variant"])
+    assert "slow_calls" in set(table(at, "variants")["variant"])
     assert Store(path).get_run(summary["run_id"])["status"] == "passed"
 
 

@@ -127,8 +127,10 @@ def test_random_urls_never_raise_nor_write(demo_store, tmp_path, monkeypatch):
     before, listing = fingerprint(path), sorted(os.listdir(tmp_path))
     rng = random.Random(20261130)
     pages = {"pages/run.py": ("id",), "pages/compare.py": ("a", "b"), "pages/regressions.py": ("family", "path")}
-    n, deadline = 0, time.monotonic() + 10  # the same seeded URLs each time: the first ones in the budget
-    while time.monotonic() < deadline and n < 300:
+    # the same seeded URLs each time: at least the first 12, and more while the budget lasts (a loaded machine
+    # rendered only 10 in 10 s)
+    n, deadline = 0, time.monotonic() + 10
+    while (time.monotonic() < deadline or n < 12) and n < 300:
         page = rng.choice(list(pages))
         at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
         at.switch_page(page)
@@ -139,6 +141,5 @@ def test_random_urls_never_raise_nor_write(demo_store, tmp_path, monkeypatch):
         assert not at.exception, (page, dict(at.query_params), [e.value for e in at.exception])
         n += 1
     print(f"{n} random URLs rendered")
-    assert n >= 12
     assert fingerprint(path) == before and sorted(os.listdir(tmp_path)) == listing
     assert not os.path.exists("/tmp/kb-fuzz-owned")
