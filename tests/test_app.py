@@ -752,7 +752,7 @@ def test_benchmark_starts_a_cpu_job_and_links_the_run(own_demo_store):
     links = [el.proto for el in at.get("page_link")]
     assert any(f"open run {final['run_id']}" in p.label for p in links)
     at = open_page()
-    assert "slow_calls" in set(table(at, "variants")["variant"])
+    assert "geqrf_reference" in set(table(at, "variants")["variant"])
 
 
 def test_benchmark_starts_a_paired_ab_session_and_links_its_verdict(own_demo_store):
