@@ -78,6 +78,14 @@ try:
 except ImportError:  # pragma: no cover
     _HAVE_TRITON = False
 
+try:  # Triton's explicit-layout language: the one-warp whole-matrix kernel (knob _SMALL_LANES)
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+
+    _HAVE_GLUON = True
+except ImportError:  # pragma: no cover
+    _HAVE_GLUON = False
+
 _SMALL_MAX = 128
 _SENTINEL_BITS = 0x7FBADBAD  # an unfilled partial of the cooperative leaf: a NaN payload no GPU arithmetic returns
 _LEAF_ELEMS = 16384  # leaf tile BM*nb, about 32 fp32 per thread at 16 warps
@@ -256,6 +264,55 @@ if _HAVE_TRITON:
             tl.store(t_ptr + bid * t_sb + cols[:, None] * t_sr + cols[None, :], tmat, mask=tmask)
 
 
+if _HAVE_GLUON:
+
+    @gluon.jit
+    def _lane_bcast(p, j):
+        """Column j of the tile in every lane (x[r, c] = p[r, j]): one shuffle per row, no shared memory."""
+        bits = gl.inline_asm_elementwise(
+            "shfl.sync.idx.b32 $0, $1, $2, 31, -1;",
+            "=r,r,r",
+            [p.to(gl.int32, bitcast=True), gl.full(p.shape, j, gl.int32, p.type.layout)],
+            dtype=gl.int32,
+            is_pure=True,
+            pack=1,
+        )
+        return bits.to(gl.float32, bitcast=True)
+
+    @gluon.jit
+    def _lane_qr_kernel(src, dst, tau_ptr, s_sb, s_sr, d_sb, d_sr, tau_sb, N: gl.constexpr):
+        """A whole N x N matrix (N = 32: 20x32) in one warp: lane c holds column c, all its rows in registers.
+        Column j reaches every lane by shuffles (no shared memory, no barrier); every sum of a step is over a
+        lane's own registers, its three sums side by side (xb . xb, xb . P[:, c], and P[j, c] taken as it is),
+        with z = inv (xb . P[:, c]) + P[j, c] after the reflector, as in the cooperative leaf. The steps are
+        unrolled, so every row test is known when compiled: a step touches rows j.. only, and the fill -0.0 (x +
+        -0.0 == x) lets the rows above j drop out of its sums."""
+        lay: gl.constexpr = gl.BlockedLayout([N, 1], [1, 32], [1, 1], [0, 1])
+        pid = gl.program_id(0).to(gl.int64)
+        rows = gl.expand_dims(gl.arange(0, N, layout=gl.SliceLayout(1, lay)), 1)
+        cols1 = gl.arange(0, N, layout=gl.SliceLayout(0, lay))
+        cols = gl.expand_dims(cols1, 0)
+        p = gl.load(src + pid * s_sb + rows * s_sr + cols)
+        taus = gl.zeros([N], gl.float32, gl.SliceLayout(0, lay))
+        for j in gl.static_range(N):
+            x = _lane_bcast(p, j)
+            below = rows > j
+            onj = rows == j
+            xn2 = gl.sum(gl.where(below, x * x, -0.0), axis=0)
+            s = gl.sum(gl.where(below, x * p, -0.0), axis=0)
+            alpha = gl.sum(gl.where(onj, x, -0.0), axis=0)
+            rj = gl.sum(gl.where(onj, p, -0.0), axis=0)
+            beta, tau, inv = _reflector(alpha, xn2)
+            coef = gl.expand_dims(gl.where(cols1 > j, tau * (s * inv + rj), 0.0), 0)
+            v = x * gl.expand_dims(inv, 0)
+            upd = gl.where(below, p - v * coef, gl.where(onj, p - coef, p))
+            newcol = gl.where(below, v, gl.where(onj, gl.expand_dims(beta, 0), p))
+            p = gl.where(cols == j, newcol, upd)
+            taus = gl.where(cols1 == j, tau, taus)
+        gl.store(dst + pid * d_sb + rows * d_sr + cols, p)
+        gl.store(tau_ptr + pid * tau_sb + cols1, taus)
+
+
 def _use_triton(x: torch.Tensor) -> bool:
     return _HAVE_TRITON and (x.is_cuda or os.environ.get("TRITON_INTERPRET") == "1")
 
@@ -279,6 +336,7 @@ _LEAF_ELEMS_FEW = 8192  # ... with leaves of at most 512 rows: leaf tile element
 _SMALL_WARPS = 0  # warps of the whole-matrix tile (n <= _SMALL_MAX); 0: by elements per thread as the leaves
 _LEAN_COOP = True  # _LEAN's step in the cooperative leaf (2x4096, 8x2048)
 _SMALL_FAST = True  # whole-matrix route eager through the compiled kernel's launcher: no graph, copies, binder
+_SMALL_LANES = False  # 32 x 32 matrices (20x32) by the one-warp Gluon kernel, a column per lane
 
 
 def _warps(elems: int, ept: int = _EPT, least: int | None = None) -> int:
@@ -287,21 +345,30 @@ def _warps(elems: int, ept: int = _EPT, least: int | None = None) -> int:
     return max(_MIN_WARPS if least is None else least, min(16, elems // (32 * ept)))
 
 
+def _lanes_take(a: torch.Tensor) -> bool:
+    """The one-warp kernel's shape: 32 x 32, a column per lane."""
+    return _SMALL_LANES and _HAVE_GLUON and a.is_cuda and a.shape[1] == a.shape[2] == 32
+
+
 def _small_args(a, h, tau):
-    """The whole-matrix launch's integer arguments, its constexprs (in the kernel's order) and its warps."""
+    """The whole-matrix launch: its kernel, its tensor arguments, its integer arguments, its constexprs (in the
+    kernel's order) and its warps."""
     b, m, n = a.shape
+    if _lanes_take(a):
+        ints = (a.stride(0), a.stride(1), h.stride(0), h.stride(1), tau.stride(0))
+        return _lane_qr_kernel, (a, h, tau), ints, dict(N=32), 1
     bm, bw = triton.next_power_of_2(m), triton.next_power_of_2(n)
     ints = (m, n, n, a.stride(0), a.stride(1), h.stride(0), h.stride(1), tau.stride(0), 0, 0, 0, 0, 0, 0)
     meta = dict(BM=bm, BW=bw, WRITE_VT=False, WRITE_VTT=False, LEAN=_LEAN, SKIP_HELD=False)
-    return ints, meta, _SMALL_WARPS or _warps(bm * bw)
+    return _tile_qr_kernel, (a, h, tau, h, h, h, h), ints, meta, _SMALL_WARPS or _warps(bm * bw)
 
 
 def _small_qr(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     b, m, n = a.shape
     h = torch.empty_like(a)
     tau = torch.empty((b, n), dtype=a.dtype, device=a.device)
-    ints, meta, warps = _small_args(a, h, tau)
-    _tile_qr_kernel[(b,)](a, h, tau, h, h, h, h, *ints, **meta, num_warps=warps)
+    kernel, ptrs, ints, meta, warps = _small_args(a, h, tau)
+    kernel[(b,)](*ptrs, *ints, **meta, num_warps=warps)
     return h, tau
 
 
@@ -321,21 +388,22 @@ def _small_fast(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     h = torch.empty_like(a)
     tau = torch.empty((b, n), dtype=a.dtype, device=a.device)
     if ent is None:
-        ints, meta, warps = _small_args(a, h, tau)
-        k = _tile_qr_kernel[(b,)](a, h, tau, h, h, h, h, *ints, **meta, num_warps=warps)
-        ent = _runner(_tile_qr_kernel, k, (b,), 7 + len(ints), meta)
+        kernel, ptrs, ints, meta, warps = _small_args(a, h, tau)
+        k = kernel[(b,)](*ptrs, *ints, **meta, num_warps=warps)
+        ent = _runner(kernel, k, (b,), len(ptrs) + len(ints), meta)
         if ent:
             launch, tail = ent
             rest = (*ints, *tail)
+            extra = len(ptrs) - 3  # the unused pointer slots, filled with h as in the first launch
             try:  # the same launch again, so that a launcher this file does not know fails here, not later
-                launch(a, h, tau, h, h, h, h, *rest)
-                ent = (launch, rest)
+                launch(a, h, tau, *(h,) * extra, *rest)
+                ent = (launch, extra, rest)
             except (TypeError, ValueError, RuntimeError):
                 ent = False
         _LAUNCHERS[key] = ent
     else:
-        launch, rest = ent
-        launch(a, h, tau, h, h, h, h, *rest)
+        launch, extra, rest = ent
+        launch(a, h, tau, *(h,) * extra, *rest)
     return h, tau
 
 

@@ -1,0 +1,102 @@
+"""Probe of a family file's whole-matrix route on the GPU, one knob off and on: the gates on every input type of
+qr_v2 at the shape given (hidden seeds too), how far the two routes' outputs are apart, and the time of an eager
+call (CUDA events around each call, the GPU idle before it, as the contest times 20x32).
+
+Written for `_SMALL_LANES` of kernels/fused_wy.py (20x32 by the one-warp Gluon kernel), which runs only on a GPU:
+Triton's interpreter does not run Gluon, so this probe is its correctness test before any tracker run.
+
+    python3 scripts/small_qr_probe.py kernels/fused_wy.py --knob _SMALL_LANES --batch 20 --n 32 --json out.json
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
+from tracker.workloads import for_suite  # noqa: E402
+from tracker.workloads.qr_v2.inputs import PROFILES  # noqa: E402
+from tracker.workloads.qr_v2.suites import Case  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from qr_devbench import load  # noqa: E402
+
+
+def set_knob(mod, knob: str, on: bool) -> None:
+    setattr(mod, knob, on)
+    mod._LAUNCHERS.clear()  # a launcher compiled for the other route must not serve this one
+
+
+def time_calls(fn, x: torch.Tensor, calls: int) -> list[float]:
+    """Microseconds of each eager call, events around the call, the device drained before each."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    out = []
+    for _ in range(calls):
+        torch.cuda.synchronize()
+        start.record()
+        fn(x)
+        end.record()
+        end.synchronize()
+        out.append(start.elapsed_time(end) * 1e3)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("variant")
+    ap.add_argument("--knob", default="_SMALL_LANES")
+    ap.add_argument("--batch", type=int, default=20)
+    ap.add_argument("--n", type=int, default=32)
+    ap.add_argument("--seeds", default="53124,1234,98765")
+    ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--json", default="")
+    args = ap.parse_args()
+    workload, _ = for_suite("qr_v2")
+    fn, mod = load(args.variant)
+    rows, failed = [], 0
+    for kind in PROFILES:
+        for seed in (int(s) for s in args.seeds.split(",")):
+            case = Case(
+                batch=args.batch, n=args.n, cond=0 if kind not in ("dense", "mixed") else 2, seed=seed, case=kind
+            )
+            a = workload.generate(case, device="cuda")
+            row = {"kind": kind, "seed": seed}
+            outs = {}
+            for on in (False, True):
+                set_knob(mod, args.knob, on)
+                for _ in range(2):  # the second call goes through the cached launcher
+                    h, tau = fn(a.clone())
+                torch.cuda.synchronize()
+                verdict = workload.check_outputs([a], [(h, tau)])
+                row[f"pass_{int(on)}"] = verdict.passed
+                row[f"res_{int(on)}"] = {k: round(float(v), 3) for k, v in verdict.residuals.items()}
+                outs[on] = (h, tau)
+                failed += not verdict.passed
+            (h0, t0), (h1, t1) = outs[False], outs[True]
+            row["h_rel"] = float((h1 - h0).abs().max() / h0.abs().max().clamp_min(1e-30))
+            row["tau_abs"] = float((t1 - t0).abs().max())
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    timing = {}
+    a = workload.generate(Case(batch=args.batch, n=args.n, cond=1, seed=43214), device="cuda")
+    for _round in range(3):  # alternating, so a drift of the machine falls on both
+        for on in (False, True):
+            set_knob(mod, args.knob, on)
+            fn(a)
+            t = time_calls(fn, a, args.calls)
+            timing.setdefault(f"knob_{int(on)}", []).append(
+                {"median_us": statistics.median(t), "best_us": min(t), "mean_us": statistics.fmean(t)}
+            )
+    for key, vals in timing.items():
+        print(key, " ".join(f"med {v['median_us']:.1f} best {v['best_us']:.1f} mean {v['mean_us']:.1f}" for v in vals))
+    print(f"gates failed: {failed}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"rows": rows, "timing": timing, "failed": failed}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
