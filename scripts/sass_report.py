@@ -40,7 +40,8 @@ _BRANCH = re.compile(r"\bBRA\s+0x([0-9a-f]+)")
 
 
 def load_kernel(path: str, name: str):
-    """The @triton.jit function `name` of a family file, imported without running its contest shim (`task`)."""
+    """The @triton.jit (or @gluon.jit) function `name` of a family file, imported without running its contest
+    shim (`task`)."""
     with open(path) as f:
         src = f.read()
     src = src.replace("from task import input_t, output_t", "input_t = output_t = object", 1)
@@ -102,7 +103,12 @@ def report(kernel, sig: dict, const: dict, warps: int, arch: int = 90) -> dict:
     from triton.compiler import ASTSource
 
     attrs = {(i,): [["tt.divisibility", 16]] for i, t in enumerate(sig.values()) if t != "constexpr"}
-    src = ASTSource(kernel, sig, constexprs=const, attrs=attrs)
+    try:  # a Gluon kernel (explicit layouts) compiles from its own source object
+        from triton.experimental.gluon._runtime import GluonASTSource, GluonJITFunction
+    except ImportError:
+        GluonASTSource = GluonJITFunction = None
+    make = GluonASTSource if GluonJITFunction and isinstance(kernel, GluonJITFunction) else ASTSource
+    src = make(kernel, sig, constexprs=const, attrs=attrs)
     compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32), options={"num_warps": warps})
     tools = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
     with tempfile.TemporaryDirectory() as tmp:

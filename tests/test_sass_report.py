@@ -38,3 +38,25 @@ def test_bad_input_is_refused_with_a_reason():
     assert r.returncode != 0 and "constexpr BW needs a value" in r.stderr
     r = _run("_tile_qr_kernel", "--ptrs", "src,dst", "BM=32", "BOGUS=1")
     assert r.returncode != 0 and "no parameter BOGUS" in r.stderr
+
+
+def _fields(line: str) -> dict[str, int]:
+    return {k: int(v) for k, v in (f.rsplit(" ", 1) for f in line.split(": ", 1)[1].split(", "))}
+
+
+def test_the_one_warp_gluon_kernel_exchanges_only_by_shuffles_and_only_rows_it_still_needs():
+    """kernels/fused_wy.py's _lane_qr_kernel (knob _SMALL_LANES) runs only on a GPU (the interpreter does not run
+    Gluon); what its design promises is checked in its SASS: no shared memory, no barrier, and column j shuffled
+    only for rows j..31 (32 + 31 + ... + 1 shuffles), fewer instructions in all than the Triton tile QR runs."""
+    r = _run("_lane_qr_kernel", "--ptrs", "src,dst", "--warps", "1", "N=32")
+    assert r.returncode == 0, r.stderr
+    lane = _fields(next(x for x in r.stdout.splitlines() if x.startswith("N=32")))
+    assert lane["spill_bytes"] == 0 and lane["registers"] <= 255
+    assert lane["BAR"] == lane["STS"] == lane["LDS"] == 0
+    assert lane["SHFL"] == sum(range(1, 33))
+    assert lane["loop_SASS"] == 0  # the steps unrolled: every row test known when compiled
+    tile = ("BM=32", "BW=32", "WRITE_VT=0", "WRITE_VTT=0", "SKIP_HELD=0", "LEAN=1")
+    r = _run("_tile_qr_kernel", "--ptrs", "src,dst", "--warps", "2", *tile)
+    assert r.returncode == 0, r.stderr
+    step = _fields(next(x for x in r.stdout.splitlines() if x.startswith("BM=32")))["loop_SASS"]
+    assert lane["SASS"] < 32 * step
