@@ -124,24 +124,25 @@ class RunReads:
             ).fetchone()
         return row[0] if row else None
 
+    def _runs_by_prefix(self, columns: str, prefix: str, limit: int, *, frame: bool):
+        """`columns` of the runs whose id starts with `prefix`, newest first, as rows or a DataFrame: the one query
+        behind resolving an id and listing an ambiguous prefix's candidates."""
+        with connect(self.path, read_only=True) as con:
+            cur = con.execute(
+                f"SELECT {columns} FROM runs WHERE starts_with(run_id, ?) ORDER BY started_at DESC LIMIT ?",
+                [prefix, int(limit)],
+            )
+            return cur.df() if frame else cur.fetchall()
+
     def match_run_ids(self, prefix: str, *, limit: int = 10) -> list[str]:
         """The run ids starting with `prefix` (at most `limit`, newest first): one for a unique prefix. Rows, not a
         DataFrame: every command that takes a run id resolves it here, most without needing pandas."""
-        with connect(self.path, read_only=True) as con:
-            rows = con.execute(
-                "SELECT run_id FROM runs WHERE starts_with(run_id, ?) ORDER BY started_at DESC LIMIT ?",
-                [prefix, int(limit)],
-            ).fetchall()
-        return [r[0] for r in rows]
+        return [r[0] for r in self._runs_by_prefix("run_id", prefix, limit, frame=False)]
 
     def run_candidates(self, prefix: str, *, limit: int = 20) -> pd.DataFrame:
         """Runs whose id starts with `prefix` (to list when a prefix is ambiguous), newest first."""
-        with connect(self.path, read_only=True) as con:
-            return con.execute(
-                "SELECT run_id, variant, path, status, suite, mode, gpu, started_at FROM runs "
-                "WHERE starts_with(run_id, ?) ORDER BY started_at DESC LIMIT ?",
-                [prefix, int(limit)],
-            ).df()
+        cols = "run_id, variant, path, status, suite, mode, gpu, started_at"
+        return self._runs_by_prefix(cols, prefix, limit, frame=True)
 
     def store_version(self) -> tuple[int, ...]:
         """A key that changes whenever the store is written: modification times and sizes of the file and its WAL.
