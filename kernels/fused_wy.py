@@ -280,7 +280,20 @@ if _HAVE_GLUON:
         return bits.to(gl.float32, bitcast=True)
 
     @gluon.jit
-    def _lane_qr_kernel(src, dst, tau_ptr, s_sb, s_sr, d_sb, d_sr, tau_sb, N: gl.constexpr):
+    def _lane_rows_sum(t, keep, rows, N: gl.constexpr, SPLIT: gl.constexpr):
+        """Sum over a lane's rows of t where keep; SPLIT: as four chains of N / 4 rows added pairwise, a quarter of
+        the dependent adds of one chain. Rows left out are -0.0, which the compiler drops (x + -0.0 == x)."""
+        if not SPLIT:
+            return gl.sum(gl.where(keep, t, -0.0), axis=0)
+        q: gl.constexpr = N // 4
+        s0 = gl.sum(gl.where(keep & (rows < q), t, -0.0), axis=0)
+        s1 = gl.sum(gl.where(keep & (rows >= q) & (rows < 2 * q), t, -0.0), axis=0)
+        s2 = gl.sum(gl.where(keep & (rows >= 2 * q) & (rows < 3 * q), t, -0.0), axis=0)
+        s3 = gl.sum(gl.where(keep & (rows >= 3 * q), t, -0.0), axis=0)
+        return (s0 + s1) + (s2 + s3)
+
+    @gluon.jit
+    def _lane_qr_kernel(src, dst, tau_ptr, s_sb, s_sr, d_sb, d_sr, tau_sb, N: gl.constexpr, SPLIT: gl.constexpr):
         """A whole N x N matrix (N = 32: 20x32) in one warp: lane c holds column c, all its rows in registers.
         Column j reaches every lane by shuffles (no shared memory, no barrier); every sum of a step is over a
         lane's own registers, its three sums side by side (xb . xb, xb . P[:, c], and P[j, c] taken as it is),
@@ -298,8 +311,8 @@ if _HAVE_GLUON:
             x = _lane_bcast(p, j)
             below = rows > j
             onj = rows == j
-            xn2 = gl.sum(gl.where(below, x * x, -0.0), axis=0)
-            s = gl.sum(gl.where(below, x * p, -0.0), axis=0)
+            xn2 = _lane_rows_sum(x * x, below, rows, N, SPLIT)
+            s = _lane_rows_sum(x * p, below, rows, N, SPLIT)
             alpha = gl.sum(gl.where(onj, x, -0.0), axis=0)
             rj = gl.sum(gl.where(onj, p, -0.0), axis=0)
             beta, tau, inv = _reflector(alpha, xn2)
@@ -337,6 +350,7 @@ _SMALL_WARPS = 0  # warps of the whole-matrix tile (n <= _SMALL_MAX); 0: by elem
 _LEAN_COOP = True  # _LEAN's step in the cooperative leaf (2x4096, 8x2048)
 _SMALL_FAST = True  # whole-matrix route eager through the compiled kernel's launcher: no graph, copies, binder
 _SMALL_LANES = False  # 32 x 32 matrices (20x32) by the one-warp Gluon kernel, a column per lane
+_LANES_SPLIT = True  # ... its sums over rows as four shorter chains (more instructions, less latency)
 
 
 def _warps(elems: int, ept: int = _EPT, least: int | None = None) -> int:
@@ -356,7 +370,7 @@ def _small_args(a, h, tau):
     b, m, n = a.shape
     if _lanes_take(a):
         ints = (a.stride(0), a.stride(1), h.stride(0), h.stride(1), tau.stride(0))
-        return _lane_qr_kernel, (a, h, tau), ints, dict(N=32), 1
+        return _lane_qr_kernel, (a, h, tau), ints, dict(N=32, SPLIT=_LANES_SPLIT), 1
     bm, bw = triton.next_power_of_2(m), triton.next_power_of_2(n)
     ints = (m, n, n, a.stride(0), a.stride(1), h.stride(0), h.stride(1), tau.stride(0), 0, 0, 0, 0, 0, 0)
     meta = dict(BM=bm, BW=bw, WRITE_VT=False, WRITE_VTT=False, LEAN=_LEAN, SKIP_HELD=False)

@@ -48,15 +48,17 @@ def test_the_one_warp_gluon_kernel_exchanges_only_by_shuffles_and_only_rows_it_s
     """kernels/fused_wy.py's _lane_qr_kernel (knob _SMALL_LANES) runs only on a GPU (the interpreter does not run
     Gluon); what its design promises is checked in its SASS: no shared memory, no barrier, and column j shuffled
     only for rows j..31 (32 + 31 + ... + 1 shuffles), fewer instructions in all than the Triton tile QR runs."""
-    r = _run("_lane_qr_kernel", "--ptrs", "src,dst", "--warps", "1", "N=32")
+    r = _run("_lane_qr_kernel", "--ptrs", "src,dst", "--warps", "1", "N=32", "SPLIT=1", "/", "SPLIT=0")
     assert r.returncode == 0, r.stderr
-    lane = _fields(next(x for x in r.stdout.splitlines() if x.startswith("N=32")))
-    assert lane["spill_bytes"] == 0 and lane["registers"] <= 255
-    assert lane["BAR"] == lane["STS"] == lane["LDS"] == 0
-    assert lane["SHFL"] == sum(range(1, 33))
-    assert lane["loop_SASS"] == 0  # the steps unrolled: every row test known when compiled
+    lanes = [_fields(x) for x in r.stdout.splitlines() if x.startswith("N=32")]
+    assert len(lanes) == 2  # the row sums as four chains (the default) and as one
+    for lane in lanes:
+        assert lane["spill_bytes"] == 0 and lane["registers"] <= 255
+        assert lane["BAR"] == lane["STS"] == lane["LDS"] == 0
+        assert lane["SHFL"] == sum(range(1, 33))
+        assert lane["loop_SASS"] == 0  # the steps unrolled: every row test known when compiled
     tile = ("BM=32", "BW=32", "WRITE_VT=0", "WRITE_VTT=0", "SKIP_HELD=0", "LEAN=1")
     r = _run("_tile_qr_kernel", "--ptrs", "src,dst", "--warps", "2", *tile)
     assert r.returncode == 0, r.stderr
     step = _fields(next(x for x in r.stdout.splitlines() if x.startswith("BM=32")))["loop_SASS"]
-    assert lane["SASS"] < 32 * step
+    assert all(lane["SASS"] < 32 * step for lane in lanes)
