@@ -64,6 +64,11 @@ Session 50 (H200): knobs _T_MERGE_KERNEL (the few-matrix shapes merge each outer
 _GRAPH_ADDR (the graphed shapes read the caller's input through address slots, no copy-in): fused_wy_tmk_ga, run
 2aaa7d503d4d, 2,562 us against fused_wy_x2's 2,727 (8x2048 9,398 -> 8,919, 2x4096 20,246 -> 19,279, 60x1024
 4,766 -> 4,637); each knob's 22 tests passed under the default seed and seeds 1234 and 98765; now the defaults.
+Session 53 (H100): knob _SMALL_LANES (20x32's 32 x 32 matrices by a one-warp Gluon kernel, a column per lane, column
+j shuffled to every lane, every sum in a lane's registers, the steps unrolled): fused_wy_lanes, run 934f4523cece,
+2,632 us on an H100; 20x32's best repetition 15.8-16.5 us in five runs against 19.5-19.6 in four runs of the file
+before it (tracker ab 3fce8f7bd02a: mean ratio 0.953, p = 0.39); its 22 tests passed under three seeds; now the
+default.
 """
 
 import os  # noqa: E402
@@ -349,7 +354,7 @@ _LEAF_ELEMS_FEW = 8192  # ... with leaves of at most 512 rows: leaf tile element
 _SMALL_WARPS = 0  # warps of the whole-matrix tile (n <= _SMALL_MAX); 0: by elements per thread as the leaves
 _LEAN_COOP = True  # _LEAN's step in the cooperative leaf (2x4096, 8x2048)
 _SMALL_FAST = True  # whole-matrix route eager through the compiled kernel's launcher: no graph, copies, binder
-_SMALL_LANES = False  # 32 x 32 matrices (20x32) by the one-warp Gluon kernel, a column per lane
+_SMALL_LANES = True  # 32 x 32 matrices (20x32) by the one-warp Gluon kernel, a column per lane (session 53)
 _LANES_SPLIT = True  # ... its sums over rows as four shorter chains (more instructions, less latency)
 
 
