@@ -107,6 +107,10 @@ if _HAVE_TRITON:
         return a0 + a1, b0 + b1
 
     @triton.jit
+    def _add4(a0, b0, c0, d0, a1, b1, c1, d1):
+        return a0 + a1, b0 + b1, c0 + c1, d0 + d1
+
+    @triton.jit
     def _reflector(alpha, xn2):
         """LAPACK dlarfg from alpha and the squared norm below it: beta, tau and 1 / (alpha - beta), the scale of
         the vector below the diagonal (tau = 0 and beta = alpha when that part is exactly 0)."""
@@ -330,6 +334,80 @@ if _HAVE_GLUON:
         gl.store(dst + pid * d_sb + rows * d_sr + cols, p)
         gl.store(tau_ptr + pid * tau_sb + cols1, taus)
 
+    # The CTA-wide barrier: gl.thread_barrier in Triton 3.6 (the H200's), gl.barrier from 3.7.
+    _cta_barrier = gl.thread_barrier if hasattr(gl, "thread_barrier") else gl.barrier
+
+    @gluon.jit
+    def _lane_leaf_kernel(
+        src, dst, tau_ptr, v_ptr, t_ptr, vt_ptr, m,
+        s_sb, s_sr, d_sb, d_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, vt_sb, vt_sk,
+        BM: gl.constexpr, BW: gl.constexpr, W: gl.constexpr, WRITE_VTT: gl.constexpr, SRC_ADDR: gl.constexpr,
+    ):  # fmt: skip
+        """A leaf panel (m x BW, m <= BM) of matrix program_id(0) as _tile_qr_kernel writes it (H, tau, V, T and
+        V^T), laid out as _lane_qr_kernel is: each column on 32 / BW lanes of every warp, the rows spread over the
+        warps and each lane's registers. Column j reaches the lanes of every column by shuffles inside each warp;
+        the step's sums (x . x, x . P[:, c], P[j, c], alpha) are one tuple reduction, in registers, across a
+        column's lanes and across the W warps (one exchange through shared memory). z of each step goes to shared
+        memory; T is built from it after the steps, each lane a row of T."""
+        LPC: gl.constexpr = 32 // BW  # lanes per column
+        R: gl.constexpr = BM // (W * LPC)  # rows per lane
+        lay: gl.constexpr = gl.BlockedLayout([R, 1], [LPC, BW], [W, 1], [0, 1])
+        lt: gl.constexpr = gl.BlockedLayout([1, BW], [32, 1], [W, 1], [1, 0])  # a row of T per lane
+        if SRC_ADDR:
+            src = gl.multiple_of(gl.load(src).to(gl.pointer_type(gl.float32)), 16)
+        pid = gl.program_id(0).to(gl.int64)
+        rows = gl.expand_dims(gl.arange(0, BM, layout=gl.SliceLayout(1, lay)), 1)
+        cols1 = gl.arange(0, BW, layout=gl.SliceLayout(0, lay))
+        cols = gl.expand_dims(cols1, 0)
+        inside = (rows < m) & (cols < BW)
+        p = gl.load(src + pid * s_sb + rows * s_sr + cols, mask=inside, other=0.0)
+        part = (rows // R) % LPC  # which of its column's lanes holds a row: the lane to shuffle from, less LPC j
+        taus = gl.zeros([BW], gl.float32, gl.SliceLayout(0, lay))
+        zs = gl.allocate_shared_memory(gl.float32, [BW * BW], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+        for j in gl.static_range(BW):
+            bits = gl.inline_asm_elementwise(
+                "shfl.sync.idx.b32 $0, $1, $2, 31, -1;",
+                "=r,r,r",
+                [p.to(gl.int32, bitcast=True), part + LPC * j],
+                dtype=gl.int32,
+                is_pure=True,
+                pack=1,
+            )
+            x = bits.to(gl.float32, bitcast=True)  # x[r, c] = P[r, j]
+            below = rows > j
+            onj = rows == j
+            xb = gl.where(below, x, 0.0)
+            xn2, s, rj, alpha = gl.reduce((xb * xb, xb * p, gl.where(onj, p, 0.0), gl.where(onj, x, 0.0)), 0, _add4)
+            beta, tau, inv = _reflector(alpha, xn2)
+            z = s * inv + rj  # v_j . P[:, c]: the update's coefficient for c > j, V^T v_j for c < j
+            coef = gl.expand_dims(gl.where(cols1 > j, tau * z, 0.0), 0)
+            v = gl.where(below, xb * gl.expand_dims(inv, 0), gl.where(onj, 1.0, 0.0))
+            p = p - v * coef
+            newcol = gl.where(onj, gl.expand_dims(beta, 0), gl.where(below, v, x))
+            p = gl.where(cols == j, newcol, p)
+            taus = gl.where(cols1 == j, tau, taus)
+            zs.slice(j * BW, BW).store(gl.where(cols1 < j, z, 0.0))
+        gl.store(dst + pid * d_sb + rows * d_sr + cols, p, mask=inside)
+        gl.store(tau_ptr + pid * tau_sb + cols1, taus)
+        vv = gl.where(rows > cols, p, gl.where(rows == cols, 1.0, 0.0))
+        gl.store(v_ptr + pid * v_sb + rows * v_sr + cols, vv, mask=inside)
+        if WRITE_VTT:
+            gl.store(vt_ptr + pid * vt_sb + cols * vt_sk + rows, vv, mask=inside)
+        _cta_barrier()
+        # T column by column: T[:, j] = -tau_j T[:, :j] z_j[:j], T[j, j] = tau_j (lane i: row i of T)
+        ti = gl.expand_dims(gl.arange(0, BW, layout=gl.SliceLayout(1, lt)), 1)
+        tc1 = gl.arange(0, BW, layout=gl.SliceLayout(0, lt))
+        tc = gl.expand_dims(tc1, 0)
+        tr = gl.expand_dims(gl.convert_layout(taus, gl.SliceLayout(0, lt)), 0)
+        tmat = gl.zeros([BW, BW], gl.float32, lt)
+        for j in gl.static_range(BW):
+            zj = gl.expand_dims(zs.slice(j * BW, BW).load(gl.SliceLayout(0, lt)), 0)
+            tauj = gl.sum(gl.where(tc == j, tr, 0.0), axis=1)  # [BW] rows, each tau_j
+            col = -gl.expand_dims(tauj, 1) * gl.expand_dims(gl.sum(tmat * zj, axis=1), 1)
+            col = gl.where(ti == j, gl.expand_dims(tauj, 1), gl.where(ti < j, col, 0.0))
+            tmat = gl.where(tc == j, col, tmat)
+        gl.store(t_ptr + pid * t_sb + ti * t_sr + tc, tmat, mask=(ti < BW) & (tc < BW))
+
 
 def _use_triton(x: torch.Tensor) -> bool:
     return _HAVE_TRITON and (x.is_cuda or os.environ.get("TRITON_INTERPRET") == "1")
@@ -356,6 +434,7 @@ _LEAN_COOP = True  # _LEAN's step in the cooperative leaf (2x4096, 8x2048)
 _SMALL_FAST = True  # whole-matrix route eager through the compiled kernel's launcher: no graph, copies, binder
 _SMALL_LANES = True  # 32 x 32 matrices (20x32) by the one-warp Gluon kernel, a column per lane (session 53)
 _LANES_SPLIT = True  # ... its sums over rows as four shorter chains (more instructions, less latency)
+_LANE_LEAF = False  # leaves of 40-matrix batches by the Gluon lane leaf (a column per lane group, rows over warps)
 
 
 def _warps(elems: int, ept: int = _EPT, least: int | None = None) -> int:
@@ -435,6 +514,16 @@ def _runner(kernel, compiled, grid, nargs: int, meta: dict):
     return compiled[(*grid, 1, 1)[:3]], tuple(meta.get(q.name, q.default) for q in kernel.params[nargs:])
 
 
+def _lane_leaf_takes(p: torch.Tensor, held) -> bool:
+    """The lane leaf's panels (knob _LANE_LEAF): the latency-bound leaves of batches under _FEW_BATCH (40x176,
+    40x352), 16 or 32 columns wide (a power of two: no partial step), at most 512 rows, on a GPU."""
+    b, m, w = p.shape
+    return (
+        _LANE_LEAF and _HAVE_GLUON and p.is_cuda and held is None and b < _FEW_BATCH and w in (16, 32)
+        and w <= m <= 512
+    )  # fmt: skip
+
+
 def _leaf(p, tau, v, t, vt=None, src=None, held=None):
     """Factor leaf panel view p (b, m, w) in place (from src, if given: same shape, unit column stride); write
     tau (b, w), V view (b, m, w), T view (b, w, w) and, if given, V^T view vt (b, w, m) with unit stride along m.
@@ -444,6 +533,15 @@ def _leaf(p, tau, v, t, vt=None, src=None, held=None):
     vts = (0, 0) if vt is None else (vt.stride(0), vt.stride(1))
     s = p if src is None else src
     sp, by_addr = _src_arg(s)
+    if _lane_leaf_takes(p, held):
+        lpc = 32 // bw
+        _lane_leaf_kernel[(b,)](
+            sp, p, tau, v, t, v if vt is None else vt, m, s.stride(0), s.stride(1), p.stride(0), p.stride(1),
+            tau.stride(0), v.stride(0), v.stride(1), t.stride(0), t.stride(1), *vts,
+            BM=bm, BW=bw, W=max(1, min(16, bm // (32 * lpc))), WRITE_VTT=vt is not None, SRC_ADDR=by_addr,
+            num_warps=max(1, min(16, bm // (32 * lpc))),
+        )  # fmt: skip
+        return
     _tile_qr_kernel[(b,)](
         sp, p, tau, v, t, v if vt is None else vt, tau if held is None else held, m, w, min(m, w), s.stride(0),
         s.stride(1), p.stride(0), p.stride(1), tau.stride(0), v.stride(0), v.stride(1), t.stride(0), t.stride(1),

@@ -1,11 +1,13 @@
-"""Probe of a family file's whole-matrix route on the GPU, one knob off and on: the gates on every input type of
-qr_v2 at the shape given (hidden seeds too), how far the two routes' outputs are apart, and the time of an eager
-call (CUDA events around each call, the GPU idle before it, as the contest times 20x32).
+"""Probe of a family file on the GPU with one knob off and on, at one shape: the gates on every input type of qr_v2
+(hidden seeds too), how far the two settings' outputs are apart, and the time of an eager call (CUDA events around
+each call, the GPU idle before it, as the contest times its cases).
 
-Written for `_SMALL_LANES` of kernels/fused_wy.py (20x32 by the one-warp Gluon kernel), which runs only on a GPU:
-Triton's interpreter does not run Gluon, so this probe is its correctness test before any tracker run.
+Written for the Gluon kernels of kernels/fused_wy.py (`_SMALL_LANES`: 20x32; `_LANE_LEAF`: the leaves of 40x176
+and 40x352), which run only on a GPU: Triton's interpreter does not run Gluon, so this probe is their correctness
+test before any tracker run.
 
     python3 scripts/small_qr_probe.py kernels/fused_wy.py --knob _SMALL_LANES --batch 20 --n 32 --json out.json
+    python3 scripts/small_qr_probe.py kernels/fused_wy.py --knob _LANE_LEAF --batch 40 --n 176 --calls 300
 """
 
 import argparse
@@ -27,7 +29,8 @@ from qr_devbench import load  # noqa: E402
 
 def set_knob(mod, knob: str, on: bool) -> None:
     setattr(mod, knob, on)
-    mod._LAUNCHERS.clear()  # a launcher compiled for the other route must not serve this one
+    for cache in ("_LAUNCHERS", "_GRAPHS"):  # a launcher or graph made for the other route must not serve this one
+        getattr(mod, cache, {}).clear()
 
 
 def time_calls(fn, x: torch.Tensor, calls: int) -> list[float]:

@@ -62,3 +62,18 @@ def test_the_one_warp_gluon_kernel_exchanges_only_by_shuffles_and_only_rows_it_s
     assert r.returncode == 0, r.stderr
     step = _fields(next(x for x in r.stdout.splitlines() if x.startswith("BM=32")))["loop_SASS"]
     assert all(lane["SASS"] < 32 * step for lane in lanes)
+
+
+def test_the_gluon_lane_leaf_compiles_unrolled_with_fewer_barriers_than_the_tile_qr():
+    """_lane_leaf_kernel (knob _LANE_LEAF) at 40x352's leaf (512 x 16, 8 warps, two lanes a column): no spills, the
+    steps unrolled, and fewer barriers in all than the Triton tile QR spends on its 16 steps at that leaf."""
+    r = _run("_lane_leaf_kernel", "--ptrs", "src,dst", "--warps", "8", "BM=512", "BW=16", "W=8", "WRITE_VTT=1",
+             "SRC_ADDR=0")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    leaf = _fields(next(x for x in r.stdout.splitlines() if x.startswith("BM=512")))
+    assert leaf["spill_bytes"] == 0 and leaf["loop_SASS"] == 0
+    tile = ("BM=512", "BW=16", "WRITE_VT=1", "WRITE_VTT=1", "SKIP_HELD=0", "LEAN=1")
+    r = _run("_tile_qr_kernel", "--ptrs", "src,dst", "--warps", "4", *tile)
+    assert r.returncode == 0, r.stderr
+    step = _fields(next(x for x in r.stdout.splitlines() if x.startswith("BM=512")))["loop_BAR"]
+    assert 0 < leaf["BAR"] < 16 * step
