@@ -435,6 +435,7 @@ _SMALL_FAST = True  # whole-matrix route eager through the compiled kernel's lau
 _SMALL_LANES = True  # 32 x 32 matrices (20x32) by the one-warp Gluon kernel, a column per lane (session 53)
 _LANES_SPLIT = True  # ... its sums over rows as four shorter chains (more instructions, less latency)
 _LANE_LEAF = False  # leaves of 40-matrix batches by the Gluon lane leaf (a column per lane group, rows over warps)
+_LANE_LEAF_MANY = False  # ... and the leaves of the batch-rich shapes (640x512, 60x1024)
 
 
 def _warps(elems: int, ept: int = _EPT, least: int | None = None) -> int:
@@ -514,14 +515,19 @@ def _runner(kernel, compiled, grid, nargs: int, meta: dict):
     return compiled[(*grid, 1, 1)[:3]], tuple(meta.get(q.name, q.default) for q in kernel.params[nargs:])
 
 
+def _lane_warps(rows: int, width: int) -> int:
+    """Warps of the lane leaf: 32 rows per lane (fewer only in one warp), 32 / width lanes per column."""
+    return max(1, triton.next_power_of_2(rows) // (32 * (32 // width)))
+
+
 def _lane_leaf_takes(p: torch.Tensor, held) -> bool:
-    """The lane leaf's panels (knob _LANE_LEAF): the latency-bound leaves of batches under _FEW_BATCH (40x176,
-    40x352), 16 or 32 columns wide (a power of two: no partial step), at most 512 rows, on a GPU."""
+    """The lane leaf's panels, on a GPU, 16 or 32 columns wide (a power of two: no partial step) and at most 16
+    warps tall: with knob _LANE_LEAF the latency-bound leaves of batches under _FEW_BATCH (40x176, 40x352, the
+    shorter panels of 8x2048 and 2x4096), with _LANE_LEAF_MANY the others (640x512, 60x1024)."""
     b, m, w = p.shape
-    return (
-        _LANE_LEAF and _HAVE_GLUON and p.is_cuda and held is None and b < _FEW_BATCH and w in (16, 32)
-        and w <= m <= 512
-    )  # fmt: skip
+    if not (_HAVE_GLUON and p.is_cuda and held is None and w in (16, 32) and w <= m and _lane_warps(m, w) <= 16):
+        return False
+    return _LANE_LEAF if b < _FEW_BATCH and m <= 512 else _LANE_LEAF_MANY
 
 
 def _leaf(p, tau, v, t, vt=None, src=None, held=None):
@@ -534,12 +540,11 @@ def _leaf(p, tau, v, t, vt=None, src=None, held=None):
     s = p if src is None else src
     sp, by_addr = _src_arg(s)
     if _lane_leaf_takes(p, held):
-        lpc = 32 // bw
+        warps = _lane_warps(m, w)
         _lane_leaf_kernel[(b,)](
             sp, p, tau, v, t, v if vt is None else vt, m, s.stride(0), s.stride(1), p.stride(0), p.stride(1),
             tau.stride(0), v.stride(0), v.stride(1), t.stride(0), t.stride(1), *vts,
-            BM=bm, BW=bw, W=max(1, min(16, bm // (32 * lpc))), WRITE_VTT=vt is not None, SRC_ADDR=by_addr,
-            num_warps=max(1, min(16, bm // (32 * lpc))),
+            BM=bm, BW=bw, W=warps, WRITE_VTT=vt is not None, SRC_ADDR=by_addr, num_warps=warps,
         )  # fmt: skip
         return
     _tile_qr_kernel[(b,)](
