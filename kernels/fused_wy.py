@@ -276,12 +276,13 @@ if _HAVE_TRITON:
 if _HAVE_GLUON:
 
     @gluon.jit
-    def _lane_bcast(p, j):
-        """Column j of the tile in every lane (x[r, c] = p[r, j]): one shuffle per row, no shared memory."""
+    def _lane_bcast(p, lane):
+        """Each element of p from the same register of lane `lane` of its warp (an int tensor broadcast to p's
+        shape): one shuffle per element, no shared memory. With a column per lane, column j in every lane."""
         bits = gl.inline_asm_elementwise(
             "shfl.sync.idx.b32 $0, $1, $2, 31, -1;",
             "=r,r,r",
-            [p.to(gl.int32, bitcast=True), gl.full(p.shape, j, gl.int32, p.type.layout)],
+            [p.to(gl.int32, bitcast=True), lane],
             dtype=gl.int32,
             is_pure=True,
             pack=1,
@@ -317,7 +318,7 @@ if _HAVE_GLUON:
         p = gl.load(src + pid * s_sb + rows * s_sr + cols)
         taus = gl.zeros([N], gl.float32, gl.SliceLayout(0, lay))
         for j in gl.static_range(N):
-            x = _lane_bcast(p, j)
+            x = _lane_bcast(p, rows * 0 + j)  # x[r, c] = P[r, j]
             below = rows > j
             onj = rows == j
             xn2 = _lane_rows_sum(x * x, below, rows, N, SPLIT)
@@ -365,15 +366,7 @@ if _HAVE_GLUON:
         taus = gl.zeros([BW], gl.float32, gl.SliceLayout(0, lay))
         zs = gl.allocate_shared_memory(gl.float32, [BW * BW], gl.SwizzledSharedLayout(1, 1, 1, [0]))
         for j in gl.static_range(BW):
-            bits = gl.inline_asm_elementwise(
-                "shfl.sync.idx.b32 $0, $1, $2, 31, -1;",
-                "=r,r,r",
-                [p.to(gl.int32, bitcast=True), part + LPC * j],
-                dtype=gl.int32,
-                is_pure=True,
-                pack=1,
-            )
-            x = bits.to(gl.float32, bitcast=True)  # x[r, c] = P[r, j]
+            x = _lane_bcast(p, part + LPC * j)  # x[r, c] = P[r, j]
             below = rows > j
             onj = rows == j
             xb = gl.where(below, x, 0.0)
