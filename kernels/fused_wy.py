@@ -515,10 +515,12 @@ def _lane_warps(rows: int, width: int) -> int:
 
 def _lane_leaf_takes(p: torch.Tensor, held) -> bool:
     """The lane leaf's panels, on a GPU, 16 or 32 columns wide (a power of two: no partial step) and at most 16
-    warps tall: with knob _LANE_LEAF the latency-bound leaves of batches under _FEW_BATCH (40x176, 40x352, the
-    shorter panels of 8x2048 and 2x4096), with _LANE_LEAF_MANY the others (640x512, 60x1024)."""
+    warps tall (8 at 32 columns: about 180 registers a thread, and an SM has 64K for the program): with knob
+    _LANE_LEAF the latency-bound leaves of batches under _FEW_BATCH (40x176, 40x352, the shorter panels of 8x2048
+    and 2x4096), with _LANE_LEAF_MANY the others (640x512, 60x1024)."""
     b, m, w = p.shape
-    if not (_HAVE_GLUON and p.is_cuda and held is None and w in (16, 32) and w <= m and _lane_warps(m, w) <= 16):
+    tall = _lane_warps(m, w) <= (16 if w == 16 else 8)
+    if not (_HAVE_GLUON and p.is_cuda and held is None and w in (16, 32) and w <= m and tall):
         return False
     return _LANE_LEAF if b < _FEW_BATCH and m <= 512 else _LANE_LEAF_MANY
 
