@@ -8,6 +8,7 @@ test before any tracker run.
 
     python3 scripts/small_qr_probe.py kernels/fused_wy.py --knob _SMALL_LANES --batch 20 --n 32 --json out.json
     python3 scripts/small_qr_probe.py kernels/fused_wy.py --knob _LANE_LEAF --batch 40 --n 176 --calls 300
+    python3 scripts/small_qr_probe.py kernels/fused_wy.py --knob _LANE_LEAF --leaves 40x176x32,40x352x16
 """
 
 import argparse
@@ -47,6 +48,57 @@ def time_calls(fn, x: torch.Tensor, calls: int) -> list[float]:
     return out
 
 
+def leaf_outputs(mod, panel: torch.Tensor, with_vt: bool) -> dict[str, torch.Tensor]:
+    """What the family file's leaf (`_leaf`) writes for one panel: H (in place), tau, V, T and, if asked, V^T."""
+    b, m, w = panel.shape
+    out = {"H": panel.clone(), "tau": panel.new_zeros((b, w)), "V": panel.new_zeros((b, m, w))}
+    out["T"] = panel.new_zeros((b, w, w))
+    out["VT"] = panel.new_zeros((b, w, m)) if with_vt else None
+    mod._leaf(out["H"], out["tau"], out["V"], out["T"], out["VT"])
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def leaf_replay_us(mod, panel: torch.Tensor, reps: int = 200) -> float:
+    """Device microseconds of one leaf launch: a CUDA graph of it replayed `reps` times between two events."""
+    leaf_outputs(mod, panel, True)  # compiles outside the capture
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        leaf_outputs(mod, panel, True)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    g.replay()
+    start.record()
+    for _ in range(reps):
+        g.replay()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e3 / reps
+
+
+def probe_leaves(mod, knob: str, shapes: str) -> list[dict]:
+    """Per leaf shape BxMxW: each output of the leaf with the knob off and on (max difference relative to the
+    output's largest entry: which output a wrong kernel gets wrong) and the device time of one launch."""
+    rows = []
+    for spec in shapes.split(","):
+        b, m, w = (int(x) for x in spec.split("x"))
+        gen = torch.Generator(device="cuda").manual_seed(b * m + w)
+        panel = torch.randn((b, m, w), device="cuda", generator=gen)
+        got, us = {}, {}
+        for on in (False, True):
+            set_knob(mod, knob, on)
+            got[on] = leaf_outputs(mod, panel, True)
+            us[on] = leaf_replay_us(mod, panel)
+        torch.cuda.synchronize()
+        rel = {
+            k: float((got[True][k] - ref).abs().max() / ref.abs().max().clamp_min(1e-30))
+            for k, ref in got[False].items()
+        }
+        row = {"leaf": spec, "rel": rel, "us_off": round(us[False], 2), "us_on": round(us[True], 2)}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("variant")
@@ -55,10 +107,17 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=32)
     ap.add_argument("--seeds", default="53124,1234,98765")
     ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--leaves", default="", help="leaf panels BxMxW,...: compare the leaf's outputs and times only")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     workload, _ = for_suite("qr_v2")
     fn, mod = load(args.variant)
+    if args.leaves:
+        rows = probe_leaves(mod, args.knob, args.leaves)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"leaves": rows}, f, indent=1)
+        return
     rows, failed = [], 0
     for kind in PROFILES:
         for seed in (int(s) for s in args.seeds.split(",")):
