@@ -36,6 +36,9 @@ from tracker.workloads.qr_v2.checks import _wy_t, check_qr  # noqa: E402
 from tracker.workloads.qr_v2.inputs import generate  # noqa: E402
 from tracker.workloads.qr_v2.suites import QR_V2, hidden_seed  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from qr_devbench import graph_us  # noqa: E402
+
 
 def cholqr2(p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Q (b, m, k) with orthonormal columns, R (b, k, k) upper, and per matrix whether both passes held."""
@@ -190,8 +193,8 @@ def _route_kernels(fam, b: int, m: int, reps: int = 20) -> dict[str, float]:
 
 
 def _time_shape(fam, b: int, m: int, reps: int, device: str = "cuda", timer=None) -> dict[str, float | str]:
-    """Microseconds per leaf of each contender (timer: _graph_us), or why it could not be timed: one contender that
-    fails to compile or launch costs its own row, not the probe's others."""
+    """Microseconds per leaf of each contender (timer: qr_devbench.graph_us, ten steps a graph), or why it could
+    not be timed: one contender that fails to compile or launch costs its own row, not the probe's others."""
     src = torch.randn(b, m, fam._CHOLQR_NB, device=device)
     p = torch.empty_like(src)
     out: dict[str, float | str] = {}
@@ -202,28 +205,10 @@ def _time_shape(fam, b: int, m: int, reps: int, device: str = "cuda", timer=None
             leaf()
 
         try:
-            out[name] = float((timer or _graph_us)(step, reps))
+            out[name] = float(timer(step, reps) if timer else graph_us(step, reps, per_graph=10))
         except Exception as exc:
             out[name] = f"{type(exc).__name__}: {exc}"[:200]
     return out
-
-
-def _graph_us(step, reps: int) -> float:
-    """GPU microseconds of one `step`, replayed from a CUDA graph of ten (as the family's route runs its leaves)."""
-    step()  # compile
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(10):
-            step()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    graph.replay()
-    start.record()
-    for _ in range(reps):
-        graph.replay()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) * 1e3 / (reps * 10)
 
 
 def leaf_contenders(fam, p: torch.Tensor) -> tuple[dict, torch.Tensor]:

@@ -46,6 +46,25 @@ def load(spec: str):
     return fn, mod
 
 
+def graph_us(step, reps: int, per_graph: int = 1) -> float:
+    """GPU microseconds of one `step`: a CUDA graph of `per_graph` steps replayed `reps` times between two events
+    (the step is run once first, outside the capture, so that it compiles)."""
+    step()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(per_graph):
+            step()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    graph.replay()
+    start.record()
+    for _ in range(reps):
+        graph.replay()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e3 / (reps * per_graph)
+
+
 def time_case(fn, inputs, clock, reps, budget_s):
     samples = []
     t0 = time.time()

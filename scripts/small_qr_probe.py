@@ -25,7 +25,7 @@ from tracker.workloads.qr_v2.inputs import PROFILES  # noqa: E402
 from tracker.workloads.qr_v2.suites import Case  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from qr_devbench import load  # noqa: E402
+from qr_devbench import graph_us, load  # noqa: E402
 
 
 def set_knob(mod, knob: str, on: bool) -> None:
@@ -58,23 +58,6 @@ def leaf_outputs(mod, panel: torch.Tensor, with_vt: bool) -> dict[str, torch.Ten
     return {k: v for k, v in out.items() if v is not None}
 
 
-def leaf_replay_us(mod, panel: torch.Tensor, reps: int = 200) -> float:
-    """Device microseconds of one leaf launch: a CUDA graph of it replayed `reps` times between two events."""
-    leaf_outputs(mod, panel, True)  # compiles outside the capture
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        leaf_outputs(mod, panel, True)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    g.replay()
-    start.record()
-    for _ in range(reps):
-        g.replay()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) * 1e3 / reps
-
-
 def probe_leaves(mod, knob: str, shapes: str) -> list[dict]:
     """Per leaf shape BxMxW: each output of the leaf with the knob off and on (max difference relative to the
     output's largest entry: which output a wrong kernel gets wrong) and the device time of one launch."""
@@ -87,7 +70,7 @@ def probe_leaves(mod, knob: str, shapes: str) -> list[dict]:
         for on in (False, True):
             set_knob(mod, knob, on)
             got[on] = leaf_outputs(mod, panel, True)
-            us[on] = leaf_replay_us(mod, panel)
+            us[on] = graph_us(lambda p=panel: leaf_outputs(mod, p, True), 200)
         torch.cuda.synchronize()
         rel = {
             k: float((got[True][k] - ref).abs().max() / ref.abs().max().clamp_min(1e-30))
