@@ -48,14 +48,13 @@ def time_calls(fn, x: torch.Tensor, calls: int) -> list[float]:
     return out
 
 
-def leaf_outputs(mod, panel: torch.Tensor, with_vt: bool) -> dict[str, torch.Tensor]:
-    """What the family file's leaf (`_leaf`) writes for one panel: H (in place), tau, V, T and, if asked, V^T."""
+def leaf_outputs(mod, panel: torch.Tensor) -> dict[str, torch.Tensor]:
+    """What the family file's leaf (`_leaf`) writes for one panel: H (in place), tau, V, T and V^T."""
     b, m, w = panel.shape
     out = {"H": panel.clone(), "tau": panel.new_zeros((b, w)), "V": panel.new_zeros((b, m, w))}
-    out["T"] = panel.new_zeros((b, w, w))
-    out["VT"] = panel.new_zeros((b, w, m)) if with_vt else None
+    out["T"], out["VT"] = panel.new_zeros((b, w, w)), panel.new_zeros((b, w, m))
     mod._leaf(out["H"], out["tau"], out["V"], out["T"], out["VT"])
-    return {k: v for k, v in out.items() if v is not None}
+    return out
 
 
 def probe_leaves(mod, knob: str, shapes: str) -> list[dict]:
@@ -69,8 +68,8 @@ def probe_leaves(mod, knob: str, shapes: str) -> list[dict]:
         got, us = {}, {}
         for on in (False, True):
             set_knob(mod, knob, on)
-            got[on] = leaf_outputs(mod, panel, True)
-            us[on] = graph_us(lambda p=panel: leaf_outputs(mod, p, True), 200)
+            got[on] = leaf_outputs(mod, panel)
+            us[on] = graph_us(lambda p=panel: leaf_outputs(mod, p), 200)
         torch.cuda.synchronize()
         rel = {
             k: float((got[True][k] - ref).abs().max() / ref.abs().max().clamp_min(1e-30))
