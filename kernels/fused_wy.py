@@ -69,6 +69,10 @@ j shuffled to every lane, every sum in a lane's registers, the steps unrolled): 
 2,632 us on an H100; 20x32's best repetition 15.8-16.5 us in five runs against 19.5-19.6 in four runs of the file
 before it (tracker ab 3fce8f7bd02a: mean ratio 0.953, p = 0.39); its 22 tests passed under three seeds; now the
 default.
+Session 54 (H100): the Gluon lane leaf (knob _LANE_LEAF) matched the tile QR's outputs to 2e-7 and passed the gates
+on every input type, but lost the paired screens: 40x176 +8%, 40x352 +21%, 640x512 +6%, 60x1024 +5% (its 32-wide
+leaves take 14-17% longer than the tile QR's; 16-wide ones 7-10% less). The knob now takes only 16-wide leaves of the
+few-matrix batches, not yet screened so; _LANE_LEAF_MANY (640x512, 60x1024) is gone.
 """
 
 import os  # noqa: E402
@@ -427,8 +431,7 @@ _LEAN_COOP = True  # _LEAN's step in the cooperative leaf (2x4096, 8x2048)
 _SMALL_FAST = True  # whole-matrix route eager through the compiled kernel's launcher: no graph, copies, binder
 _SMALL_LANES = True  # 32 x 32 matrices (20x32) by the one-warp Gluon kernel, a column per lane (session 53)
 _LANES_SPLIT = True  # ... its sums over rows as four shorter chains (more instructions, less latency)
-_LANE_LEAF = False  # leaves of 40-matrix batches by the Gluon lane leaf (a column per lane group, rows over warps)
-_LANE_LEAF_MANY = False  # ... and the leaves of the batch-rich shapes (640x512, 60x1024)
+_LANE_LEAF = False  # 16-wide leaves of few-matrix batches by the Gluon lane leaf (two lanes a column, rows over warps)
 
 
 def _warps(elems: int, ept: int = _EPT, least: int | None = None) -> int:
@@ -514,15 +517,11 @@ def _lane_warps(rows: int, width: int) -> int:
 
 
 def _lane_leaf_takes(p: torch.Tensor, held) -> bool:
-    """The lane leaf's panels, on a GPU, 16 or 32 columns wide (a power of two: no partial step) and at most 16
-    warps tall (8 at 32 columns: about 180 registers a thread, and an SM has 64K for the program): with knob
-    _LANE_LEAF the latency-bound leaves of batches under _FEW_BATCH (40x176, 40x352, the shorter panels of 8x2048
-    and 2x4096), with _LANE_LEAF_MANY the others (640x512, 60x1024)."""
+    """With knob _LANE_LEAF, the lane leaf's panels: on a GPU, in batches under _FEW_BATCH (40x176, 40x352, the
+    shorter panels of 8x2048 and 2x4096), 16 columns wide and at most 512 rows (8 warps). Alone it took 7-10% off
+    such a leaf's launch and 14-17% onto a 32-wide one, and lost 5-6% on 640x512 and 60x1024 (session 54)."""
     b, m, w = p.shape
-    tall = _lane_warps(m, w) <= (16 if w == 16 else 8)
-    if not (_HAVE_GLUON and p.is_cuda and held is None and w in (16, 32) and w <= m and tall):
-        return False
-    return _LANE_LEAF if b < _FEW_BATCH and m <= 512 else _LANE_LEAF_MANY
+    return _LANE_LEAF and _HAVE_GLUON and p.is_cuda and held is None and w == 16 and b < _FEW_BATCH and w <= m <= 512
 
 
 def _leaf(p, tau, v, t, vt=None, src=None, held=None):

@@ -8,7 +8,7 @@ test before any tracker run.
 
     python3 scripts/small_qr_probe.py kernels/fused_wy.py --knob _SMALL_LANES --batch 20 --n 32 --json out.json
     python3 scripts/small_qr_probe.py kernels/fused_wy.py --knob _LANE_LEAF --batch 40 --n 176 --calls 300
-    python3 scripts/small_qr_probe.py kernels/fused_wy.py --knob _LANE_LEAF --leaves 40x176x32,40x352x16
+    python3 scripts/small_qr_probe.py kernels/fused_wy.py --knob _LANE_LEAF --leaves 40x176x32,40x352x16x352
 """
 
 import argparse
@@ -48,28 +48,45 @@ def time_calls(fn, x: torch.Tensor, calls: int) -> list[float]:
     return out
 
 
-def leaf_outputs(mod, panel: torch.Tensor) -> dict[str, torch.Tensor]:
-    """What the family file's leaf (`_leaf`) writes for one panel: H (in place), tau, V, T and V^T."""
+def leaf_outputs(mod, panel: torch.Tensor, n: int = 0) -> dict[str, torch.Tensor]:
+    """What the family file's leaf (`_leaf`) writes for one panel: H (in place), tau, V, T and V^T. With n, each
+    output is a view of a buffer laid out as a factorization of b x m x n matrices lays out its first leaf (H rows n
+    long, V and T as wide as the outer panel, V^T rows m long), so the kernel meets the strides it meets in a case."""
     b, m, w = panel.shape
-    out = {"H": panel.clone(), "tau": panel.new_zeros((b, w)), "V": panel.new_zeros((b, m, w))}
-    out["T"], out["VT"] = panel.new_zeros((b, w, w)), panel.new_zeros((b, w, m))
+    n = max(n, w)
+    wo = mod._outer_width(n) if n > w else w
+    out = {"H": panel.new_zeros((b, m, n))[:, :, :w], "tau": panel.new_zeros((b, w))}
+    out["H"].copy_(panel)
+    out["V"] = panel.new_zeros((b, m, wo))[:, :, :w]
+    out["T"], out["VT"] = panel.new_zeros((b, wo, wo))[:, :w, :w], panel.new_zeros((b, wo, m))[:, :w, :]
     mod._leaf(out["H"], out["tau"], out["V"], out["T"], out["VT"])
     return out
 
 
-def probe_leaves(mod, knob: str, shapes: str) -> list[dict]:
-    """Per leaf shape BxMxW: each output of the leaf with the knob off and on (max difference relative to the
-    output's largest entry: which output a wrong kernel gets wrong) and the device time of one launch."""
+def parse_leaf(spec: str) -> tuple[int, int, int, int]:
+    """BxMxW or BxMxWxN (N: the matrices' width, at least W; 0 when not given) as numbers, or a one-line error."""
+    parts = spec.strip().lower().split("x")
+    if len(parts) not in (3, 4) or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise SystemExit(f"--leaves: {spec!r} is not BxMxW or BxMxWxN with positive integers (e.g. 40x352x16x352)")
+    b, m, w, n = (int(p) for p in (*parts, "0")[:4])
+    if w > m or (n and n < w):
+        raise SystemExit(f"--leaves: {spec!r} needs W <= M and N >= W")
+    return b, m, w, n
+
+
+def probe_leaves(mod, knob: str, leaves: list[tuple[str, tuple[int, int, int, int]]]) -> list[dict]:
+    """Per leaf shape BxMxW[xN]: each output of the leaf with the knob off and on (max difference relative to the
+    output's largest entry: which output a wrong kernel gets wrong) and the device time of one launch. With N, the
+    panel is the first leaf of b x m x N matrices, with the strides it has there (`leaf_outputs`)."""
     rows = []
-    for spec in shapes.split(","):
-        b, m, w = (int(x) for x in spec.split("x"))
+    for spec, (b, m, w, n) in leaves:
         gen = torch.Generator(device="cuda").manual_seed(b * m + w)
         panel = torch.randn((b, m, w), device="cuda", generator=gen)
         got, us = {}, {}
         for on in (False, True):
             set_knob(mod, knob, on)
-            got[on] = leaf_outputs(mod, panel)
-            us[on] = graph_us(lambda p=panel: leaf_outputs(mod, p), 200)
+            got[on] = leaf_outputs(mod, panel, n)
+            us[on] = graph_us(lambda p=panel, n=n: leaf_outputs(mod, p, n), 200)
         torch.cuda.synchronize()
         rel = {
             k: float((got[True][k] - ref).abs().max() / ref.abs().max().clamp_min(1e-30))
@@ -89,13 +106,14 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=32)
     ap.add_argument("--seeds", default="53124,1234,98765")
     ap.add_argument("--calls", type=int, default=2000)
-    ap.add_argument("--leaves", default="", help="leaf panels BxMxW,...: compare the leaf's outputs and times only")
+    ap.add_argument("--leaves", default="", help="leaf panels BxMxW[xN],...: compare the leaf's outputs and times only")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
+    leaves = [(spec, parse_leaf(spec)) for spec in args.leaves.split(",")] if args.leaves else []
     workload, _ = for_suite("qr_v2")
     fn, mod = load(args.variant)
-    if args.leaves:
-        rows = probe_leaves(mod, args.knob, args.leaves)
+    if leaves:
+        rows = probe_leaves(mod, args.knob, leaves)
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"leaves": rows}, f, indent=1)
