@@ -194,18 +194,30 @@ if _HAVE_TRITON:
         SKIP_HELD: tl.constexpr,
     ):  # fmt: skip
         """Leaf panel (m x w) of matrix program_id(1) split by rows over nprog programs (BM rows each).
-
-        Per step: partial (s, P[j, :]) -> part[b, j, pid, :], one counter barrier, sum of the partials.
-        TAGGED: no counter; part starts filled with the bit pattern _SENTINEL, which no sum produces (a NaN a GPU
-        never computes), and each program reloads the step's partials until none is left: the loads that wait are
-        the loads of the data, one trip to L2 a step instead of an atomic, a polling atomic and the loads.
-        SKIP_HELD: as in _tile_qr_kernel (every program of a matrix leaves, so no step waits on one that left).
-        """
+        SKIP_HELD: as in _tile_qr_kernel (every program of a matrix leaves, so no step waits on one that left)."""
         pid = tl.program_id(0)
         bid = tl.program_id(1).to(tl.int64)
         if SKIP_HELD:  # noqa: SIM102 (as in _tile_qr_kernel)
             if tl.load(held_ptr + bid) != 0:
                 return
+        _coop_leaf_body(
+            pid, bid, a_ptr, tau_ptr, v_ptr, t_ptr, part_ptr, cnt_ptr, m, w, kmax, nprog,
+            a_sb, a_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, part_sb, cnt_sb, BM, BW, PP, LEAN, TAGGED,
+        )  # fmt: skip
+
+    @triton.jit
+    def _coop_leaf_body(
+        pid, bid, a_ptr, tau_ptr, v_ptr, t_ptr, part_ptr, cnt_ptr, m, w, kmax, nprog,
+        a_sb, a_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, part_sb, cnt_sb,
+        BM: tl.constexpr, BW: tl.constexpr, PP: tl.constexpr, LEAN: tl.constexpr, TAGGED: tl.constexpr,
+    ):  # fmt: skip
+        """Program pid (rows pid * BM ...) of the cooperative leaf of matrix bid.
+
+        Per step: partial (s, P[j, :]) -> part[b, j, pid, :], one counter barrier, sum of the partials.
+        TAGGED: no counter; part starts filled with the bit pattern _SENTINEL, which no sum produces (a NaN a GPU
+        never computes), and each program reloads the step's partials until none is left: the loads that wait are
+        the loads of the data, one trip to L2 a step instead of an atomic, a polling atomic and the loads.
+        """
         lrows = tl.arange(0, BM)
         rows = pid * BM + lrows
         cols = tl.arange(0, BW)
@@ -572,9 +584,18 @@ if _HAVE_TRITON:
         BK: tl.constexpr, BN: tl.constexpr, BM: tl.constexpr, ATOMIC: tl.constexpr, PREC: tl.constexpr,
     ):  # fmt: skip
         """W[b] (+)= V[b, rows of this split]^T A[b, same rows]; V (M, K), A (M, N), W (K, N); unit col strides."""
-        pid0 = tl.program_id(0)
-        pid_s = tl.program_id(1)
-        pid_b = tl.program_id(2).to(tl.int64)
+        _vta_body(
+            tl.program_id(0), tl.program_id(1), tl.program_id(2).to(tl.int64), v_ptr, a_ptr, w_ptr, M, K, N,
+            rows_per_split, n_ntiles, v_sb, v_sm, a_sb, a_sm, w_sb, w_sk, BK, BN, BM, ATOMIC, PREC,
+        )  # fmt: skip
+
+    @triton.jit
+    def _vta_body(
+        pid0, pid_s, pid_b, v_ptr, a_ptr, w_ptr, M, K, N, rows_per_split, n_ntiles,
+        v_sb, v_sm, a_sb, a_sm, w_sb, w_sk,
+        BK: tl.constexpr, BN: tl.constexpr, BM: tl.constexpr, ATOMIC: tl.constexpr, PREC: tl.constexpr,
+    ):  # fmt: skip
+        """Tile pid0 (K tile pid0 // n_ntiles, N tile pid0 % n_ntiles) and row split pid_s of _vta_kernel's W[pid_b]."""
         pid_k = pid0 // n_ntiles
         pid_n = pid0 % n_ntiles
         offs_k = pid_k * BK + tl.arange(0, BK)
@@ -610,9 +631,17 @@ if _HAVE_TRITON:
         BM: tl.constexpr, BN: tl.constexpr, BKC: tl.constexpr, PREC: tl.constexpr,
     ):  # fmt: skip
         """A[b] -= V[b] W[b]; V (M, K), W (K, N), A (M, N); unit col strides."""
-        pid_m = tl.program_id(0)
-        pid_n = tl.program_id(1)
-        pid_b = tl.program_id(2).to(tl.int64)
+        _upd_body(
+            tl.program_id(0), tl.program_id(1), tl.program_id(2).to(tl.int64), v_ptr, w_ptr, a_ptr, M, K, N,
+            v_sb, v_sm, w_sb, w_sk, a_sb, a_sm, BM, BN, BKC, PREC,
+        )  # fmt: skip
+
+    @triton.jit
+    def _upd_body(
+        pid_m, pid_n, pid_b, v_ptr, w_ptr, a_ptr, M, K, N, v_sb, v_sm, w_sb, w_sk, a_sb, a_sm,
+        BM: tl.constexpr, BN: tl.constexpr, BKC: tl.constexpr, PREC: tl.constexpr,
+    ):  # fmt: skip
+        """The (pid_m, pid_n) tile of _upd_kernel's A[pid_b]."""
         offs_m = pid_m * BM + tl.arange(0, BM)
         offs_n = pid_n * BN + tl.arange(0, BN)
         mm = offs_m < M
