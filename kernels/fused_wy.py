@@ -73,6 +73,8 @@ Session 54 (H100): the Gluon lane leaf (knob _LANE_LEAF) matched the tile QR's o
 on every input type, but lost the paired screens: 40x176 +8%, 40x352 +21%, 640x512 +6%, 60x1024 +5% (its 32-wide
 leaves take 14-17% longer than the tile QR's; 16-wide ones 7-10% less). The knob now takes only 16-wide leaves of the
 few-matrix batches, not yet screened so; _LANE_LEAF_MANY (640x512, 60x1024) is gone.
+Session 54 (CPU): knob _CARRY (2x4096, 8x2048): a panel's trailing update right of the next panel rides in that
+panel's cooperative leaf launches as tiles beside the leaf programs (_carry_kernel), interpreted, not yet run.
 """
 
 import os  # noqa: E402
@@ -944,11 +946,9 @@ def _apply_qt_vt_(a2: torch.Tensor, v: torch.Tensor, vt: torch.Tensor, t: torch.
     )  # fmt: skip
 
 
-def _vta_splitk(v: torch.Tensor, a2: torch.Tensor, prec: str | None = None) -> torch.Tensor:
-    """W = V^T a2 per matrix by the split-K Triton kernel (rows split over programs, fp32 atomics); prec: its
-    products' precision (default _PREC)."""
-    b, m, n = a2.shape
-    k = v.shape[2]
+def _vta_plan(b: int, m: int, k: int, n: int) -> tuple[int, int, int, int, int, int, int]:
+    """The split-K W = V^T A launch for b matrices (m x k V, m x n A): BK, BN, BM, K x N tiles, N tiles, row splits
+    and rows per split (splits enough for about _TARGET_PROGRAMS programs; W takes atomics when splits > 1)."""
     bk = min(64, max(16, triton.next_power_of_2(k)))
     bn = 64
     bm = 64
@@ -957,14 +957,27 @@ def _vta_splitk(v: torch.Tensor, a2: torch.Tensor, prec: str | None = None) -> t
     base = ktiles * ntiles * b
     splits = max(1, min(triton.cdiv(m, 4 * bm), triton.cdiv(_TARGET_PROGRAMS, base)))
     rps = triton.cdiv(triton.cdiv(m, splits), bm) * bm
-    splits = triton.cdiv(m, rps)
+    return bk, bn, bm, ktiles * ntiles, ntiles, triton.cdiv(m, rps), rps
+
+
+def _vta_splitk(v: torch.Tensor, a2: torch.Tensor, prec: str | None = None) -> torch.Tensor:
+    """W = V^T a2 per matrix by the split-K Triton kernel (rows split over programs, fp32 atomics); prec: its
+    products' precision (default _PREC)."""
+    b, m, n = a2.shape
+    k = v.shape[2]
+    bk, bn, bm, kntiles, ntiles, splits, rps = _vta_plan(b, m, k, n)
     atomic = splits > 1
     w = (torch.zeros if atomic else torch.empty)((b, k, n), dtype=a2.dtype, device=a2.device)
-    _vta_kernel[(ktiles * ntiles, splits, b)](
+    _vta_kernel[(kntiles, splits, b)](
         v, a2, w, m, k, n, rps, ntiles, v.stride(0), v.stride(1), a2.stride(0), a2.stride(1),
         w.stride(0), w.stride(1), BK=bk, BN=bn, BM=bm, ATOMIC=atomic, PREC=prec or _PREC, num_warps=4, num_stages=3,
     )  # fmt: skip
     return w
+
+
+def _upd_bkc(k: int) -> int:
+    """K step of _upd_kernel's products."""
+    return min(32, max(16, triton.next_power_of_2(k)))
 
 
 def _apply_qt_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor, prec: str | None = None) -> None:
@@ -986,7 +999,7 @@ def _apply_qt_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor, prec: str | N
         return
     w = _vta_splitk(v, a2, prec)
     w2 = torch.bmm(t.transpose(1, 2), w)
-    bkc = min(32, max(16, triton.next_power_of_2(k)))
+    bkc = _upd_bkc(k)
     _upd_kernel[(triton.cdiv(m, 64), triton.cdiv(n, 64), b)](
         v, w2, a2, m, k, n, v.stride(0), v.stride(1), w2.stride(0), w2.stride(1), a2.stride(0), a2.stride(1),
         BM=64, BN=64, BKC=bkc, PREC=prec or _PREC, num_warps=4, num_stages=3,
@@ -1034,7 +1047,8 @@ def _coop_plan(a: torch.Tensor, mo: int, force: bool = False):
     return nprog, bm
 
 
-def _coop_leaf(p, tau, v, t, nprog, bm, held=None):
+def _coop_parts(p: torch.Tensor, nprog: int):
+    """The cooperative leaf's partials buffer and counters (its PP, BW, kmax as well)."""
     b, m, w = p.shape
     pp = triton.next_power_of_2(nprog)
     bw = triton.next_power_of_2(w)
@@ -1045,12 +1059,146 @@ def _coop_leaf(p, tau, v, t, nprog, bm, held=None):
     else:
         part = torch.empty((b, kmax, pp, 2 * bw), dtype=torch.float32, device=p.device)
         cnt = torch.zeros((b, kmax), dtype=torch.int32, device=p.device)
+    return part, cnt, pp, bw, kmax
+
+
+def _coop_leaf(p, tau, v, t, nprog, bm, held=None, carry=None):
+    """The cooperative leaf of panel p; with carry (a _Carry), its next share of tiles rides in the same launch."""
+    b, m, w = p.shape
+    part, cnt, pp, bw, kmax = _coop_parts(p, nprog)
+    share = carry.share() if carry is not None and held is None else None
+    if share is not None:
+        kind, first, count = share
+        _carry_kernel[(nprog * b + count,)](
+            p, tau, v, t, part, cnt, m, w, kmax, nprog, nprog * b, p.stride(0), p.stride(1), tau.stride(0),
+            v.stride(0), v.stride(1), t.stride(0), t.stride(1), part.stride(0), cnt.stride(0), *carry.args(kind, first),
+            BM=bm, BW=bw, PP=pp, LEAN=_LEAN_COOP, TAGGED=_COOP_TAGGED, **carry.meta(kind),
+            num_warps=_CARRY_WARPS or _warps(bm * bw),
+        )  # fmt: skip
+        return
     _coop_leaf_kernel[(nprog, b)](
         p, tau, v, t, part, cnt, tau if held is None else held, m, w, kmax, nprog, p.stride(0), p.stride(1),
         tau.stride(0), v.stride(0), v.stride(1), t.stride(0), t.stride(1), part.stride(0), cnt.stride(0),
         BM=bm, BW=bw, PP=pp, LEAN=_LEAN_COOP, TAGGED=_COOP_TAGGED, SKIP_HELD=held is not None,
         num_warps=_warps(bm * bw),
     )  # fmt: skip
+
+
+# ---- the carried update (knob _CARRY) ----
+# On the few-matrix shapes (2x4096, 8x2048) each cooperative leaf holds one program of two warps on every SM and
+# waits on the others at each step, so most of the GPU idles through 9.6 of 2x4096's 20.3 ms (session 44), while
+# the trailing update of the panel before runs alone afterwards. With _CARRY, that update is split: the next outer
+# panel's columns at once (its leaves need them), the columns right of it carried by the next panel's leaf launches
+# (W = V^T X in the first half of them, W2 = T^T W between, X -= V W2 in the rest), tiles that the leaf programs
+# neither read nor write and that fill the SMs beside them.
+_CARRY = False
+_CARRY_ON_CPU = False  # tests only: the carried tiles launched alone after each leaf (no cooperative leaf on a CPU)
+_CARRY_WARPS = 4  # warps of a launch that carries tiles (ptxas sm_90a, Triton 3.6: no spills; 2 warps spill 432 B)
+
+if _HAVE_TRITON:
+
+    @triton.jit
+    def _carry_kernel(
+        a_ptr, tau_ptr, v_ptr, t_ptr, part_ptr, cnt_ptr, m, w, kmax, nprog, nleaf,
+        a_sb, a_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, part_sb, cnt_sb,
+        gv_ptr, gx_ptr, gy_ptr, gm, gk, gn, gfirst, grows, gta, gtb, gv_sb, gv_sm, gx_sb, gx_sm, gy_sb, gy_sm,
+        BM: tl.constexpr, BW: tl.constexpr, PP: tl.constexpr, LEAN: tl.constexpr, TAGGED: tl.constexpr,
+        KIND: tl.constexpr, GBK: tl.constexpr, GBN: tl.constexpr, GBM: tl.constexpr, ATOMIC: tl.constexpr,
+        PREC: tl.constexpr,
+    ):  # fmt: skip
+        """A cooperative leaf and tiles of another update in one launch. Programs below nleaf are the leaf's, in its
+        own grid's order (row block fastest), so they are all on the GPU before any tile and none waits on a tile.
+        Program nleaf + i is tile gfirst + i of
+        KIND 1: W (+)= V^T X (_vta_body; gv V, gx X, gy W; gta K x N tiles of which gn // GBN rounded up are N
+                tiles, gtb row splits of grows rows),
+        KIND 2: X -= V W (_upd_body; gv V, gy W, gx X; gta M tiles, gtb N tiles)."""
+        pid = tl.program_id(0)
+        if pid < nleaf:
+            _coop_leaf_body(
+                pid % nprog, (pid // nprog).to(tl.int64), a_ptr, tau_ptr, v_ptr, t_ptr, part_ptr, cnt_ptr, m, w,
+                kmax, nprog, a_sb, a_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, part_sb, cnt_sb, BM, BW, PP, LEAN, TAGGED,
+            )  # fmt: skip
+        else:
+            i = pid - nleaf + gfirst
+            i0 = i % gta
+            i1 = (i // gta) % gtb
+            ib = (i // (gta * gtb)).to(tl.int64)
+            if KIND == 1:
+                _vta_body(
+                    i0, i1, ib, gv_ptr, gx_ptr, gy_ptr, gm, gk, gn, grows, tl.cdiv(gn, GBN),
+                    gv_sb, gv_sm, gx_sb, gx_sm, gy_sb, gy_sm, GBK, GBN, GBM, ATOMIC, PREC,
+                )  # fmt: skip
+            else:
+                _upd_body(
+                    i0, i1, ib, gv_ptr, gy_ptr, gx_ptr, gm, gk, gn, gv_sb, gv_sm, gy_sb, gy_sm, gx_sb, gx_sm,
+                    GBM, GBN, GBK, PREC,
+                )  # fmt: skip
+
+
+class _Carry:
+    """Panel K's trailing update of columns x (x - V (T^T (V^T x)), as _apply_qt_), spread over the `launches` leaf
+    launches of panel K + 1: the first half carry the tiles of W = V^T x, the rest those of x -= V W2, and W2 =
+    T^T W is made between, once every tile of W is launched. v and t must stay as they are until flush()."""
+
+    def __init__(self, x: torch.Tensor, v: torch.Tensor, t: torch.Tensor, prec: str, launches: int):
+        b, m, n = x.shape
+        k = v.shape[2]
+        self.x, self.v, self.t, self.prec = x, v, t, prec
+        self.bk, self.bn, self.bm, self.kn, _, self.splits, self.rps = _vta_plan(b, m, k, n)
+        self.atomic = self.splits > 1
+        self.w = (torch.zeros if self.atomic else torch.empty)((b, k, n), dtype=x.dtype, device=x.device)
+        self.w2 = None
+        self.mt, self.nt = triton.cdiv(m, 64), triton.cdiv(n, 64)
+        self.total = {1: self.kn * self.splits * b, 2: self.mt * self.nt * b}
+        half = max(1, launches // 2)
+        self.per = {1: triton.cdiv(self.total[1], half), 2: triton.cdiv(self.total[2], max(1, launches - half))}
+        self.done = {1: 0, 2: 0}
+
+    def share(self):
+        """(kind, first tile, tiles) for the next launch, or None when every tile is launched."""
+        if self.done[1] < self.total[1]:
+            kind = 1
+        elif self.done[2] < self.total[2]:
+            kind = 2
+            if self.w2 is None:  # after the launch that took W's last tiles, in the queue's order
+                self.w2 = torch.bmm(self.t.transpose(1, 2), self.w)
+        else:
+            return None
+        first = self.done[kind]
+        count = min(self.per[kind], self.total[kind] - first)
+        self.done[kind] += count
+        return kind, first, count
+
+    def args(self, kind: int, first: int) -> tuple:
+        x, v = self.x, self.v
+        b, m, n = x.shape
+        k = v.shape[2]
+        y = self.w if kind == 1 else self.w2
+        ta, tb = (self.kn, self.splits) if kind == 1 else (self.mt, self.nt)
+        return (v, x, y, m, k, n, first, self.rps, ta, tb, v.stride(0), v.stride(1), x.stride(0), x.stride(1),
+                y.stride(0), y.stride(1))  # fmt: skip
+
+    def meta(self, kind: int) -> dict:
+        if kind == 1:
+            return dict(KIND=1, GBK=self.bk, GBN=self.bn, GBM=self.bm, ATOMIC=self.atomic, PREC=self.prec)
+        return dict(KIND=2, GBK=_upd_bkc(self.v.shape[2]), GBN=64, GBM=64, ATOMIC=False, PREC=self.prec)
+
+    def launch_alone(self) -> None:
+        """The next share as a launch of its own (no leaf programs)."""
+        share = self.share()
+        if share is None:
+            return
+        kind, first, count = share
+        x = self.x
+        _carry_kernel[(count,)](
+            x, x, x, x, x, x, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, *self.args(kind, first),
+            BM=16, BW=16, PP=2, LEAN=True, TAGGED=True, **self.meta(kind), num_warps=_CARRY_WARPS or 4,
+        )  # fmt: skip
+
+    def flush(self) -> None:
+        """Whatever the leaf launches did not carry, alone, in order."""
+        while self.done[2] < self.total[2]:
+            self.launch_alone()
 
 
 # ---- the CholeskyQR2 leaf (knob _CHOLQR; numerics: scripts/cholqr_leaf_study.py) ----
@@ -1328,6 +1476,7 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int, src: torch.Tensor | None = None) ->
     # (with them too, 640x512 band reached 15.5 of the gate's 20 in scripts/tf32_update_study.py --leaf 16, else 11.7)
     x3, prec = _update_prec(), _update_prec(n)
     vtbuf = None
+    carry = vspare = None  # a _Carry of the panel before; a second V buffer while one is carried
     if _REUSE:  # entries above the diagonal are never written nonzero, so one zero-fill serves every panel
         vbuf = torch.zeros((b, m, nbo), dtype=a.dtype, device=a.device)
         tbuf = torch.zeros((b, nbo, nbo), dtype=a.dtype, device=a.device)
@@ -1367,9 +1516,11 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int, src: torch.Tensor | None = None) ->
             if held is not None and src_c is not None:
                 _input_copied(src_c)  # the CholeskyQR2 leaf reads the input directly
             if plan_c is not None:
-                _coop_leaf(*args, *plan_c, held=held)
+                _coop_leaf(*args, *plan_c, held=held, carry=carry)
             else:
                 _leaf(*args, vt_c, src_c, held=held)
+                if carry is not None and _CARRY_ON_CPU:
+                    carry.launch_alone()
             if c0 + w < wo:
                 a2 = a[:, k0 + c0 :, k0 + c0 + w : k0 + wo]
                 vb, tb = vo[:, c0:, c0 : c0 + w], tleaf[:, c0 : c0 + w, c0 : c0 + w]
@@ -1378,6 +1529,9 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int, src: torch.Tensor | None = None) ->
                     _apply_qt_vt_(a2, vb, vt[:, c0 : c0 + w, c0:], tb, intra_src, x3)
                 else:
                     _apply_qt_(a2, vb, tb)
+        if carry is not None:
+            carry.flush()
+            carry = None
         if k0 + wo < n:
             if wo <= nb:
                 t = tleaf
@@ -1391,9 +1545,29 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int, src: torch.Tensor | None = None) ->
             if _FUSED_VT and _use_fused(a2, vo, t):
                 vt_ = vt if vt is not None else vo.transpose(1, 2).contiguous()
                 _apply_qt_vt_(a2, vo, vt_, t, src[:, :, wo:] if src is not None and k0 == 0 else None, prec)
+            elif launches := _carry_leaves(a, m - k0 - wo, min(nbo, n - k0 - wo), n - k0 - wo - nbo):
+                wn = nbo  # the next outer panel's columns now, the rest in its leaf launches
+                _apply_qt_(a2[:, :, :wn], vo, t, prec)
+                carry = _Carry(a2[:, :, wn:], vo, t.clone(), prec, launches)
+                if _REUSE:  # the next panel's V goes to the other buffer
+                    vbuf, vspare = (torch.zeros_like(vbuf) if vspare is None else vspare), vbuf
             else:
                 _apply_qt_(a2, vo, t, prec)
     return tau
+
+
+def _carry_leaves(a: torch.Tensor, mo: int, wn: int, rest: int) -> int:
+    """With knob _CARRY, how many leaf launches of the next outer panel (mo rows, wn columns, rest more columns right
+    of it) can carry this panel's trailing update of those rest columns: its cooperative leaves (with the tests'
+    _CARRY_ON_CPU, any leaves on a CPU); 0 where there is nothing to carry or nothing to carry it."""
+    b = a.shape[0]
+    if not (_CARRY and _HAVE_TRITON and rest > 0) or _cholqr_takes(mo, b):
+        return 0
+    if _coop_plan(a, mo) is not None:
+        return triton.cdiv(wn, _COOP_NB)
+    if _CARRY_ON_CPU and not a.is_cuda:
+        return triton.cdiv(wn, _leaf_width(mo, b))
+    return 0
 
 
 # ---- pure-PyTorch fallback (CPU without the interpreter, or leaf panels too tall) ----

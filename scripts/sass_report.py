@@ -125,6 +125,7 @@ def report(kernel, sig: dict, const: dict, warps: int, arch: int = 90) -> dict:
     return {
         "registers": int(re.search(r"Used (\d+) registers", log).group(1)),
         "spill_bytes": int(re.search(r"(\d+) bytes spill stores", log).group(1)),
+        "shared_bytes": compiled.metadata.shared,  # a program's shared memory: how many fit an SM beside others
         **sass_counts(sass),
         "loop_converts": sum(loop.count("convert_layout") for loop in loops),
     }

@@ -332,3 +332,72 @@ def test_fused_wy_cholqr_leaf_is_the_householder_leaf_and_falls_back_per_matrix(
     finally:
         for k, v in saved.items():
             setattr(mod, k, v)
+
+
+def test_fused_wy_carried_update_agrees_with_the_update_in_place():
+    """_CARRY (a GPU knob: a panel's trailing update rides in the next panel's cooperative leaf launches),
+    interpreted with _CARRY_ON_CPU: the same tiles launched alone after each leaf, in the order the GPU route takes
+    them. Every W = V^T X tile is launched before W2 = T^T W is made and before any X -= V W2 tile; the
+    factorization agrees with the update in place to rounding (W's row splits may add in another order) and
+    holds the gates, for a carry over two leaf launches and over one (the rest then launched after it)."""
+    load_variant(os.path.join(ROOT, "kernels", "fused_wy.py"))
+    mod = sys.modules["submission"]
+    # 2 matrices of 128: outer panels of 32, so panels 0 and 1 have columns right of their next panel to carry
+    route = {"_GEMM_ON_CPU": True, "_SMALL_MAX": 0, "_NBO": 32, "_LEAF_ELEMS_FEW": 1024}
+    saved = {k: getattr(mod, k) for k in (*route, "_CARRY", "_CARRY_ON_CPU", "_Carry")}
+    kinds = []
+
+    class Recorded(mod._Carry):
+        made = 0
+
+        def __init__(self, *args):
+            super().__init__(*args)
+            Recorded.made += 1
+            self.serial = Recorded.made
+
+        def share(self):
+            got = super().share()
+            kinds.append((self.serial, None if got is None else got[0], self.w2 is not None))
+            return got
+
+    try:
+        for k, v in route.items():
+            setattr(mod, k, v)
+        a = generate(Case(2, 128, 1, 181, "dense"))
+        h0, t0 = mod.custom_kernel(a)
+        mod._CARRY, mod._CARRY_ON_CPU, mod._Carry = True, True, Recorded
+        for elems in (1024, 4096):  # 16-wide leaves: two launches a 32-column panel; 32-wide: one
+            kinds.clear()
+            mod._LEAF_ELEMS_FEW = elems
+            h1, t1 = mod.custom_kernel(a)
+            assert check_qr(a, (h1, t1)).passed, check_qr(a, (h1, t1)).message
+            assert (h1 - h0).abs().max() <= 1e-5 * h0.abs().max() and (t1 - t0).abs().max() <= 1e-5
+            carries = {c for c, _, _ in kinds}
+            assert len(carries) == 2, kinds  # panels 0 and 1 (panel 2's next panel is the last columns)
+            for c in carries:
+                seq = [(k, w2) for cc, k, w2 in kinds if cc == c and k is not None]
+                assert [k for k, _ in seq] == sorted(k for k, _ in seq) and {1, 2} <= {k for k, _ in seq}, seq
+                assert all(w2 == (k == 2) for k, w2 in seq), seq  # W2 exactly from the first X -= V W2 tile on
+    finally:
+        for k, v in saved.items():
+            setattr(mod, k, v)
+
+
+@pytest.mark.parametrize("launches", [1, 3, 4])
+def test_fused_wy_carried_tiles_make_the_whole_update_once(launches):
+    """_Carry's tiles, interpreted, on an update with several tiles in every direction (W: 3 N tiles, 2 row splits
+    adding by atomics; X -= V W2: 5 x 3 tiles; 2 matrices), shared over `launches` launches as the leaf launches
+    would take them: X ends as X - V (T^T (V^T X)) (float32 products; every tile once, none twice)."""
+    load_variant(os.path.join(ROOT, "kernels", "fused_wy.py"))
+    mod = sys.modules["submission"]
+    gen = torch.Generator().manual_seed(3)
+    x, v = torch.randn((2, 300, 150), generator=gen), torch.randn((2, 300, 32), generator=gen)
+    t = torch.triu(torch.randn((2, 32, 32), generator=gen)) / 8
+    want = x - v @ (t.transpose(1, 2) @ (v.transpose(1, 2) @ x))
+    carry = mod._Carry(x, v, t, "ieee", launches)
+    assert (carry.kn, carry.splits, carry.mt, carry.nt) == (3, 2, 5, 3) and carry.atomic
+    for _ in range(launches):
+        carry.launch_alone()
+    carry.flush()
+    assert carry.share() is None and carry.done == carry.total  # no tile past the last
+    assert torch.allclose(x, want, rtol=1e-4, atol=1e-3), (x - want).abs().max()

@@ -77,3 +77,17 @@ def test_the_gluon_lane_leaf_compiles_unrolled_with_fewer_barriers_than_the_tile
     assert r.returncode == 0, r.stderr
     step = _fields(next(x for x in r.stdout.splitlines() if x.startswith("BM=512")))["loop_BAR"]
     assert 0 < leaf["BAR"] < 16 * step
+
+
+def test_the_carry_kernel_fits_two_programs_an_sm_without_spills():
+    """_carry_kernel (knob _CARRY) at 2x4096's leaf (64 x 32 rows a program, 128 partial slots) with either kind of
+    carried tile, at its _CARRY_WARPS (4): no spills, and registers and shared memory for two programs on an SM (a
+    leaf program and a tile beside it; 64K registers, 227 KB shared on the H200)."""
+    leaf = ("BM=64", "BW=32", "PP=128", "LEAN=1", "TAGGED=1", "PREC='tf32x2'", "GBN=64", "GBM=64")
+    r = _run("_carry_kernel", "--ptrs", "gv_ptr,gx_ptr,gy_ptr", "--warps", "4", *leaf, "KIND=1", "GBK=64",
+             "ATOMIC=1", "/", "KIND=2", "GBK=32", "ATOMIC=0")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    lines = [_fields(x) for x in r.stdout.splitlines() if x.startswith("BM=64")]
+    assert len(lines) == 2
+    for k in lines:
+        assert k["spill_bytes"] == 0 and 2 * k["registers"] * 128 <= 65536 and 2 * k["shared_bytes"] <= 227 * 1024
