@@ -946,9 +946,10 @@ def _apply_qt_vt_(a2: torch.Tensor, v: torch.Tensor, vt: torch.Tensor, t: torch.
     )  # fmt: skip
 
 
-def _vta_plan(b: int, m: int, k: int, n: int) -> tuple[int, int, int, int, int, int, int]:
+def _vta_plan(b: int, m: int, k: int, n: int, rows: int = 0) -> tuple[int, int, int, int, int, int, int]:
     """The split-K W = V^T A launch for b matrices (m x k V, m x n A): BK, BN, BM, K x N tiles, N tiles, row splits
-    and rows per split (splits enough for about _TARGET_PROGRAMS programs; W takes atomics when splits > 1)."""
+    and rows per split (splits enough for about _TARGET_PROGRAMS programs, or of `rows` rows each if given; W takes
+    atomics when splits > 1)."""
     bk = min(64, max(16, triton.next_power_of_2(k)))
     bn = 64
     bm = 64
@@ -956,7 +957,7 @@ def _vta_plan(b: int, m: int, k: int, n: int) -> tuple[int, int, int, int, int, 
     ntiles = triton.cdiv(n, bn)
     base = ktiles * ntiles * b
     splits = max(1, min(triton.cdiv(m, 4 * bm), triton.cdiv(_TARGET_PROGRAMS, base)))
-    rps = triton.cdiv(triton.cdiv(m, splits), bm) * bm
+    rps = triton.cdiv(rows or triton.cdiv(m, splits), bm) * bm
     return bk, bn, bm, ktiles * ntiles, ntiles, triton.cdiv(m, rps), rps
 
 
@@ -1093,6 +1094,7 @@ def _coop_leaf(p, tau, v, t, nprog, bm, held=None, carry=None):
 # neither read nor write and that fill the SMs beside them.
 _CARRY = False
 _CARRY_ON_CPU = False  # tests only: the carried tiles launched alone after each leaf (no cooperative leaf on a CPU)
+_CARRY_ROWS = 0  # rows of a carried W = V^T X tile (0: as _vta_kernel splits them); fewer: shorter tiles, more atomics
 _CARRY_WARPS = 4  # warps of a launch that carries tiles (ptxas sm_90a, Triton 3.6: no spills; 2 warps spill 432 B)
 
 if _HAVE_TRITON:
@@ -1144,7 +1146,7 @@ class _Carry:
         b, m, n = x.shape
         k = v.shape[2]
         self.x, self.v, self.t, self.prec = x, v, t, prec
-        self.bk, self.bn, self.bm, self.kn, _, self.splits, self.rps = _vta_plan(b, m, k, n)
+        self.bk, self.bn, self.bm, self.kn, _, self.splits, self.rps = _vta_plan(b, m, k, n, _CARRY_ROWS)
         self.atomic = self.splits > 1
         self.w = (torch.zeros if self.atomic else torch.empty)((b, k, n), dtype=x.dtype, device=x.device)
         self.w2 = None

@@ -386,18 +386,26 @@ def test_fused_wy_carried_update_agrees_with_the_update_in_place():
 @pytest.mark.parametrize("launches", [1, 3, 4])
 def test_fused_wy_carried_tiles_make_the_whole_update_once(launches):
     """_Carry's tiles, interpreted, on an update with several tiles in every direction (W: 3 N tiles, 2 row splits
-    adding by atomics; X -= V W2: 5 x 3 tiles; 2 matrices), shared over `launches` launches as the leaf launches
-    would take them: X ends as X - V (T^T (V^T X)) (float32 products; every tile once, none twice)."""
+    adding by atomics, or 5 of _CARRY_ROWS = 64; X -= V W2: 5 x 3 tiles; 2 matrices), shared over `launches`
+    launches as the leaf launches would take them: X ends as X - V (T^T (V^T X)) (float32 products; every tile
+    once, none twice)."""
     load_variant(os.path.join(ROOT, "kernels", "fused_wy.py"))
     mod = sys.modules["submission"]
     gen = torch.Generator().manual_seed(3)
     x, v = torch.randn((2, 300, 150), generator=gen), torch.randn((2, 300, 32), generator=gen)
     t = torch.triu(torch.randn((2, 32, 32), generator=gen)) / 8
     want = x - v @ (t.transpose(1, 2) @ (v.transpose(1, 2) @ x))
-    carry = mod._Carry(x, v, t, "ieee", launches)
-    assert (carry.kn, carry.splits, carry.mt, carry.nt) == (3, 2, 5, 3) and carry.atomic
-    for _ in range(launches):
-        carry.launch_alone()
-    carry.flush()
-    assert carry.share() is None and carry.done == carry.total  # no tile past the last
-    assert torch.allclose(x, want, rtol=1e-4, atol=1e-3), (x - want).abs().max()
+    x0, saved = x.clone(), mod._CARRY_ROWS
+    try:
+        for rows, splits in ((0, 2), (64, 5)):  # _vta_kernel's row splits; _CARRY_ROWS's (the last one short)
+            mod._CARRY_ROWS = rows
+            x = x0.clone()
+            carry = mod._Carry(x, v, t, "ieee", launches)
+            assert (carry.kn, carry.splits, carry.mt, carry.nt) == (3, splits, 5, 3) and carry.atomic
+            for _ in range(launches):
+                carry.launch_alone()
+            carry.flush()
+            assert carry.share() is None and carry.done == carry.total  # no tile past the last
+            assert torch.allclose(x, want, rtol=1e-4, atol=1e-3), (x - want).abs().max()
+    finally:
+        mod._CARRY_ROWS = saved
