@@ -74,7 +74,8 @@ on every input type, but lost the paired screens: 40x176 +8%, 40x352 +21%, 640x5
 leaves take 14-17% longer than the tile QR's; 16-wide ones 7-10% less). The knob now takes only 16-wide leaves of the
 few-matrix batches, not yet screened so; _LANE_LEAF_MANY (640x512, 60x1024) is gone.
 Session 54 (CPU): knob _CARRY (2x4096, 8x2048): a panel's trailing update right of the next panel rides in that
-panel's cooperative leaf launches as tiles beside the leaf programs (_carry_kernel), interpreted, not yet run.
+panel's cooperative leaf launches as tiles beside the leaf programs (_carry_kernel), interpreted, not yet run;
+_COOP_WARPS (the cooperative leaf's warps, 0: by its tile) to tell the carry's 4-warp leaf apart.
 """
 
 import os  # noqa: E402
@@ -1023,6 +1024,9 @@ _COOP_MIN_BM = 64  # rows per program at least (fused_wy_coopbm64: 2x4096 22.6 -
 _COOP_MIN_PER = 4  # programs per matrix at least (measured: 60x1024 with 2 per matrix 7.58 ms vs 7.39 without)
 _COOP_MAX_ELEMS = 16384  # rows per program x leaf width
 _COOP_TAGGED = True  # the step's barrier by the partials themselves (a sentinel fill), not a counter
+# warps of a cooperative leaf program; 0: by its tile (_warps: 2 on 2x4096 and 8x2048, where ptxas sm_90a gives 2x4096's
+# 255 registers and 12 spilled bytes, and 4 warps 195 and none, with about half the instructions a warp per step)
+_COOP_WARPS = 0
 _NSM: dict = {}
 
 
@@ -1081,7 +1085,7 @@ def _coop_leaf(p, tau, v, t, nprog, bm, held=None, carry=None):
         p, tau, v, t, part, cnt, tau if held is None else held, m, w, kmax, nprog, p.stride(0), p.stride(1),
         tau.stride(0), v.stride(0), v.stride(1), t.stride(0), t.stride(1), part.stride(0), cnt.stride(0),
         BM=bm, BW=bw, PP=pp, LEAN=_LEAN_COOP, TAGGED=_COOP_TAGGED, SKIP_HELD=held is not None,
-        num_warps=_warps(bm * bw),
+        num_warps=_COOP_WARPS or _warps(bm * bw),
     )  # fmt: skip
 
 
