@@ -1177,8 +1177,7 @@ class _Carry:
 
     def args(self, kind: int, first: int) -> tuple:
         x, v = self.x, self.v
-        b, m, n = x.shape
-        k = v.shape[2]
+        m, n, k = x.shape[1], x.shape[2], v.shape[2]
         y = self.w if kind == 1 else self.w2
         ta, tb = (self.kn, self.splits) if kind == 1 else (self.mt, self.nt)
         return (v, x, y, m, k, n, first, self.rps, ta, tb, v.stride(0), v.stride(1), x.stride(0), x.stride(1),
@@ -1551,10 +1550,9 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int, src: torch.Tensor | None = None) ->
             if _FUSED_VT and _use_fused(a2, vo, t):
                 vt_ = vt if vt is not None else vo.transpose(1, 2).contiguous()
                 _apply_qt_vt_(a2, vo, vt_, t, src[:, :, wo:] if src is not None and k0 == 0 else None, prec)
-            elif launches := _carry_leaves(a, m - k0 - wo, min(nbo, n - k0 - wo), n - k0 - wo - nbo):
-                wn = nbo  # the next outer panel's columns now, the rest in its leaf launches
-                _apply_qt_(a2[:, :, :wn], vo, t, prec)
-                carry = _Carry(a2[:, :, wn:], vo, t.clone(), prec, launches)
+            elif launches := _carry_leaves(a, m - k0 - wo, nbo, n - k0 - wo - nbo):
+                _apply_qt_(a2[:, :, :nbo], vo, t, prec)  # the next outer panel's columns now, the rest in its leaves
+                carry = _Carry(a2[:, :, nbo:], vo, t.clone(), prec, launches)
                 if _REUSE:  # the next panel's V goes to the other buffer
                     vbuf, vspare = (torch.zeros_like(vbuf) if vspare is None else vspare), vbuf
             else:

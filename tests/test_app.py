@@ -798,22 +798,18 @@ def test_an_ab_job_refuses_what_a_paired_session_cannot_time(own_demo_store):
     assert not jobs.list_jobs(path)
 
 
-def test_job_cancel_records_a_cancelled_run(own_demo_store, tmp_path):
+def test_job_cancel_records_a_cancelled_run(own_demo_store):
     path, _ = own_demo_store
-    # a kernel that takes a second a call, so the job is still running when the page reruns on the click (a real
+    # a kernel that sleeps in each call, so the job is still running when the page reruns on the click (a real
     # kernel's smoke benchmark could end in between on a fast machine, and then the page shows no Cancel button)
-    kernels = tmp_path / "kernels"
-    kernels.mkdir()
-    (kernels / "slow_geqrf.py").write_text(
-        "import time\n\nimport torch\n\n\ndef custom_kernel(data):\n    time.sleep(1.0)\n    return torch.geqrf(data)\n"
-    )
-    job = jobs.start_job(path, "slow_geqrf.py", suite="smoke", mode="benchmark", kernels_dir=kernels, device="cpu")
+    job = jobs.start_job(path, "slow_calls.py", kernels_dir=ROOT / "tests" / "variants", suite="smoke",
+                         mode="benchmark", device="cpu")  # fmt: skip
     deadline = time.monotonic() + 60
     while jobs.status(job)["state"] in ("starting",) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert jobs.status(job)["state"] == "running"
     at = open_page("pages/benchmark.py")  # the running job shows with its progress and a Cancel button
-    assert "running" in texts(at.markdown) and "slow_geqrf.py" in texts(at.markdown)
+    assert "running" in texts(at.markdown) and "slow_calls.py" in texts(at.markdown)
     at.button(key=f"cancel_{job.job_id}").click().run()
     assert not at.exception and job.cancel_file.exists()
     final = jobs.wait(job, timeout=60)
