@@ -69,13 +69,13 @@ j shuffled to every lane, every sum in a lane's registers, the steps unrolled): 
 2,632 us on an H100; 20x32's best repetition 15.8-16.5 us in five runs against 19.5-19.6 in four runs of the file
 before it (tracker ab 3fce8f7bd02a: mean ratio 0.953, p = 0.39); its 22 tests passed under three seeds; now the
 default.
-Session 54 (H100): the Gluon lane leaf (knob _LANE_LEAF) matched the tile QR's outputs to 2e-7 and passed the gates
-on every input type, but lost the paired screens: 40x176 +8%, 40x352 +21%, 640x512 +6%, 60x1024 +5% (its 32-wide
-leaves take 14-17% longer than the tile QR's; 16-wide ones 7-10% less). The knob now takes only 16-wide leaves of the
-few-matrix batches, not yet screened so; _LANE_LEAF_MANY (640x512, 60x1024) is gone.
-Session 54 (CPU): knob _CARRY (2x4096, 8x2048): a panel's trailing update right of the next panel rides in that
-panel's cooperative leaf launches as tiles beside the leaf programs (_carry_kernel), interpreted, not yet run;
-_COOP_WARPS (the cooperative leaf's warps, 0: by its tile) to tell the carry's 4-warp leaf apart.
+Sessions 54-55 (H100), rejected and removed: a Gluon lane leaf (two lanes a column, rows over the warps) for the
+leaves of few-matrix batches, correct to 2e-7 but slower in every paired screen (40x352 +21% with every leaf, +7% with
+its 16-wide leaves alone); carrying a panel's trailing update as tiles inside the next panel's cooperative leaf
+launches (_CARRY: best 8x2048 0.966, 2x4096 0.920 against the file, behind the 4-warp leaf alone).
+Session 55 (H100): the cooperative leaf at 4 warps, not 2 (_COOP_WARPS): paired 8x2048 0.955, 2x4096 0.881 against 2
+warps (8 warps: 1.09, 1.19 against 4); fused_wy_coop4, run 7d3c53b08323, 2,623 us on an H100 (8x2048 9,069 -> 8,679,
+2x4096 19,420 -> 17,313 against fused_wy_lanes's run 934f4523cece); 22 tests under three seeds; now the default.
 """
 
 import os  # noqa: E402
@@ -112,10 +112,6 @@ if _HAVE_TRITON:
     @triton.jit
     def _add2(a0, b0, a1, b1):
         return a0 + a1, b0 + b1
-
-    @triton.jit
-    def _add4(a0, b0, c0, d0, a1, b1, c1, d1):
-        return a0 + a1, b0 + b1, c0 + c1, d0 + d1
 
     @triton.jit
     def _reflector(alpha, xn2):
@@ -354,72 +350,6 @@ if _HAVE_GLUON:
         gl.store(dst + pid * d_sb + rows * d_sr + cols, p)
         gl.store(tau_ptr + pid * tau_sb + cols1, taus)
 
-    # The CTA-wide barrier: gl.thread_barrier in Triton 3.6 (the H200's), gl.barrier from 3.7.
-    _cta_barrier = gl.thread_barrier if hasattr(gl, "thread_barrier") else gl.barrier
-
-    @gluon.jit
-    def _lane_leaf_kernel(
-        src, dst, tau_ptr, v_ptr, t_ptr, vt_ptr, m,
-        s_sb, s_sr, d_sb, d_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, vt_sb, vt_sk,
-        BM: gl.constexpr, BW: gl.constexpr, W: gl.constexpr, WRITE_VTT: gl.constexpr, SRC_ADDR: gl.constexpr,
-    ):  # fmt: skip
-        """A leaf panel (m x BW, m <= BM) of matrix program_id(0) as _tile_qr_kernel writes it (H, tau, V, T and
-        V^T), laid out as _lane_qr_kernel is: each column on 32 / BW lanes of every warp, the rows spread over the
-        warps and each lane's registers. Column j reaches the lanes of every column by shuffles inside each warp;
-        the step's sums (x . x, x . P[:, c], P[j, c], alpha) are one tuple reduction, in registers, across a
-        column's lanes and across the W warps (one exchange through shared memory). z of each step goes to shared
-        memory; T is built from it after the steps, each lane a row of T."""
-        LPC: gl.constexpr = 32 // BW  # lanes per column
-        R: gl.constexpr = BM // (W * LPC)  # rows per lane
-        lay: gl.constexpr = gl.BlockedLayout([R, 1], [LPC, BW], [W, 1], [0, 1])
-        lt: gl.constexpr = gl.BlockedLayout([1, BW], [32, 1], [W, 1], [1, 0])  # a row of T per lane
-        if SRC_ADDR:
-            src = gl.multiple_of(gl.load(src).to(gl.pointer_type(gl.float32)), 16)
-        pid = gl.program_id(0).to(gl.int64)
-        rows = gl.expand_dims(gl.arange(0, BM, layout=gl.SliceLayout(1, lay)), 1)
-        cols1 = gl.arange(0, BW, layout=gl.SliceLayout(0, lay))
-        cols = gl.expand_dims(cols1, 0)
-        inside = (rows < m) & (cols < BW)
-        p = gl.load(src + pid * s_sb + rows * s_sr + cols, mask=inside, other=0.0)
-        part = (rows // R) % LPC  # which of its column's lanes holds a row: the lane to shuffle from, less LPC j
-        taus = gl.zeros([BW], gl.float32, gl.SliceLayout(0, lay))
-        zs = gl.allocate_shared_memory(gl.float32, [BW * BW], gl.SwizzledSharedLayout(1, 1, 1, [0]))
-        for j in gl.static_range(BW):
-            x = _lane_bcast(p, part + LPC * j)  # x[r, c] = P[r, j]
-            below = rows > j
-            onj = rows == j
-            xb = gl.where(below, x, 0.0)
-            xn2, s, rj, alpha = gl.reduce((xb * xb, xb * p, gl.where(onj, p, 0.0), gl.where(onj, x, 0.0)), 0, _add4)
-            beta, tau, inv = _reflector(alpha, xn2)
-            z = s * inv + rj  # v_j . P[:, c]: the update's coefficient for c > j, V^T v_j for c < j
-            coef = gl.expand_dims(gl.where(cols1 > j, tau * z, 0.0), 0)
-            v = gl.where(below, xb * gl.expand_dims(inv, 0), gl.where(onj, 1.0, 0.0))
-            p = p - v * coef
-            newcol = gl.where(onj, gl.expand_dims(beta, 0), gl.where(below, v, x))
-            p = gl.where(cols == j, newcol, p)
-            taus = gl.where(cols1 == j, tau, taus)
-            zs.slice(j * BW, BW).store(gl.where(cols1 < j, z, 0.0))
-        gl.store(dst + pid * d_sb + rows * d_sr + cols, p, mask=inside)
-        gl.store(tau_ptr + pid * tau_sb + cols1, taus)
-        vv = gl.where(rows > cols, p, gl.where(rows == cols, 1.0, 0.0))
-        gl.store(v_ptr + pid * v_sb + rows * v_sr + cols, vv, mask=inside)
-        if WRITE_VTT:
-            gl.store(vt_ptr + pid * vt_sb + cols * vt_sk + rows, vv, mask=inside)
-        _cta_barrier()
-        # T column by column: T[:, j] = -tau_j T[:, :j] z_j[:j], T[j, j] = tau_j (lane i: row i of T)
-        ti = gl.expand_dims(gl.arange(0, BW, layout=gl.SliceLayout(1, lt)), 1)
-        tc1 = gl.arange(0, BW, layout=gl.SliceLayout(0, lt))
-        tc = gl.expand_dims(tc1, 0)
-        tr = gl.expand_dims(gl.convert_layout(taus, gl.SliceLayout(0, lt)), 0)
-        tmat = gl.zeros([BW, BW], gl.float32, lt)
-        for j in gl.static_range(BW):
-            zj = gl.expand_dims(zs.slice(j * BW, BW).load(gl.SliceLayout(0, lt)), 0)
-            tauj = gl.sum(gl.where(tc == j, tr, 0.0), axis=1)  # [BW] rows, each tau_j
-            col = -gl.expand_dims(tauj, 1) * gl.expand_dims(gl.sum(tmat * zj, axis=1), 1)
-            col = gl.where(ti == j, gl.expand_dims(tauj, 1), gl.where(ti < j, col, 0.0))
-            tmat = gl.where(tc == j, col, tmat)
-        gl.store(t_ptr + pid * t_sb + ti * t_sr + tc, tmat, mask=(ti < BW) & (tc < BW))
-
 
 def _use_triton(x: torch.Tensor) -> bool:
     return _HAVE_TRITON and (x.is_cuda or os.environ.get("TRITON_INTERPRET") == "1")
@@ -446,7 +376,6 @@ _LEAN_COOP = True  # _LEAN's step in the cooperative leaf (2x4096, 8x2048)
 _SMALL_FAST = True  # whole-matrix route eager through the compiled kernel's launcher: no graph, copies, binder
 _SMALL_LANES = True  # 32 x 32 matrices (20x32) by the one-warp Gluon kernel, a column per lane (session 53)
 _LANES_SPLIT = True  # ... its sums over rows as four shorter chains (more instructions, less latency)
-_LANE_LEAF = False  # 16-wide leaves of few-matrix batches by the Gluon lane leaf (two lanes a column, rows over warps)
 
 
 def _warps(elems: int, ept: int = _EPT, least: int | None = None) -> int:
@@ -526,19 +455,6 @@ def _runner(kernel, compiled, grid, nargs: int, meta: dict):
     return compiled[(*grid, 1, 1)[:3]], tuple(meta.get(q.name, q.default) for q in kernel.params[nargs:])
 
 
-def _lane_warps(rows: int, width: int) -> int:
-    """Warps of the lane leaf: 32 rows per lane (fewer only in one warp), 32 / width lanes per column."""
-    return max(1, triton.next_power_of_2(rows) // (32 * (32 // width)))
-
-
-def _lane_leaf_takes(p: torch.Tensor, held) -> bool:
-    """With knob _LANE_LEAF, the lane leaf's panels: on a GPU, in batches under _FEW_BATCH (40x176, 40x352, the
-    shorter panels of 8x2048 and 2x4096), 16 columns wide and at most 512 rows (8 warps). Alone it took 7-10% off
-    such a leaf's launch and 14-17% onto a 32-wide one, and lost 5-6% on 640x512 and 60x1024 (session 54)."""
-    b, m, w = p.shape
-    return _LANE_LEAF and _HAVE_GLUON and p.is_cuda and held is None and w == 16 and b < _FEW_BATCH and w <= m <= 512
-
-
 def _leaf(p, tau, v, t, vt=None, src=None, held=None):
     """Factor leaf panel view p (b, m, w) in place (from src, if given: same shape, unit column stride); write
     tau (b, w), V view (b, m, w), T view (b, w, w) and, if given, V^T view vt (b, w, m) with unit stride along m.
@@ -548,14 +464,6 @@ def _leaf(p, tau, v, t, vt=None, src=None, held=None):
     vts = (0, 0) if vt is None else (vt.stride(0), vt.stride(1))
     s = p if src is None else src
     sp, by_addr = _src_arg(s)
-    if _lane_leaf_takes(p, held):
-        warps = _lane_warps(m, w)
-        _lane_leaf_kernel[(b,)](
-            sp, p, tau, v, t, v if vt is None else vt, m, s.stride(0), s.stride(1), p.stride(0), p.stride(1),
-            tau.stride(0), v.stride(0), v.stride(1), t.stride(0), t.stride(1), *vts,
-            BM=bm, BW=bw, W=warps, WRITE_VTT=vt is not None, SRC_ADDR=by_addr, num_warps=warps,
-        )  # fmt: skip
-        return
     _tile_qr_kernel[(b,)](
         sp, p, tau, v, t, v if vt is None else vt, tau if held is None else held, m, w, min(m, w), s.stride(0),
         s.stride(1), p.stride(0), p.stride(1), tau.stride(0), v.stride(0), v.stride(1), t.stride(0), t.stride(1),
@@ -947,10 +855,9 @@ def _apply_qt_vt_(a2: torch.Tensor, v: torch.Tensor, vt: torch.Tensor, t: torch.
     )  # fmt: skip
 
 
-def _vta_plan(b: int, m: int, k: int, n: int, rows: int = 0) -> tuple[int, int, int, int, int, int, int]:
+def _vta_plan(b: int, m: int, k: int, n: int) -> tuple[int, int, int, int, int, int, int]:
     """The split-K W = V^T A launch for b matrices (m x k V, m x n A): BK, BN, BM, K x N tiles, N tiles, row splits
-    and rows per split (splits enough for about _TARGET_PROGRAMS programs, or of `rows` rows each if given; W takes
-    atomics when splits > 1)."""
+    and rows per split (splits enough for about _TARGET_PROGRAMS programs; W takes atomics when splits > 1)."""
     bk = min(64, max(16, triton.next_power_of_2(k)))
     bn = 64
     bm = 64
@@ -958,7 +865,7 @@ def _vta_plan(b: int, m: int, k: int, n: int, rows: int = 0) -> tuple[int, int, 
     ntiles = triton.cdiv(n, bn)
     base = ktiles * ntiles * b
     splits = max(1, min(triton.cdiv(m, 4 * bm), triton.cdiv(_TARGET_PROGRAMS, base)))
-    rps = triton.cdiv(rows or triton.cdiv(m, splits), bm) * bm
+    rps = triton.cdiv(triton.cdiv(m, splits), bm) * bm
     return bk, bn, bm, ktiles * ntiles, ntiles, triton.cdiv(m, rps), rps
 
 
@@ -1068,143 +975,16 @@ def _coop_parts(p: torch.Tensor, nprog: int):
     return part, cnt, pp, bw, kmax
 
 
-def _coop_leaf(p, tau, v, t, nprog, bm, held=None, carry=None):
-    """The cooperative leaf of panel p; with carry (a _Carry), its next share of tiles rides in the same launch."""
+def _coop_leaf(p, tau, v, t, nprog, bm, held=None):
+    """The cooperative leaf of panel p."""
     b, m, w = p.shape
     part, cnt, pp, bw, kmax = _coop_parts(p, nprog)
-    share = carry.share() if carry is not None and held is None else None
-    if share is not None:
-        kind, first, count = share
-        _carry_kernel[(nprog * b + count,)](
-            p, tau, v, t, part, cnt, m, w, kmax, nprog, nprog * b, p.stride(0), p.stride(1), tau.stride(0),
-            v.stride(0), v.stride(1), t.stride(0), t.stride(1), part.stride(0), cnt.stride(0), *carry.args(kind, first),
-            BM=bm, BW=bw, PP=pp, LEAN=_LEAN_COOP, TAGGED=_COOP_TAGGED, **carry.meta(kind),
-            num_warps=_CARRY_WARPS or _warps(bm * bw),
-        )  # fmt: skip
-        return
     _coop_leaf_kernel[(nprog, b)](
         p, tau, v, t, part, cnt, tau if held is None else held, m, w, kmax, nprog, p.stride(0), p.stride(1),
         tau.stride(0), v.stride(0), v.stride(1), t.stride(0), t.stride(1), part.stride(0), cnt.stride(0),
         BM=bm, BW=bw, PP=pp, LEAN=_LEAN_COOP, TAGGED=_COOP_TAGGED, SKIP_HELD=held is not None,
         num_warps=_COOP_WARPS or _warps(bm * bw),
     )  # fmt: skip
-
-
-# ---- the carried update (knob _CARRY) ----
-# On the few-matrix shapes (2x4096, 8x2048) each cooperative leaf holds one program of two warps on every SM and
-# waits on the others at each step, so most of the GPU idles through 9.6 of 2x4096's 20.3 ms (session 44), while
-# the trailing update of the panel before runs alone afterwards. With _CARRY, that update is split: the next outer
-# panel's columns at once (its leaves need them), the columns right of it carried by the next panel's leaf launches
-# (W = V^T X in the first half of them, W2 = T^T W between, X -= V W2 in the rest), tiles that the leaf programs
-# neither read nor write and that fill the SMs beside them.
-_CARRY = False
-_CARRY_ON_CPU = False  # tests only: the carried tiles launched alone after each leaf (no cooperative leaf on a CPU)
-_CARRY_ROWS = 0  # rows of a carried W = V^T X tile (0: as _vta_kernel splits them); fewer: shorter tiles, more atomics
-_CARRY_WARPS = 4  # warps of a launch that carries tiles (ptxas sm_90a, Triton 3.6: no spills; 2 warps spill 432 B)
-
-if _HAVE_TRITON:
-
-    @triton.jit
-    def _carry_kernel(
-        a_ptr, tau_ptr, v_ptr, t_ptr, part_ptr, cnt_ptr, m, w, kmax, nprog, nleaf,
-        a_sb, a_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, part_sb, cnt_sb,
-        gv_ptr, gx_ptr, gy_ptr, gm, gk, gn, gfirst, grows, gta, gtb, gv_sb, gv_sm, gx_sb, gx_sm, gy_sb, gy_sm,
-        BM: tl.constexpr, BW: tl.constexpr, PP: tl.constexpr, LEAN: tl.constexpr, TAGGED: tl.constexpr,
-        KIND: tl.constexpr, GBK: tl.constexpr, GBN: tl.constexpr, GBM: tl.constexpr, ATOMIC: tl.constexpr,
-        PREC: tl.constexpr,
-    ):  # fmt: skip
-        """A cooperative leaf and tiles of another update in one launch. Programs below nleaf are the leaf's, in its
-        own grid's order (row block fastest), so they are all on the GPU before any tile and none waits on a tile.
-        Program nleaf + i is tile gfirst + i of
-        KIND 1: W (+)= V^T X (_vta_body; gv V, gx X, gy W; gta K x N tiles of which gn // GBN rounded up are N
-                tiles, gtb row splits of grows rows),
-        KIND 2: X -= V W (_upd_body; gv V, gy W, gx X; gta M tiles, gtb N tiles)."""
-        pid = tl.program_id(0)
-        if pid < nleaf:
-            _coop_leaf_body(
-                pid % nprog, (pid // nprog).to(tl.int64), a_ptr, tau_ptr, v_ptr, t_ptr, part_ptr, cnt_ptr, m, w,
-                kmax, nprog, a_sb, a_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, part_sb, cnt_sb, BM, BW, PP, LEAN, TAGGED,
-            )  # fmt: skip
-        else:
-            i = pid - nleaf + gfirst
-            i0 = i % gta
-            i1 = (i // gta) % gtb
-            ib = (i // (gta * gtb)).to(tl.int64)
-            if KIND == 1:
-                _vta_body(
-                    i0, i1, ib, gv_ptr, gx_ptr, gy_ptr, gm, gk, gn, grows, tl.cdiv(gn, GBN),
-                    gv_sb, gv_sm, gx_sb, gx_sm, gy_sb, gy_sm, GBK, GBN, GBM, ATOMIC, PREC,
-                )  # fmt: skip
-            else:
-                _upd_body(
-                    i0, i1, ib, gv_ptr, gy_ptr, gx_ptr, gm, gk, gn, gv_sb, gv_sm, gy_sb, gy_sm, gx_sb, gx_sm,
-                    GBM, GBN, GBK, PREC,
-                )  # fmt: skip
-
-
-class _Carry:
-    """Panel K's trailing update of columns x (x - V (T^T (V^T x)), as _apply_qt_), spread over the `launches` leaf
-    launches of panel K + 1: the first half carry the tiles of W = V^T x, the rest those of x -= V W2, and W2 =
-    T^T W is made between, once every tile of W is launched. v and t must stay as they are until flush()."""
-
-    def __init__(self, x: torch.Tensor, v: torch.Tensor, t: torch.Tensor, prec: str, launches: int):
-        b, m, n = x.shape
-        k = v.shape[2]
-        self.x, self.v, self.t, self.prec = x, v, t, prec
-        self.bk, self.bn, self.bm, self.kn, _, self.splits, self.rps = _vta_plan(b, m, k, n, _CARRY_ROWS)
-        self.atomic = self.splits > 1
-        self.w = (torch.zeros if self.atomic else torch.empty)((b, k, n), dtype=x.dtype, device=x.device)
-        self.w2 = None
-        self.mt, self.nt = triton.cdiv(m, 64), triton.cdiv(n, 64)
-        self.total = {1: self.kn * self.splits * b, 2: self.mt * self.nt * b}
-        half = max(1, launches // 2)
-        self.per = {1: triton.cdiv(self.total[1], half), 2: triton.cdiv(self.total[2], max(1, launches - half))}
-        self.done = {1: 0, 2: 0}
-
-    def share(self):
-        """(kind, first tile, tiles) for the next launch, or None when every tile is launched."""
-        if self.done[1] < self.total[1]:
-            kind = 1
-        elif self.done[2] < self.total[2]:
-            kind = 2
-            if self.w2 is None:  # after the launch that took W's last tiles, in the queue's order
-                self.w2 = torch.bmm(self.t.transpose(1, 2), self.w)
-        else:
-            return None
-        first = self.done[kind]
-        count = min(self.per[kind], self.total[kind] - first)
-        self.done[kind] += count
-        return kind, first, count
-
-    def args(self, kind: int, first: int) -> tuple:
-        x, v = self.x, self.v
-        m, n, k = x.shape[1], x.shape[2], v.shape[2]
-        y = self.w if kind == 1 else self.w2
-        ta, tb = (self.kn, self.splits) if kind == 1 else (self.mt, self.nt)
-        return (v, x, y, m, k, n, first, self.rps, ta, tb, v.stride(0), v.stride(1), x.stride(0), x.stride(1),
-                y.stride(0), y.stride(1))  # fmt: skip
-
-    def meta(self, kind: int) -> dict:
-        if kind == 1:
-            return dict(KIND=1, GBK=self.bk, GBN=self.bn, GBM=self.bm, ATOMIC=self.atomic, PREC=self.prec)
-        return dict(KIND=2, GBK=_upd_bkc(self.v.shape[2]), GBN=64, GBM=64, ATOMIC=False, PREC=self.prec)
-
-    def launch_alone(self) -> None:
-        """The next share as a launch of its own (no leaf programs)."""
-        share = self.share()
-        if share is None:
-            return
-        kind, first, count = share
-        x = self.x
-        _carry_kernel[(count,)](
-            x, x, x, x, x, x, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, *self.args(kind, first),
-            BM=16, BW=16, PP=2, LEAN=True, TAGGED=True, **self.meta(kind), num_warps=_CARRY_WARPS or 4,
-        )  # fmt: skip
-
-    def flush(self) -> None:
-        """Whatever the leaf launches did not carry, alone, in order."""
-        while self.done[2] < self.total[2]:
-            self.launch_alone()
 
 
 # ---- the CholeskyQR2 leaf (knob _CHOLQR; numerics: scripts/cholqr_leaf_study.py) ----
@@ -1482,7 +1262,6 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int, src: torch.Tensor | None = None) ->
     # (with them too, 640x512 band reached 15.5 of the gate's 20 in scripts/tf32_update_study.py --leaf 16, else 11.7)
     x3, prec = _update_prec(), _update_prec(n)
     vtbuf = None
-    carry = vspare = None  # a _Carry of the panel before; a second V buffer while one is carried
     if _REUSE:  # entries above the diagonal are never written nonzero, so one zero-fill serves every panel
         vbuf = torch.zeros((b, m, nbo), dtype=a.dtype, device=a.device)
         tbuf = torch.zeros((b, nbo, nbo), dtype=a.dtype, device=a.device)
@@ -1522,11 +1301,9 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int, src: torch.Tensor | None = None) ->
             if held is not None and src_c is not None:
                 _input_copied(src_c)  # the CholeskyQR2 leaf reads the input directly
             if plan_c is not None:
-                _coop_leaf(*args, *plan_c, held=held, carry=carry)
+                _coop_leaf(*args, *plan_c, held=held)
             else:
                 _leaf(*args, vt_c, src_c, held=held)
-                if carry is not None and _CARRY_ON_CPU:
-                    carry.launch_alone()
             if c0 + w < wo:
                 a2 = a[:, k0 + c0 :, k0 + c0 + w : k0 + wo]
                 vb, tb = vo[:, c0:, c0 : c0 + w], tleaf[:, c0 : c0 + w, c0 : c0 + w]
@@ -1535,9 +1312,6 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int, src: torch.Tensor | None = None) ->
                     _apply_qt_vt_(a2, vb, vt[:, c0 : c0 + w, c0:], tb, intra_src, x3)
                 else:
                     _apply_qt_(a2, vb, tb)
-        if carry is not None:
-            carry.flush()
-            carry = None
         if k0 + wo < n:
             if wo <= nb:
                 t = tleaf
@@ -1551,28 +1325,9 @@ def _panel_wy_qr_(a: torch.Tensor, nbo: int, src: torch.Tensor | None = None) ->
             if _FUSED_VT and _use_fused(a2, vo, t):
                 vt_ = vt if vt is not None else vo.transpose(1, 2).contiguous()
                 _apply_qt_vt_(a2, vo, vt_, t, src[:, :, wo:] if src is not None and k0 == 0 else None, prec)
-            elif launches := _carry_leaves(a, m - k0 - wo, nbo, n - k0 - wo - nbo):
-                _apply_qt_(a2[:, :, :nbo], vo, t, prec)  # the next outer panel's columns now, the rest in its leaves
-                carry = _Carry(a2[:, :, nbo:], vo, t.clone(), prec, launches)
-                if _REUSE:  # the next panel's V goes to the other buffer
-                    vbuf, vspare = (torch.zeros_like(vbuf) if vspare is None else vspare), vbuf
             else:
                 _apply_qt_(a2, vo, t, prec)
     return tau
-
-
-def _carry_leaves(a: torch.Tensor, mo: int, wn: int, rest: int) -> int:
-    """With knob _CARRY, how many leaf launches of the next outer panel (mo rows, wn columns, rest more columns right
-    of it) can carry this panel's trailing update of those rest columns: its cooperative leaves (with the tests'
-    _CARRY_ON_CPU, any leaves on a CPU); 0 where there is nothing to carry or nothing to carry it."""
-    b = a.shape[0]
-    if not (_CARRY and _HAVE_TRITON and rest > 0) or _cholqr_takes(mo, b):
-        return 0
-    if _coop_plan(a, mo) is not None:
-        return triton.cdiv(wn, _COOP_NB)
-    if _CARRY_ON_CPU and not a.is_cuda:
-        return triton.cdiv(wn, _leaf_width(mo, b))
-    return 0
 
 
 # ---- pure-PyTorch fallback (CPU without the interpreter, or leaf panels too tall) ----

@@ -2,14 +2,14 @@
 (hidden seeds too), how far the two settings' outputs are apart, and the time of an eager call (CUDA events around
 each call, the GPU idle before it, as the contest times its cases).
 
-Written for the routes of kernels/fused_wy.py that only a GPU runs: its Gluon kernels (`_SMALL_LANES`: 20x32;
-`_LANE_LEAF`: 16-wide leaves of the few-matrix batches), which Triton's interpreter does not run, and its carried
-update (`_CARRY`: 8x2048, 2x4096), whose cooperative leaf spins on its sibling programs. So this probe is their
-correctness test before any tracker run.
+Written for the routes of kernels/fused_wy.py that only a GPU runs: its Gluon kernels (`_SMALL_LANES`: 20x32),
+which Triton's interpreter does not run, and its cooperative leaf (8x2048, 2x4096), whose programs spin on each
+other. So this probe is their correctness test before any tracker run. With --leaves it times and compares single
+leaf launches, laid out as a case lays out its first leaf, instead of whole calls.
 
     python3 scripts/small_qr_probe.py kernels/fused_wy.py --knob _SMALL_LANES --batch 20 --n 32 --json out.json
-    python3 scripts/small_qr_probe.py kernels/fused_wy.py --knob _CARRY --batch 2 --n 4096 --calls 20
-    python3 scripts/small_qr_probe.py kernels/fused_wy.py --knob _LANE_LEAF --leaves 40x176x32,40x352x16x352
+    python3 scripts/small_qr_probe.py kernels/fused_wy.py --knob _LEAN_COOP --batch 2 --n 4096 --calls 20
+    python3 scripts/small_qr_probe.py kernels/fused_wy.py --knob _LEAN --leaves 40x176x32,40x352x16x352
 """
 
 import argparse
