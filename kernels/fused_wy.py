@@ -935,6 +935,10 @@ _COOP_TAGGED = True  # the step's barrier by the partials themselves (a sentinel
 # 255 registers and 12 spilled bytes, and 4 warps 195 and none, with about half the instructions a warp per step).
 # Measured (H100, paired, session 55): 4 warps 8x2048 0.955 and 2x4096 0.881 against 2; 8 warps 1.09 and 1.19 against 4
 _COOP_WARPS = 4
+# cooperative programs an SM holds at once (they spin on each other, so all must be resident). 2 gives 8x2048
+# 64-row programs (ptxas sm_90a at 4 warps: 113 registers, against 151 at 128 rows) and sends 60x1024's first outer
+# panel cooperative, 4 programs of 256 rows a matrix (255 registers, 128 B spilled: two fill the register file exactly)
+_COOP_PER_SM = 1
 _NSM: dict = {}
 
 
@@ -948,8 +952,12 @@ def _coop_plan(a: torch.Tensor, mo: int, force: bool = False):
     """(programs per matrix, rows per program) for a cooperative leaf, or None."""
     if not (_COOP and a.is_cuda and _HAVE_TRITON) or (mo < _COOP_MIN_ROWS and not force):
         return None
-    b = a.shape[0]
-    per = _num_sms(a.device) // b
+    return _coop_shape(a.shape[0], mo, _num_sms(a.device))
+
+
+def _coop_shape(b: int, mo: int, nsm: int):
+    """_coop_plan's split of b leaf panels of mo rows over nsm SMs (every program resident at once), or None."""
+    per = nsm * _COOP_PER_SM // b
     if per < _COOP_MIN_PER:
         return None
     nprog = min(triton.cdiv(mo, _COOP_MIN_BM), per)

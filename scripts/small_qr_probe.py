@@ -9,10 +9,12 @@ leaf launches, laid out as a case lays out its first leaf, instead of whole call
 
     python3 scripts/small_qr_probe.py kernels/fused_wy.py --knob _SMALL_LANES --batch 20 --n 32 --json out.json
     python3 scripts/small_qr_probe.py kernels/fused_wy.py --knob _LEAN_COOP --batch 2 --n 4096 --calls 20
+    python3 scripts/small_qr_probe.py kernels/fused_wy.py --knob _COOP_PER_SM=2 --batch 8 --n 2048 --calls 30
     python3 scripts/small_qr_probe.py kernels/fused_wy.py --knob _LEAN --leaves 40x176x32,40x352x16x352
 """
 
 import argparse
+import ast
 import json
 import os
 import statistics
@@ -29,8 +31,22 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from qr_devbench import graph_us, load  # noqa: E402
 
 
-def set_knob(mod, knob: str, on: bool) -> None:
-    setattr(mod, knob, on)
+def knob_setting(mod, spec: str) -> tuple[str, object, object]:
+    """--knob NAME (off False, on True) or NAME=VALUE (off: the file's own value, on: VALUE, a Python literal)."""
+    name, _, text = spec.partition("=")
+    if not hasattr(mod, name):
+        raise SystemExit(f"--knob: the family file has no constant {name}")
+    if not text:
+        return name, False, True
+    try:
+        return name, getattr(mod, name), ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        raise SystemExit(f"--knob: {text!r} is not a Python literal (e.g. {name}=2)") from None
+
+
+def set_knob(mod, knob: tuple[str, object, object], on: bool) -> None:
+    name, off, value = knob
+    setattr(mod, name, value if on else off)
     for cache in ("_LAUNCHERS", "_GRAPHS"):  # a launcher or graph made for the other route must not serve this one
         getattr(mod, cache, {}).clear()
 
@@ -75,7 +91,9 @@ def parse_leaf(spec: str) -> tuple[int, int, int, int]:
     return b, m, w, n
 
 
-def probe_leaves(mod, knob: str, leaves: list[tuple[str, tuple[int, int, int, int]]]) -> list[dict]:
+def probe_leaves(
+    mod, knob: tuple[str, object, object], leaves: list[tuple[str, tuple[int, int, int, int]]]
+) -> list[dict]:
     """Per leaf shape BxMxW[xN]: each output of the leaf with the knob off and on (max difference relative to the
     output's largest entry: which output a wrong kernel gets wrong) and the device time of one launch. With N, the
     panel is the first leaf of b x m x N matrices, with the strides it has there (`leaf_outputs`)."""
@@ -102,7 +120,7 @@ def probe_leaves(mod, knob: str, leaves: list[tuple[str, tuple[int, int, int, in
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("variant")
-    ap.add_argument("--knob", default="_SMALL_LANES")
+    ap.add_argument("--knob", default="_SMALL_LANES", help="NAME (off False, on True) or NAME=VALUE (off: the file's)")
     ap.add_argument("--batch", type=int, default=20)
     ap.add_argument("--n", type=int, default=32)
     ap.add_argument("--seeds", default="53124,1234,98765")
@@ -113,8 +131,9 @@ def main() -> None:
     leaves = [(spec, parse_leaf(spec)) for spec in args.leaves.split(",")] if args.leaves else []
     workload, _ = for_suite("qr_v2")
     fn, mod = load(args.variant)
+    knob = knob_setting(mod, args.knob)
     if leaves:
-        rows = probe_leaves(mod, args.knob, leaves)
+        rows = probe_leaves(mod, knob, leaves)
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"leaves": rows}, f, indent=1)
@@ -129,7 +148,7 @@ def main() -> None:
             row = {"kind": kind, "seed": seed}
             outs = {}
             for on in (False, True):
-                set_knob(mod, args.knob, on)
+                set_knob(mod, knob, on)
                 for _ in range(2):  # the second call goes through the cached launcher
                     h, tau = fn(a.clone())
                 torch.cuda.synchronize()
@@ -147,7 +166,7 @@ def main() -> None:
     a = workload.generate(Case(batch=args.batch, n=args.n, cond=1, seed=43214), device="cuda")
     for _round in range(3):  # alternating, so a drift of the machine falls on both
         for on in (False, True):
-            set_knob(mod, args.knob, on)
+            set_knob(mod, knob, on)
             fn(a)
             t = time_calls(fn, a, args.calls)
             timing.setdefault(f"knob_{int(on)}", []).append(

@@ -332,3 +332,22 @@ def test_fused_wy_cholqr_leaf_is_the_householder_leaf_and_falls_back_per_matrix(
     finally:
         for k, v in saved.items():
             setattr(mod, k, v)
+
+
+def test_fused_wy_cooperative_split_with_two_programs_an_sm():
+    """_coop_shape on a 132-SM card: one program an SM gives 8x2048 16 programs of 128 rows a matrix and leaves
+    60x1024 (2 programs a matrix) to the tile leaf; two an SM (_COOP_PER_SM) give 8x2048 2x4096's 64-row tile and
+    60x1024 4 programs of 256 rows, while 2x4096 keeps its 64 programs (rows, not SMs, limit it). The programs never
+    outnumber the slots, since they spin on each other."""
+    load_variant(os.path.join(ROOT, "kernels", "fused_wy.py"))
+    mod = sys.modules["submission"]
+    saved = mod._COOP_PER_SM
+    try:
+        for per_sm, want in ((1, {8: (16, 128), 60: None, 2: (64, 64)}), (2, {8: (32, 64), 60: (4, 256), 2: (64, 64)})):
+            mod._COOP_PER_SM = per_sm
+            for b, n in ((8, 2048), (60, 1024), (2, 4096)):
+                got = mod._coop_shape(b, n, 132)
+                assert got == want[b], (per_sm, b, got)
+                assert got is None or got[0] * b <= 132 * per_sm
+    finally:
+        mod._COOP_PER_SM = saved
