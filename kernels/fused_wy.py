@@ -931,8 +931,9 @@ _COOP_MIN_BM = 64  # rows per program at least (fused_wy_coopbm64: 2x4096 22.6 -
 _COOP_MIN_PER = 4  # programs per matrix at least (measured: 60x1024 with 2 per matrix 7.58 ms vs 7.39 without)
 _COOP_MAX_ELEMS = 16384  # rows per program x leaf width
 _COOP_TAGGED = True  # the step's barrier by the partials themselves (a sentinel fill), not a counter
-# warps of a cooperative leaf program; 0: by its tile (_warps: 2 on 2x4096 and 8x2048, where ptxas sm_90a gives 2x4096's
-# 255 registers and 12 spilled bytes, and 4 warps 195 and none, with about half the instructions a warp per step).
+# warps of a cooperative leaf program; 0: by its tile (_warps: 2 on 2x4096 and 8x2048). At 2x4096's leaf (64 rows a
+# program, 64 partial slots) ptxas sm_90a (Triton 3.6) gives 2 warps 255 registers and 1,856 SASS instructions, 4
+# warps 143 and 1,224: a warp's share of each step's reductions halves.
 # Measured (H100, paired, session 55): 4 warps 8x2048 0.955 and 2x4096 0.881 against 2; 8 warps 1.09 and 1.19 against 4
 _COOP_WARPS = 4
 # cooperative programs an SM holds at once (they spin on each other, so all must be resident). 2 gives 8x2048

@@ -65,10 +65,10 @@ def test_the_one_warp_gluon_kernel_exchanges_only_by_shuffles_and_only_rows_it_s
 
 
 def test_the_cooperative_leaf_at_four_warps_spills_nothing():
-    """_coop_leaf_kernel at 2x4096's leaf (64 x 32 rows a program, 128 partial slots), at the 4 warps it runs with
+    """_coop_leaf_kernel at 2x4096's leaf (64 x 32 a program, 64 programs a matrix), at the 4 warps it runs with
     (_COOP_WARPS; 12% faster on 2x4096 than 2 warps, session 55): no spills, and fewer registers than at 2 warps,
     where its tile sits in half the threads."""
-    leaf = ("BM=64", "BW=32", "PP=128", "LEAN=1", "TAGGED=1", "SKIP_HELD=0")
+    leaf = ("BM=64", "BW=32", "PP=64", "LEAN=1", "TAGGED=1", "SKIP_HELD=0")
     regs = {}
     for warps in ("2", "4"):
         r = _run("_coop_leaf_kernel", "--warps", warps, *leaf)
