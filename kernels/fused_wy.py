@@ -190,7 +190,7 @@ if _HAVE_TRITON:
         a_ptr, tau_ptr, v_ptr, t_ptr, part_ptr, cnt_ptr, held_ptr, m, w, kmax, nprog,
         a_sb, a_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, part_sb, cnt_sb,
         BM: tl.constexpr, BW: tl.constexpr, PP: tl.constexpr, LEAN: tl.constexpr, TAGGED: tl.constexpr,
-        SKIP_HELD: tl.constexpr,
+        SKIP_HELD: tl.constexpr, RJ_OWNER: tl.constexpr,
     ):  # fmt: skip
         """Leaf panel (m x w) of matrix program_id(1) split by rows over nprog programs (BM rows each).
         SKIP_HELD: as in _tile_qr_kernel (every program of a matrix leaves, so no step waits on one that left)."""
@@ -201,7 +201,7 @@ if _HAVE_TRITON:
                 return
         _coop_leaf_body(
             pid, bid, a_ptr, tau_ptr, v_ptr, t_ptr, part_ptr, cnt_ptr, m, w, kmax, nprog,
-            a_sb, a_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, part_sb, cnt_sb, BM, BW, PP, LEAN, TAGGED,
+            a_sb, a_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, part_sb, cnt_sb, BM, BW, PP, LEAN, TAGGED, RJ_OWNER,
         )  # fmt: skip
 
     @triton.jit
@@ -209,6 +209,7 @@ if _HAVE_TRITON:
         pid, bid, a_ptr, tau_ptr, v_ptr, t_ptr, part_ptr, cnt_ptr, m, w, kmax, nprog,
         a_sb, a_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, part_sb, cnt_sb,
         BM: tl.constexpr, BW: tl.constexpr, PP: tl.constexpr, LEAN: tl.constexpr, TAGGED: tl.constexpr,
+        RJ_OWNER: tl.constexpr,
     ):  # fmt: skip
         """Program pid (rows pid * BM ...) of the cooperative leaf of matrix bid.
 
@@ -216,6 +217,8 @@ if _HAVE_TRITON:
         TAGGED: no counter; part starts filled with the bit pattern _SENTINEL, which no sum produces (a NaN a GPU
         never computes), and each program reloads the step's partials until none is left: the loads that wait are
         the loads of the data, one trip to L2 a step instead of an atomic, a polling atomic and the loads.
+        RJ_OWNER: row j of P lies in one program's rows (j // BM), so only that program writes its P[j, :] and every
+        program reads that one slot, not all nprog of them (the others' are zeros): half the partials a step.
         """
         lrows = tl.arange(0, BM)
         rows = pid * BM + lrows
@@ -237,10 +240,25 @@ if _HAVE_TRITON:
             s_loc, rj_loc = tl.reduce((xb[:, None] * p, tl.where(rows[:, None] == j, p, 0.0)), 0, _add2)
             slot = pbase + (j * PP + pid) * (2 * BW)
             tl.store(slot + cols, s_loc)
-            tl.store(slot + BW + cols, rj_loc)
             rd = pbase + (j * PP + pidx[:, None]) * (2 * BW) + cols[None, :]
             pm = (pidx[:, None] < nprog) & (cols[None, :] < BW)
-            if TAGGED:
+            if RJ_OWNER:
+                own = j // BM
+                if pid == own:
+                    tl.store(slot + BW + cols, rj_loc)
+                rdj = pbase + (j * PP + own) * (2 * BW) + BW + cols
+                ps = tl.load(rd, mask=pm, other=0.0, volatile=True)
+                rj = tl.load(rdj, volatile=True)
+                left = _unfilled(ps, rj)
+                spins = 0
+                while (left > 0) & (spins < 200000):
+                    ps = tl.load(rd, mask=pm, other=0.0, volatile=True)
+                    rj = tl.load(rdj, volatile=True)
+                    left = _unfilled(ps, rj)
+                    spins += 1
+                s = tl.sum(ps, axis=0)
+            elif TAGGED:
+                tl.store(slot + BW + cols, rj_loc)
                 ps = tl.load(rd, mask=pm, other=0.0, volatile=True)
                 pr = tl.load(rd + BW, mask=pm, other=0.0, volatile=True)
                 left = _unfilled(ps, pr)
@@ -253,6 +271,7 @@ if _HAVE_TRITON:
                 s = tl.sum(ps, axis=0)
                 rj = tl.sum(pr, axis=0)
             else:
+                tl.store(slot + BW + cols, rj_loc)
                 tl.debug_barrier()
                 tl.atomic_add(cbase + j, 1)
                 c = tl.atomic_add(cbase + j, 0)
@@ -931,6 +950,7 @@ _COOP_MIN_BM = 64  # rows per program at least (fused_wy_coopbm64: 2x4096 22.6 -
 _COOP_MIN_PER = 4  # programs per matrix at least (measured: 60x1024 with 2 per matrix 7.58 ms vs 7.39 without)
 _COOP_MAX_ELEMS = 16384  # rows per program x leaf width
 _COOP_TAGGED = True  # the step's barrier by the partials themselves (a sentinel fill), not a counter
+_COOP_RJ_OWNER = False  # with _COOP_TAGGED: P[j, :] from the one program that holds row j, not summed over all
 # warps of a cooperative leaf program; 0: by its tile (_warps: 2 on 2x4096 and 8x2048). At 2x4096's leaf (64 rows a
 # program, 64 partial slots) ptxas sm_90a (Triton 3.6) gives 2 warps 255 registers and 1,856 SASS instructions, 4
 # warps 143 and 1,224: a warp's share of each step's reductions halves.
@@ -992,7 +1012,7 @@ def _coop_leaf(p, tau, v, t, nprog, bm, held=None):
         p, tau, v, t, part, cnt, tau if held is None else held, m, w, kmax, nprog, p.stride(0), p.stride(1),
         tau.stride(0), v.stride(0), v.stride(1), t.stride(0), t.stride(1), part.stride(0), cnt.stride(0),
         BM=bm, BW=bw, PP=pp, LEAN=_LEAN_COOP, TAGGED=_COOP_TAGGED, SKIP_HELD=held is not None,
-        num_warps=_COOP_WARPS or _warps(bm * bw),
+        RJ_OWNER=_COOP_RJ_OWNER and _COOP_TAGGED, num_warps=_COOP_WARPS or _warps(bm * bw),
     )  # fmt: skip
 
 
