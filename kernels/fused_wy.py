@@ -124,6 +124,14 @@ if _HAVE_TRITON:
         return beta, tau, 1.0 / tl.where(zero, 1.0, alpha - beta)
 
     @triton.jit
+    def _t_column(tmat, cols, j, tau, z):
+        """T with its column j from step j's tau and z = V^T v_j (dlarft: T[:j, j] = -tau T[:j, :j] z[:j])."""
+        zl = tl.where(cols < j, z, 0.0)
+        tc = -tau * tl.sum(tmat * zl[None, :], axis=1)
+        tc = tl.where(cols == j, tau, tl.where(cols < j, tc, 0.0))
+        return tl.where(cols[None, :] == j, tc[:, None], tmat)
+
+    @triton.jit
     def _tile_qr_kernel(
         src, dst, tau_ptr, v_ptr, t_ptr, vt_ptr, held_ptr, m, w, kmax,
         s_sb, s_sr, d_sb, d_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, vt_sb, vt_sk,
@@ -162,10 +170,7 @@ if _HAVE_TRITON:
             p = tl.where(colj, newcol[:, None], p)
             taus = tl.where(cols == j, tau, taus)
             if WRITE_VT:
-                zl = tl.where(cols < j, z, 0.0)
-                tc = -tau * tl.sum(tmat * zl[None, :], axis=1)
-                tc = tl.where(cols == j, tau, tl.where(cols < j, tc, 0.0))
-                tmat = tl.where(colj, tc[:, None], tmat)
+                tmat = _t_column(tmat, cols, j, tau, z)
         tl.store(dst + pid * d_sb + rows[:, None] * d_sr + cols[None, :], p, mask=msk)
         tl.store(tau_ptr + pid * tau_sb + cols, taus, mask=cols < kmax)
         if WRITE_VT:
@@ -190,7 +195,7 @@ if _HAVE_TRITON:
         a_ptr, tau_ptr, v_ptr, t_ptr, part_ptr, cnt_ptr, held_ptr, m, w, kmax, nprog,
         a_sb, a_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, part_sb, cnt_sb,
         BM: tl.constexpr, BW: tl.constexpr, PP: tl.constexpr, LEAN: tl.constexpr, TAGGED: tl.constexpr,
-        SKIP_HELD: tl.constexpr, RJ_OWNER: tl.constexpr,
+        SKIP_HELD: tl.constexpr, RJ_OWNER: tl.constexpr, T_LATE: tl.constexpr,
     ):  # fmt: skip
         """Leaf panel (m x w) of matrix program_id(1) split by rows over nprog programs (BM rows each).
         SKIP_HELD: as in _tile_qr_kernel (every program of a matrix leaves, so no step waits on one that left)."""
@@ -201,7 +206,7 @@ if _HAVE_TRITON:
                 return
         _coop_leaf_body(
             pid, bid, a_ptr, tau_ptr, v_ptr, t_ptr, part_ptr, cnt_ptr, m, w, kmax, nprog,
-            a_sb, a_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, part_sb, cnt_sb, BM, BW, PP, LEAN, TAGGED, RJ_OWNER,
+            a_sb, a_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, part_sb, cnt_sb, BM, BW, PP, LEAN, TAGGED, RJ_OWNER, T_LATE,
         )  # fmt: skip
 
     @triton.jit
@@ -209,7 +214,7 @@ if _HAVE_TRITON:
         pid, bid, a_ptr, tau_ptr, v_ptr, t_ptr, part_ptr, cnt_ptr, m, w, kmax, nprog,
         a_sb, a_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, part_sb, cnt_sb,
         BM: tl.constexpr, BW: tl.constexpr, PP: tl.constexpr, LEAN: tl.constexpr, TAGGED: tl.constexpr,
-        RJ_OWNER: tl.constexpr,
+        RJ_OWNER: tl.constexpr, T_LATE: tl.constexpr,
     ):  # fmt: skip
         """Program pid (rows pid * BM ...) of the cooperative leaf of matrix bid.
 
@@ -219,6 +224,8 @@ if _HAVE_TRITON:
         the loads of the data, one trip to L2 a step instead of an atomic, a polling atomic and the loads.
         RJ_OWNER: row j of P lies in one program's rows (j // BM), so only that program writes its P[j, :] and every
         program reads that one slot, not all nprog of them (the others' are zeros): half the partials a step.
+        T_LATE: only program 0 (the one that stores T) builds T, and column j - 1 of it while step j's partials
+        arrive, not on the step's path; the others skip it.
         """
         lrows = tl.arange(0, BM)
         rows = pid * BM + lrows
@@ -232,6 +239,8 @@ if _HAVE_TRITON:
         tmat = tl.zeros([BW, BW], dtype=tl.float32)
         pbase = part_ptr + bid * part_sb
         cbase = cnt_ptr + bid * cnt_sb
+        tau_prev = 0.0
+        z_prev = tl.zeros([BW], dtype=tl.float32)
         for j in range(0, kmax):
             colj = cols[None, :] == j
             x = tl.sum(tl.where(colj, p, 0.0), axis=1)
@@ -240,6 +249,9 @@ if _HAVE_TRITON:
             s_loc, rj_loc = tl.reduce((xb[:, None] * p, tl.where(rows[:, None] == j, p, 0.0)), 0, _add2)
             slot = pbase + (j * PP + pid) * (2 * BW)
             tl.store(slot + cols, s_loc)
+            if T_LATE:  # noqa: SIM102 (a constexpr test; Triton cannot `and` it with a tensor)
+                if (pid == 0) & (j > 0):  # while the other programs' partials of step j arrive
+                    tmat = _t_column(tmat, cols, j - 1, tau_prev, z_prev)
             rd = pbase + (j * PP + pidx[:, None]) * (2 * BW) + cols[None, :]
             pm = (pidx[:, None] < nprog) & (cols[None, :] < BW)
             if RJ_OWNER:
@@ -294,10 +306,14 @@ if _HAVE_TRITON:
             newcol = tl.where(rows == j, beta, tl.where(below, v, x))
             p = tl.where(colj, newcol[:, None], p)
             taus = tl.where(cols == j, tau, taus)
-            zl = tl.where(cols < j, z, 0.0)
-            tc = -tau * tl.sum(tmat * zl[None, :], axis=1)
-            tc = tl.where(cols == j, tau, tl.where(cols < j, tc, 0.0))
-            tmat = tl.where(colj, tc[:, None], tmat)
+            if T_LATE:
+                tau_prev = tau
+                z_prev = z
+            else:
+                tmat = _t_column(tmat, cols, j, tau, z)
+        if T_LATE:  # noqa: SIM102 (as in the loop)
+            if (pid == 0) & (kmax > 0):
+                tmat = _t_column(tmat, cols, kmax - 1, tau_prev, z_prev)
         tl.store(aptr, p, mask=msk)
         vv = tl.where(rows[:, None] > cols[None, :], p, tl.where(rows[:, None] == cols[None, :], 1.0, 0.0))
         tl.store(v_ptr + bid * v_sb + rows[:, None] * v_sr + cols[None, :], vv, mask=msk)
@@ -951,6 +967,7 @@ _COOP_MIN_PER = 4  # programs per matrix at least (measured: 60x1024 with 2 per 
 _COOP_MAX_ELEMS = 16384  # rows per program x leaf width
 _COOP_TAGGED = True  # the step's barrier by the partials themselves (a sentinel fill), not a counter
 _COOP_RJ_OWNER = False  # with _COOP_TAGGED: P[j, :] from the one program that holds row j, not summed over all
+_COOP_T_LATE = False  # T by program 0 alone, each column while the next step's partials arrive
 # warps of a cooperative leaf program; 0: by its tile (_warps: 2 on 2x4096 and 8x2048). At 2x4096's leaf (64 rows a
 # program, 64 partial slots) ptxas sm_90a (Triton 3.6) gives 2 warps 255 registers and 1,856 SASS instructions, 4
 # warps 143 and 1,224: a warp's share of each step's reductions halves.
@@ -1012,7 +1029,7 @@ def _coop_leaf(p, tau, v, t, nprog, bm, held=None):
         p, tau, v, t, part, cnt, tau if held is None else held, m, w, kmax, nprog, p.stride(0), p.stride(1),
         tau.stride(0), v.stride(0), v.stride(1), t.stride(0), t.stride(1), part.stride(0), cnt.stride(0),
         BM=bm, BW=bw, PP=pp, LEAN=_LEAN_COOP, TAGGED=_COOP_TAGGED, SKIP_HELD=held is not None,
-        RJ_OWNER=_COOP_RJ_OWNER and _COOP_TAGGED, num_warps=_COOP_WARPS or _warps(bm * bw),
+        RJ_OWNER=_COOP_RJ_OWNER and _COOP_TAGGED, T_LATE=_COOP_T_LATE, num_warps=_COOP_WARPS or _warps(bm * bw),
     )  # fmt: skip
 
 

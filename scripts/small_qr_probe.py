@@ -31,22 +31,27 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from qr_devbench import graph_us, load  # noqa: E402
 
 
-def knob_setting(mod, spec: str) -> tuple[str, object, object]:
-    """--knob NAME (off False, on True) or NAME=VALUE (off: the file's own value, on: VALUE, a Python literal)."""
-    name, _, text = spec.partition("=")
-    if not hasattr(mod, name):
-        raise SystemExit(f"--knob: the family file has no constant {name}")
-    if not text:
-        return name, False, True
-    try:
-        return name, getattr(mod, name), ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        raise SystemExit(f"--knob: {text!r} is not a Python literal (e.g. {name}=2)") from None
+def knob_setting(mod, spec: str) -> list[tuple[str, object, object]]:
+    """--knob NAME (off False, on True) or NAME=VALUE (off: the file's own value, on: VALUE, a Python literal), or
+    several, comma-separated (one setting, all off or all on)."""
+    out = []
+    for item in spec.split(","):
+        name, _, text = item.partition("=")
+        if not hasattr(mod, name):
+            raise SystemExit(f"--knob: the family file has no constant {name}")
+        if not text:
+            out.append((name, False, True))
+            continue
+        try:
+            out.append((name, getattr(mod, name), ast.literal_eval(text)))
+        except (ValueError, SyntaxError):
+            raise SystemExit(f"--knob: {text!r} is not a Python literal (e.g. {name}=2)") from None
+    return out
 
 
-def set_knob(mod, knob: tuple[str, object, object], on: bool) -> None:
-    name, off, value = knob
-    setattr(mod, name, value if on else off)
+def set_knob(mod, knob: list[tuple[str, object, object]], on: bool) -> None:
+    for name, off, value in knob:
+        setattr(mod, name, value if on else off)
     for cache in ("_LAUNCHERS", "_GRAPHS"):  # a launcher or graph made for the other route must not serve this one
         getattr(mod, cache, {}).clear()
 
@@ -120,7 +125,11 @@ def probe_leaves(
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("variant")
-    ap.add_argument("--knob", default="_SMALL_LANES", help="NAME (off False, on True) or NAME=VALUE (off: the file's)")
+    ap.add_argument(
+        "--knob",
+        default="_SMALL_LANES",
+        help="NAME (off False, on True) or NAME=VALUE (off: the file's); several: A=1,B",
+    )
     ap.add_argument("--batch", type=int, default=20)
     ap.add_argument("--n", type=int, default=32)
     ap.add_argument("--seeds", default="53124,1234,98765")

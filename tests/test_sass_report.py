@@ -69,7 +69,7 @@ def test_the_cooperative_leaf_at_four_warps_spills_nothing():
     (_COOP_WARPS; 12% faster on 2x4096 than 2 warps, session 55): no spills, and fewer registers than at 2 warps,
     where its tile sits in half the threads. P[j, :] read from its one owner (_COOP_RJ_OWNER) takes a third of
     the step's barriers and a fifth of its instructions away (the partials of P[j, :] are no longer reduced)."""
-    leaf = ("BM=64", "BW=32", "PP=64", "LEAN=1", "TAGGED=1", "SKIP_HELD=0")
+    leaf = ("BM=64", "BW=32", "PP=64", "LEAN=1", "TAGGED=1", "SKIP_HELD=0", "T_LATE=0")
     got = {}
     for warps, settings in (("2", ("RJ_OWNER=0",)), ("4", ("RJ_OWNER=0", "/", "RJ_OWNER=1"))):
         r = _run("_coop_leaf_kernel", "--warps", warps, *leaf, *settings)
