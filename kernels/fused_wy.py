@@ -76,6 +76,9 @@ launches (_CARRY: best 8x2048 0.966, 2x4096 0.920 against the file, behind the 4
 Session 55 (H100): the cooperative leaf at 4 warps, not 2 (_COOP_WARPS): paired 8x2048 0.955, 2x4096 0.881 against 2
 warps (8 warps: 1.09, 1.19 against 4); fused_wy_coop4, run 7d3c53b08323, 2,623 us on an H100 (8x2048 9,069 -> 8,679,
 2x4096 19,420 -> 17,313 against fused_wy_lanes's run 934f4523cece); 22 tests under three seeds; now the default.
+Session 55 (CPU): knobs for that leaf's step, not yet run: _COOP_RJ_OWNER (P[j, :] from the program holding row j,
+not summed over all: a fifth fewer instructions a step), _COOP_T_LATE (T by program 0 alone, in the wait), and
+_COOP_PER_SM (two programs an SM: 8x2048 at 64 rows a program, 60x1024's first panel cooperative).
 """
 
 import os  # noqa: E402
