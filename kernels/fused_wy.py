@@ -76,9 +76,10 @@ launches (_CARRY: best 8x2048 0.966, 2x4096 0.920 against the file, behind the 4
 Session 55 (H100): the cooperative leaf at 4 warps, not 2 (_COOP_WARPS): paired 8x2048 0.955, 2x4096 0.881 against 2
 warps (8 warps: 1.09, 1.19 against 4); fused_wy_coop4, run 7d3c53b08323, 2,623 us on an H100 (8x2048 9,069 -> 8,679,
 2x4096 19,420 -> 17,313 against fused_wy_lanes's run 934f4523cece); 22 tests under three seeds; now the default.
-Session 55 (CPU): knobs for that leaf's step, not yet run: _COOP_RJ_OWNER (P[j, :] from the program holding row j,
-not summed over all: a fifth fewer instructions a step), _COOP_T_LATE (T by program 0 alone, in the wait), and
-_COOP_PER_SM (two programs an SM: 8x2048 at 64 rows a program, 60x1024's first panel cooperative).
+Session 55 (CPU): knobs for that leaf's step, not yet run: _COOP_RJ_OWNER (P[j, :] stored by the threads holding
+row j, not reduced and summed over all programs: 28% fewer instructions a step), _COOP_T_LATE (T by program 0
+alone, in the wait), and _COOP_PER_SM (two programs an SM: 8x2048 at 64 rows a program, 60x1024's first panel
+cooperative).
 """
 
 import os  # noqa: E402
@@ -225,8 +226,8 @@ if _HAVE_TRITON:
         TAGGED: no counter; part starts filled with the bit pattern _SENTINEL, which no sum produces (a NaN a GPU
         never computes), and each program reloads the step's partials until none is left: the loads that wait are
         the loads of the data, one trip to L2 a step instead of an atomic, a polling atomic and the loads.
-        RJ_OWNER: row j of P lies in one program's rows (j // BM), so only that program writes its P[j, :] and every
-        program reads that one slot, not all nprog of them (the others' are zeros): half the partials a step.
+        RJ_OWNER: row j of P lies in one program's rows (j // BM), so only the threads holding it write P[j, :], with
+        no reduction, and every program reads that one slot, not all nprog of them (the others' are zeros).
         T_LATE: only program 0 (the one that stores T) builds T, and column j - 1 of it while step j's partials
         arrive, not on the step's path; the others skip it.
         """
@@ -249,19 +250,23 @@ if _HAVE_TRITON:
             x = tl.sum(tl.where(colj, p, 0.0), axis=1)
             below = rows > j
             xb = tl.where(below, x, 0.0)
-            s_loc, rj_loc = tl.reduce((xb[:, None] * p, tl.where(rows[:, None] == j, p, 0.0)), 0, _add2)
             slot = pbase + (j * PP + pid) * (2 * BW)
-            tl.store(slot + cols, s_loc)
+            if RJ_OWNER:
+                tl.store(slot + cols, tl.sum(xb[:, None] * p, axis=0))
+                # the threads that hold row j (in one program) store it as it is: no reduction
+                onj = (rows[:, None] == j) & (cols[None, :] < BW)
+                tl.store(slot + BW + cols[None, :] + lrows[:, None] * 0, p, mask=onj)
+            else:
+                s_loc, rj_loc = tl.reduce((xb[:, None] * p, tl.where(rows[:, None] == j, p, 0.0)), 0, _add2)
+                tl.store(slot + cols, s_loc)
+                tl.store(slot + BW + cols, rj_loc)
             if T_LATE:  # noqa: SIM102 (a constexpr test; Triton cannot `and` it with a tensor)
                 if (pid == 0) & (j > 0):  # while the other programs' partials of step j arrive
                     tmat = _t_column(tmat, cols, j - 1, tau_prev, z_prev)
             rd = pbase + (j * PP + pidx[:, None]) * (2 * BW) + cols[None, :]
             pm = (pidx[:, None] < nprog) & (cols[None, :] < BW)
             if RJ_OWNER:
-                own = j // BM
-                if pid == own:
-                    tl.store(slot + BW + cols, rj_loc)
-                rdj = pbase + (j * PP + own) * (2 * BW) + BW + cols
+                rdj = pbase + (j * PP + j // BM) * (2 * BW) + BW + cols
                 ps = tl.load(rd, mask=pm, other=0.0, volatile=True)
                 rj = tl.load(rdj, volatile=True)
                 left = _unfilled(ps, rj)
@@ -273,7 +278,6 @@ if _HAVE_TRITON:
                     spins += 1
                 s = tl.sum(ps, axis=0)
             elif TAGGED:
-                tl.store(slot + BW + cols, rj_loc)
                 ps = tl.load(rd, mask=pm, other=0.0, volatile=True)
                 pr = tl.load(rd + BW, mask=pm, other=0.0, volatile=True)
                 left = _unfilled(ps, pr)
@@ -286,7 +290,6 @@ if _HAVE_TRITON:
                 s = tl.sum(ps, axis=0)
                 rj = tl.sum(pr, axis=0)
             else:
-                tl.store(slot + BW + cols, rj_loc)
                 tl.debug_barrier()
                 tl.atomic_add(cbase + j, 1)
                 c = tl.atomic_add(cbase + j, 0)
@@ -969,7 +972,7 @@ _COOP_MIN_BM = 64  # rows per program at least (fused_wy_coopbm64: 2x4096 22.6 -
 _COOP_MIN_PER = 4  # programs per matrix at least (measured: 60x1024 with 2 per matrix 7.58 ms vs 7.39 without)
 _COOP_MAX_ELEMS = 16384  # rows per program x leaf width
 _COOP_TAGGED = True  # the step's barrier by the partials themselves (a sentinel fill), not a counter
-_COOP_RJ_OWNER = False  # with _COOP_TAGGED: P[j, :] from the one program that holds row j, not summed over all
+_COOP_RJ_OWNER = False  # with _COOP_TAGGED: P[j, :] stored by the threads that hold row j, not reduced and summed
 _COOP_T_LATE = False  # T by program 0 alone, each column while the next step's partials arrive
 # warps of a cooperative leaf program; 0: by its tile (_warps: 2 on 2x4096 and 8x2048). At 2x4096's leaf (64 rows a
 # program, 64 partial slots) ptxas sm_90a (Triton 3.6) gives 2 warps 255 registers and 1,856 SASS instructions, 4
