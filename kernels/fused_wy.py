@@ -195,6 +195,20 @@ if _HAVE_TRITON:
         return na + tl.sum((b.to(tl.int32, bitcast=True) == _SENTINEL).to(tl.int32))
 
     @triton.jit
+    def _wait_filled(pa, ma, pb, mb):
+        """Tiles a and b (pointers, masks), loaded again until neither holds the sentinel (at most 200,000 times)."""
+        a = tl.load(pa, mask=ma, other=0.0, volatile=True)
+        b = tl.load(pb, mask=mb, other=0.0, volatile=True)
+        left = _unfilled(a, b)
+        spins = 0
+        while (left > 0) & (spins < 200000):
+            a = tl.load(pa, mask=ma, other=0.0, volatile=True)
+            b = tl.load(pb, mask=mb, other=0.0, volatile=True)
+            left = _unfilled(a, b)
+            spins += 1
+        return a, b
+
+    @triton.jit
     def _coop_leaf_kernel(
         a_ptr, tau_ptr, v_ptr, t_ptr, part_ptr, cnt_ptr, held_ptr, m, w, kmax, nprog,
         a_sb, a_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, part_sb, cnt_sb,
@@ -266,27 +280,10 @@ if _HAVE_TRITON:
             rd = pbase + (j * PP + pidx[:, None]) * (2 * BW) + cols[None, :]
             pm = (pidx[:, None] < nprog) & (cols[None, :] < BW)
             if RJ_OWNER:
-                rdj = pbase + (j * PP + j // BM) * (2 * BW) + BW + cols
-                ps = tl.load(rd, mask=pm, other=0.0, volatile=True)
-                rj = tl.load(rdj, volatile=True)
-                left = _unfilled(ps, rj)
-                spins = 0
-                while (left > 0) & (spins < 200000):
-                    ps = tl.load(rd, mask=pm, other=0.0, volatile=True)
-                    rj = tl.load(rdj, volatile=True)
-                    left = _unfilled(ps, rj)
-                    spins += 1
+                ps, rj = _wait_filled(rd, pm, pbase + (j * PP + j // BM) * (2 * BW) + BW + cols, cols < BW)
                 s = tl.sum(ps, axis=0)
             elif TAGGED:
-                ps = tl.load(rd, mask=pm, other=0.0, volatile=True)
-                pr = tl.load(rd + BW, mask=pm, other=0.0, volatile=True)
-                left = _unfilled(ps, pr)
-                spins = 0
-                while (left > 0) & (spins < 200000):
-                    ps = tl.load(rd, mask=pm, other=0.0, volatile=True)
-                    pr = tl.load(rd + BW, mask=pm, other=0.0, volatile=True)
-                    left = _unfilled(ps, pr)
-                    spins += 1
+                ps, pr = _wait_filled(rd, pm, rd + BW, pm)
                 s = tl.sum(ps, axis=0)
                 rj = tl.sum(pr, axis=0)
             else:
