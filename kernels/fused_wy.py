@@ -216,35 +216,22 @@ if _HAVE_TRITON:
         SKIP_HELD: tl.constexpr, RJ_OWNER: tl.constexpr, T_LATE: tl.constexpr,
     ):  # fmt: skip
         """Leaf panel (m x w) of matrix program_id(1) split by rows over nprog programs (BM rows each).
-        SKIP_HELD: as in _tile_qr_kernel (every program of a matrix leaves, so no step waits on one that left)."""
-        pid = tl.program_id(0)
-        bid = tl.program_id(1).to(tl.int64)
-        if SKIP_HELD:  # noqa: SIM102 (as in _tile_qr_kernel)
-            if tl.load(held_ptr + bid) != 0:
-                return
-        _coop_leaf_body(
-            pid, bid, a_ptr, tau_ptr, v_ptr, t_ptr, part_ptr, cnt_ptr, m, w, kmax, nprog,
-            a_sb, a_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, part_sb, cnt_sb, BM, BW, PP, LEAN, TAGGED, RJ_OWNER, T_LATE,
-        )  # fmt: skip
-
-    @triton.jit
-    def _coop_leaf_body(
-        pid, bid, a_ptr, tau_ptr, v_ptr, t_ptr, part_ptr, cnt_ptr, m, w, kmax, nprog,
-        a_sb, a_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, part_sb, cnt_sb,
-        BM: tl.constexpr, BW: tl.constexpr, PP: tl.constexpr, LEAN: tl.constexpr, TAGGED: tl.constexpr,
-        RJ_OWNER: tl.constexpr, T_LATE: tl.constexpr,
-    ):  # fmt: skip
-        """Program pid (rows pid * BM ...) of the cooperative leaf of matrix bid.
 
         Per step: partial (s, P[j, :]) -> part[b, j, pid, :], one counter barrier, sum of the partials.
         TAGGED: no counter; part starts filled with the bit pattern _SENTINEL, which no sum produces (a NaN a GPU
         never computes), and each program reloads the step's partials until none is left: the loads that wait are
         the loads of the data, one trip to L2 a step instead of an atomic, a polling atomic and the loads.
+        SKIP_HELD: as in _tile_qr_kernel (every program of a matrix leaves, so no step waits on one that left).
         RJ_OWNER: row j of P lies in one program's rows (j // BM), so only the threads holding it write P[j, :], with
         no reduction, and every program reads that one slot, not all nprog of them (the others' are zeros).
         T_LATE: only program 0 (the one that stores T) builds T, and column j - 1 of it while step j's partials
         arrive, not on the step's path; the others skip it.
         """
+        pid = tl.program_id(0)
+        bid = tl.program_id(1).to(tl.int64)
+        if SKIP_HELD:  # noqa: SIM102 (as in _tile_qr_kernel)
+            if tl.load(held_ptr + bid) != 0:
+                return
         lrows = tl.arange(0, BM)
         rows = pid * BM + lrows
         cols = tl.arange(0, BW)
@@ -533,18 +520,9 @@ if _HAVE_TRITON:
         BK: tl.constexpr, BN: tl.constexpr, BM: tl.constexpr, ATOMIC: tl.constexpr, PREC: tl.constexpr,
     ):  # fmt: skip
         """W[b] (+)= V[b, rows of this split]^T A[b, same rows]; V (M, K), A (M, N), W (K, N); unit col strides."""
-        _vta_body(
-            tl.program_id(0), tl.program_id(1), tl.program_id(2).to(tl.int64), v_ptr, a_ptr, w_ptr, M, K, N,
-            rows_per_split, n_ntiles, v_sb, v_sm, a_sb, a_sm, w_sb, w_sk, BK, BN, BM, ATOMIC, PREC,
-        )  # fmt: skip
-
-    @triton.jit
-    def _vta_body(
-        pid0, pid_s, pid_b, v_ptr, a_ptr, w_ptr, M, K, N, rows_per_split, n_ntiles,
-        v_sb, v_sm, a_sb, a_sm, w_sb, w_sk,
-        BK: tl.constexpr, BN: tl.constexpr, BM: tl.constexpr, ATOMIC: tl.constexpr, PREC: tl.constexpr,
-    ):  # fmt: skip
-        """Tile pid0 (K tile pid0 // n_ntiles, N tile pid0 % n_ntiles) and row split pid_s of _vta_kernel's W[pid_b]."""
+        pid0 = tl.program_id(0)
+        pid_s = tl.program_id(1)
+        pid_b = tl.program_id(2).to(tl.int64)
         pid_k = pid0 // n_ntiles
         pid_n = pid0 % n_ntiles
         offs_k = pid_k * BK + tl.arange(0, BK)
@@ -580,17 +558,9 @@ if _HAVE_TRITON:
         BM: tl.constexpr, BN: tl.constexpr, BKC: tl.constexpr, PREC: tl.constexpr,
     ):  # fmt: skip
         """A[b] -= V[b] W[b]; V (M, K), W (K, N), A (M, N); unit col strides."""
-        _upd_body(
-            tl.program_id(0), tl.program_id(1), tl.program_id(2).to(tl.int64), v_ptr, w_ptr, a_ptr, M, K, N,
-            v_sb, v_sm, w_sb, w_sk, a_sb, a_sm, BM, BN, BKC, PREC,
-        )  # fmt: skip
-
-    @triton.jit
-    def _upd_body(
-        pid_m, pid_n, pid_b, v_ptr, w_ptr, a_ptr, M, K, N, v_sb, v_sm, w_sb, w_sk, a_sb, a_sm,
-        BM: tl.constexpr, BN: tl.constexpr, BKC: tl.constexpr, PREC: tl.constexpr,
-    ):  # fmt: skip
-        """The (pid_m, pid_n) tile of _upd_kernel's A[pid_b]."""
+        pid_m = tl.program_id(0)
+        pid_n = tl.program_id(1)
+        pid_b = tl.program_id(2).to(tl.int64)
         offs_m = pid_m * BM + tl.arange(0, BM)
         offs_n = pid_n * BN + tl.arange(0, BN)
         mm = offs_m < M
@@ -893,9 +863,11 @@ def _apply_qt_vt_(a2: torch.Tensor, v: torch.Tensor, vt: torch.Tensor, t: torch.
     )  # fmt: skip
 
 
-def _vta_plan(b: int, m: int, k: int, n: int) -> tuple[int, int, int, int, int, int, int]:
-    """The split-K W = V^T A launch for b matrices (m x k V, m x n A): BK, BN, BM, K x N tiles, N tiles, row splits
-    and rows per split (splits enough for about _TARGET_PROGRAMS programs; W takes atomics when splits > 1)."""
+def _vta_splitk(v: torch.Tensor, a2: torch.Tensor, prec: str | None = None) -> torch.Tensor:
+    """W = V^T a2 per matrix by the split-K Triton kernel (rows split over programs, fp32 atomics); prec: its
+    products' precision (default _PREC)."""
+    b, m, n = a2.shape
+    k = v.shape[2]
     bk = min(64, max(16, triton.next_power_of_2(k)))
     bn = 64
     bm = 64
@@ -904,27 +876,14 @@ def _vta_plan(b: int, m: int, k: int, n: int) -> tuple[int, int, int, int, int, 
     base = ktiles * ntiles * b
     splits = max(1, min(triton.cdiv(m, 4 * bm), triton.cdiv(_TARGET_PROGRAMS, base)))
     rps = triton.cdiv(triton.cdiv(m, splits), bm) * bm
-    return bk, bn, bm, ktiles * ntiles, ntiles, triton.cdiv(m, rps), rps
-
-
-def _vta_splitk(v: torch.Tensor, a2: torch.Tensor, prec: str | None = None) -> torch.Tensor:
-    """W = V^T a2 per matrix by the split-K Triton kernel (rows split over programs, fp32 atomics); prec: its
-    products' precision (default _PREC)."""
-    b, m, n = a2.shape
-    k = v.shape[2]
-    bk, bn, bm, kntiles, ntiles, splits, rps = _vta_plan(b, m, k, n)
+    splits = triton.cdiv(m, rps)
     atomic = splits > 1
     w = (torch.zeros if atomic else torch.empty)((b, k, n), dtype=a2.dtype, device=a2.device)
-    _vta_kernel[(kntiles, splits, b)](
+    _vta_kernel[(ktiles * ntiles, splits, b)](
         v, a2, w, m, k, n, rps, ntiles, v.stride(0), v.stride(1), a2.stride(0), a2.stride(1),
         w.stride(0), w.stride(1), BK=bk, BN=bn, BM=bm, ATOMIC=atomic, PREC=prec or _PREC, num_warps=4, num_stages=3,
     )  # fmt: skip
     return w
-
-
-def _upd_bkc(k: int) -> int:
-    """K step of _upd_kernel's products."""
-    return min(32, max(16, triton.next_power_of_2(k)))
 
 
 def _apply_qt_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor, prec: str | None = None) -> None:
@@ -946,7 +905,7 @@ def _apply_qt_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor, prec: str | N
         return
     w = _vta_splitk(v, a2, prec)
     w2 = torch.bmm(t.transpose(1, 2), w)
-    bkc = _upd_bkc(k)
+    bkc = min(32, max(16, triton.next_power_of_2(k)))
     _upd_kernel[(triton.cdiv(m, 64), triton.cdiv(n, 64), b)](
         v, w2, a2, m, k, n, v.stride(0), v.stride(1), w2.stride(0), w2.stride(1), a2.stride(0), a2.stride(1),
         BM=64, BN=64, BKC=bkc, PREC=prec or _PREC, num_warps=4, num_stages=3,
@@ -1009,8 +968,7 @@ def _coop_shape(b: int, mo: int, nsm: int):
     return nprog, bm
 
 
-def _coop_parts(p: torch.Tensor, nprog: int):
-    """The cooperative leaf's partials buffer and counters (its PP, BW, kmax as well)."""
+def _coop_leaf(p, tau, v, t, nprog, bm, held=None):
     b, m, w = p.shape
     pp = triton.next_power_of_2(nprog)
     bw = triton.next_power_of_2(w)
@@ -1021,13 +979,6 @@ def _coop_parts(p: torch.Tensor, nprog: int):
     else:
         part = torch.empty((b, kmax, pp, 2 * bw), dtype=torch.float32, device=p.device)
         cnt = torch.zeros((b, kmax), dtype=torch.int32, device=p.device)
-    return part, cnt, pp, bw, kmax
-
-
-def _coop_leaf(p, tau, v, t, nprog, bm, held=None):
-    """The cooperative leaf of panel p."""
-    b, m, w = p.shape
-    part, cnt, pp, bw, kmax = _coop_parts(p, nprog)
     _coop_leaf_kernel[(nprog, b)](
         p, tau, v, t, part, cnt, tau if held is None else held, m, w, kmax, nprog, p.stride(0), p.stride(1),
         tau.stride(0), v.stride(0), v.stride(1), t.stride(0), t.stride(1), part.stride(0), cnt.stride(0),

@@ -30,8 +30,11 @@ from tracker.workloads.qr_v2.suites import Case  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from qr_devbench import graph_us, load  # noqa: E402
 
+# a knob setting: (constant, its value off, its value on) for each constant it sets
+Setting = list[tuple[str, object, object]]
 
-def knob_setting(mod, spec: str) -> list[tuple[str, object, object]]:
+
+def knob_setting(mod, spec: str) -> Setting:
     """--knob NAME (off False, on True) or NAME=VALUE (off: the file's own value, on: VALUE, a Python literal), or
     several, comma-separated (one setting, all off or all on)."""
     out = []
@@ -49,7 +52,7 @@ def knob_setting(mod, spec: str) -> list[tuple[str, object, object]]:
     return out
 
 
-def set_knob(mod, knob: list[tuple[str, object, object]], on: bool) -> None:
+def set_knob(mod, knob: Setting, on: bool) -> None:
     for name, off, value in knob:
         setattr(mod, name, value if on else off)
     for cache in ("_LAUNCHERS", "_GRAPHS"):  # a launcher or graph made for the other route must not serve this one
@@ -96,9 +99,7 @@ def parse_leaf(spec: str) -> tuple[int, int, int, int]:
     return b, m, w, n
 
 
-def probe_leaves(
-    mod, knob: tuple[str, object, object], leaves: list[tuple[str, tuple[int, int, int, int]]]
-) -> list[dict]:
+def probe_leaves(mod, knob: Setting, leaves: list[tuple[str, tuple[int, int, int, int]]]) -> list[dict]:
     """Per leaf shape BxMxW[xN]: each output of the leaf with the knob off and on (max difference relative to the
     output's largest entry: which output a wrong kernel gets wrong) and the device time of one launch. With N, the
     panel is the first leaf of b x m x N matrices, with the strides it has there (`leaf_outputs`)."""
