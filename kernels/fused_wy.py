@@ -76,10 +76,11 @@ launches (_CARRY: best 8x2048 0.966, 2x4096 0.920 against the file, behind the 4
 Session 55 (H100): the cooperative leaf at 4 warps, not 2 (_COOP_WARPS): paired 8x2048 0.955, 2x4096 0.881 against 2
 warps (8 warps: 1.09, 1.19 against 4); fused_wy_coop4, run 7d3c53b08323, 2,623 us on an H100 (8x2048 9,069 -> 8,679,
 2x4096 19,420 -> 17,313 against fused_wy_lanes's run 934f4523cece); 22 tests under three seeds; now the default.
-Session 55 (CPU): knobs for that leaf's step, not yet run: _COOP_RJ_OWNER (P[j, :] stored by the threads holding
-row j, not reduced and summed over all programs: 28% fewer instructions a step), _COOP_T_LATE (T by program 0
-alone, in the wait), and _COOP_PER_SM (two programs an SM: 8x2048 at 64 rows a program, 60x1024's first panel
-cooperative).
+Session 56 (H100), rejected and removed: T built by program 0 alone while the partials arrive (_COOP_T_LATE: 8x2048
+0.988, 2x4096 1.046), two cooperative programs an SM (_COOP_PER_SM=2: 8x2048 1.03, 60x1024 1.11). Lost as well:
+cooperative leaves for 512- and 256-row panels (_COOP_MIN_ROWS: 1.015-1.052), outer panels of 64/128 (1.07-1.11).
+_COOP_RJ_OWNER (P[j, :] from the program holding row j, not summed over all): its first form, a masked store by the
+threads holding row j, gave NaN on the GPU on every input; now that program reduces and stores it, not yet run.
 """
 
 import os  # noqa: E402
@@ -213,7 +214,7 @@ if _HAVE_TRITON:
         a_ptr, tau_ptr, v_ptr, t_ptr, part_ptr, cnt_ptr, held_ptr, m, w, kmax, nprog,
         a_sb, a_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, part_sb, cnt_sb,
         BM: tl.constexpr, BW: tl.constexpr, PP: tl.constexpr, LEAN: tl.constexpr, TAGGED: tl.constexpr,
-        SKIP_HELD: tl.constexpr, RJ_OWNER: tl.constexpr, T_LATE: tl.constexpr,
+        SKIP_HELD: tl.constexpr, RJ_OWNER: tl.constexpr,
     ):  # fmt: skip
         """Leaf panel (m x w) of matrix program_id(1) split by rows over nprog programs (BM rows each).
 
@@ -222,10 +223,8 @@ if _HAVE_TRITON:
         never computes), and each program reloads the step's partials until none is left: the loads that wait are
         the loads of the data, one trip to L2 a step instead of an atomic, a polling atomic and the loads.
         SKIP_HELD: as in _tile_qr_kernel (every program of a matrix leaves, so no step waits on one that left).
-        RJ_OWNER: row j of P lies in one program's rows (j // BM), so only the threads holding it write P[j, :], with
-        no reduction, and every program reads that one slot, not all nprog of them (the others' are zeros).
-        T_LATE: only program 0 (the one that stores T) builds T, and column j - 1 of it while step j's partials
-        arrive, not on the step's path; the others skip it.
+        RJ_OWNER: row j of P lies in one program's rows (j // BM), so only that program reduces and stores P[j, :],
+        and every program reads that one slot, not all nprog of them (the others' are zeros).
         """
         pid = tl.program_id(0)
         bid = tl.program_id(1).to(tl.int64)
@@ -244,8 +243,6 @@ if _HAVE_TRITON:
         tmat = tl.zeros([BW, BW], dtype=tl.float32)
         pbase = part_ptr + bid * part_sb
         cbase = cnt_ptr + bid * cnt_sb
-        tau_prev = 0.0
-        z_prev = tl.zeros([BW], dtype=tl.float32)
         for j in range(0, kmax):
             colj = cols[None, :] == j
             x = tl.sum(tl.where(colj, p, 0.0), axis=1)
@@ -254,16 +251,12 @@ if _HAVE_TRITON:
             slot = pbase + (j * PP + pid) * (2 * BW)
             if RJ_OWNER:
                 tl.store(slot + cols, tl.sum(xb[:, None] * p, axis=0))
-                # the threads that hold row j (in one program) store it as it is: no reduction
-                onj = (rows[:, None] == j) & (cols[None, :] < BW)
-                tl.store(slot + BW + cols[None, :] + lrows[:, None] * 0, p, mask=onj)
+                if pid == j // BM:  # row j lies in this program alone: the others skip its reduction and store
+                    tl.store(slot + BW + cols, tl.sum(tl.where(rows[:, None] == j, p, 0.0), axis=0))
             else:
                 s_loc, rj_loc = tl.reduce((xb[:, None] * p, tl.where(rows[:, None] == j, p, 0.0)), 0, _add2)
                 tl.store(slot + cols, s_loc)
                 tl.store(slot + BW + cols, rj_loc)
-            if T_LATE:  # noqa: SIM102 (a constexpr test; Triton cannot `and` it with a tensor)
-                if (pid == 0) & (j > 0):  # while the other programs' partials of step j arrive
-                    tmat = _t_column(tmat, cols, j - 1, tau_prev, z_prev)
             rd = pbase + (j * PP + pidx[:, None]) * (2 * BW) + cols[None, :]
             pm = (pidx[:, None] < nprog) & (cols[None, :] < BW)
             if RJ_OWNER:
@@ -296,14 +289,7 @@ if _HAVE_TRITON:
             newcol = tl.where(rows == j, beta, tl.where(below, v, x))
             p = tl.where(colj, newcol[:, None], p)
             taus = tl.where(cols == j, tau, taus)
-            if T_LATE:
-                tau_prev = tau
-                z_prev = z
-            else:
-                tmat = _t_column(tmat, cols, j, tau, z)
-        if T_LATE:  # noqa: SIM102 (as in the loop)
-            if (pid == 0) & (kmax > 0):
-                tmat = _t_column(tmat, cols, kmax - 1, tau_prev, z_prev)
+            tmat = _t_column(tmat, cols, j, tau, z)
         tl.store(aptr, p, mask=msk)
         vv = tl.where(rows[:, None] > cols[None, :], p, tl.where(rows[:, None] == cols[None, :], 1.0, 0.0))
         tl.store(v_ptr + bid * v_sb + rows[:, None] * v_sr + cols[None, :], vv, mask=msk)
@@ -928,17 +914,12 @@ _COOP_MIN_BM = 64  # rows per program at least (fused_wy_coopbm64: 2x4096 22.6 -
 _COOP_MIN_PER = 4  # programs per matrix at least (measured: 60x1024 with 2 per matrix 7.58 ms vs 7.39 without)
 _COOP_MAX_ELEMS = 16384  # rows per program x leaf width
 _COOP_TAGGED = True  # the step's barrier by the partials themselves (a sentinel fill), not a counter
-_COOP_RJ_OWNER = False  # with _COOP_TAGGED: P[j, :] stored by the threads that hold row j, not reduced and summed
-_COOP_T_LATE = False  # T by program 0 alone, each column while the next step's partials arrive
+_COOP_RJ_OWNER = False  # with _COOP_TAGGED: P[j, :] reduced and stored by the program holding row j alone
 # warps of a cooperative leaf program; 0: by its tile (_warps: 2 on 2x4096 and 8x2048). At 2x4096's leaf (64 rows a
 # program, 64 partial slots) ptxas sm_90a (Triton 3.6) gives 2 warps 255 registers and 1,856 SASS instructions, 4
 # warps 143 and 1,224: a warp's share of each step's reductions halves.
 # Measured (H100, paired, session 55): 4 warps 8x2048 0.955 and 2x4096 0.881 against 2; 8 warps 1.09 and 1.19 against 4
 _COOP_WARPS = 4
-# cooperative programs an SM holds at once (they spin on each other, so all must be resident). 2 gives 8x2048
-# 64-row programs (ptxas sm_90a at 4 warps: 113 registers, against 151 at 128 rows) and sends 60x1024's first outer
-# panel cooperative, 4 programs of 256 rows a matrix (255 registers, 128 B spilled: two fill the register file exactly)
-_COOP_PER_SM = 1
 _NSM: dict = {}
 
 
@@ -956,8 +937,9 @@ def _coop_plan(a: torch.Tensor, mo: int, force: bool = False):
 
 
 def _coop_shape(b: int, mo: int, nsm: int):
-    """_coop_plan's split of b leaf panels of mo rows over nsm SMs (every program resident at once), or None."""
-    per = nsm * _COOP_PER_SM // b
+    """_coop_plan's split of b leaf panels of mo rows over nsm SMs, or None. One program an SM: they spin on each
+    other, so all must be resident (two an SM lost: 8x2048 +3%, 60x1024 +11%, session 56)."""
+    per = nsm // b
     if per < _COOP_MIN_PER:
         return None
     nprog = min(triton.cdiv(mo, _COOP_MIN_BM), per)
@@ -983,7 +965,7 @@ def _coop_leaf(p, tau, v, t, nprog, bm, held=None):
         p, tau, v, t, part, cnt, tau if held is None else held, m, w, kmax, nprog, p.stride(0), p.stride(1),
         tau.stride(0), v.stride(0), v.stride(1), t.stride(0), t.stride(1), part.stride(0), cnt.stride(0),
         BM=bm, BW=bw, PP=pp, LEAN=_LEAN_COOP, TAGGED=_COOP_TAGGED, SKIP_HELD=held is not None,
-        RJ_OWNER=_COOP_RJ_OWNER and _COOP_TAGGED, T_LATE=_COOP_T_LATE, num_warps=_COOP_WARPS or _warps(bm * bw),
+        RJ_OWNER=_COOP_RJ_OWNER and _COOP_TAGGED, num_warps=_COOP_WARPS or _warps(bm * bw),
     )  # fmt: skip
 
 

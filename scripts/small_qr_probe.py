@@ -9,7 +9,7 @@ leaf launches, laid out as a case lays out its first leaf, instead of whole call
 
     python3 scripts/small_qr_probe.py kernels/fused_wy.py --knob _SMALL_LANES --batch 20 --n 32 --json out.json
     python3 scripts/small_qr_probe.py kernels/fused_wy.py --knob _LEAN_COOP --batch 2 --n 4096 --calls 20
-    python3 scripts/small_qr_probe.py kernels/fused_wy.py --knob _COOP_PER_SM=2 --batch 8 --n 2048 --calls 30
+    python3 scripts/small_qr_probe.py kernels/fused_wy.py --knob _COOP_MIN_BM=128 --batch 8 --n 2048 --calls 30
     python3 scripts/small_qr_probe.py kernels/fused_wy.py --knob _LEAN --leaves 40x176x32,40x352x16x352
 """
 

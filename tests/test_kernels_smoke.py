@@ -334,23 +334,16 @@ def test_fused_wy_cholqr_leaf_is_the_householder_leaf_and_falls_back_per_matrix(
             setattr(mod, k, v)
 
 
-def test_fused_wy_cooperative_split_with_two_programs_an_sm():
-    """_coop_shape on a 132-SM card: one program an SM gives 8x2048 16 programs of 128 rows a matrix and leaves
-    60x1024 (2 programs a matrix) to the tile leaf; two an SM (_COOP_PER_SM) give 8x2048 2x4096's 64-row tile and
-    60x1024 4 programs of 256 rows, while 2x4096 keeps its 64 programs (rows, not SMs, limit it). The programs never
-    outnumber the slots, since they spin on each other."""
+def test_fused_wy_cooperative_split_keeps_every_program_resident():
+    """_coop_shape on a 132-SM card: 8x2048 gets 16 programs of 128 rows a matrix, 2x4096 64 of 64 (rows, not SMs,
+    limit it), and 60x1024 (2 programs a matrix) is left to the tile leaf. The programs never outnumber the SMs,
+    since they spin on each other."""
     load_variant(os.path.join(ROOT, "kernels", "fused_wy.py"))
     mod = sys.modules["submission"]
-    saved = mod._COOP_PER_SM
-    try:
-        for per_sm, want in ((1, {8: (16, 128), 60: None, 2: (64, 64)}), (2, {8: (32, 64), 60: (4, 256), 2: (64, 64)})):
-            mod._COOP_PER_SM = per_sm
-            for b, n in ((8, 2048), (60, 1024), (2, 4096)):
-                got = mod._coop_shape(b, n, 132)
-                assert got == want[b], (per_sm, b, got)
-                assert got is None or got[0] * b <= 132 * per_sm
-    finally:
-        mod._COOP_PER_SM = saved
+    for b, n, want in ((8, 2048, (16, 128)), (60, 1024, None), (2, 4096, (64, 64))):
+        got = mod._coop_shape(b, n, 132)
+        assert got == want, (b, got)
+        assert got is None or got[0] * b <= 132
 
 
 def _leaf_outputs(factor, panel):
@@ -366,12 +359,11 @@ def test_fused_wy_cooperative_leaf_in_one_program_factors_as_the_tile_leaf():
     """The cooperative leaf's step, interpreted in one program (its siblings spin on each other, which the
     interpreter's one-program-at-a-time loop cannot run): a 64 x 16 panel, a full one and one with a zero column,
     gives the tile leaf's H, tau, V and T to rounding. P[j, :] read from the program that holds row j instead of
-    summed over every program's partial (_COOP_RJ_OWNER), and T built a step late by program 0 (_COOP_T_LATE), give
-    the same bits."""
+    summed over every program's partial (_COOP_RJ_OWNER) gives the same bits."""
     load_variant(os.path.join(ROOT, "kernels", "fused_wy.py"))
     mod = sys.modules["submission"]
     g = torch.Generator().manual_seed(11)
-    saved = (mod._COOP_RJ_OWNER, mod._COOP_T_LATE)
+    saved = mod._COOP_RJ_OWNER
     try:
         for zero_col in (None, 5):
             panel = torch.randn((1, 64, 16), generator=g)
@@ -379,8 +371,8 @@ def test_fused_wy_cooperative_leaf_in_one_program_factors_as_the_tile_leaf():
                 panel[:, :, zero_col] = 0.0  # stays zero under the reflectors before it: tau 0 at that step
             want = _leaf_outputs(mod._leaf, panel)
             got = []
-            for owner, late in ((False, False), (True, False), (False, True)):
-                mod._COOP_RJ_OWNER, mod._COOP_T_LATE = owner, late
+            for owner in (False, True):
+                mod._COOP_RJ_OWNER = owner
                 got.append(_leaf_outputs(lambda p, tau, v, t: mod._coop_leaf(p, tau, v, t, 1, 64), panel))
             for x, z in zip(got[0], want, strict=True):
                 assert torch.allclose(x, z, rtol=1e-4, atol=1e-5), (x - z).abs().max()
@@ -389,4 +381,4 @@ def test_fused_wy_cooperative_leaf_in_one_program_factors_as_the_tile_leaf():
             if zero_col is not None:
                 assert torch.all(got[0][1][:, zero_col] == 0)
     finally:
-        mod._COOP_RJ_OWNER, mod._COOP_T_LATE = saved
+        mod._COOP_RJ_OWNER = saved

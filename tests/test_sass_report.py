@@ -67,9 +67,9 @@ def test_the_one_warp_gluon_kernel_exchanges_only_by_shuffles_and_only_rows_it_s
 def test_the_cooperative_leaf_at_four_warps_spills_nothing():
     """_coop_leaf_kernel at 2x4096's leaf (64 x 32 a program, 64 programs a matrix), at the 4 warps it runs with
     (_COOP_WARPS; 12% faster on 2x4096 than 2 warps, session 55): no spills, and fewer registers than at 2 warps,
-    where its tile sits in half the threads. P[j, :] stored by the threads that hold it and read from that one
-    slot (_COOP_RJ_OWNER) takes over a third of the step's barriers and a quarter of its instructions away."""
-    leaf = ("BM=64", "BW=32", "PP=64", "LEAN=1", "TAGGED=1", "SKIP_HELD=0", "T_LATE=0")
+    where its tile sits in half the threads. P[j, :] reduced and stored by the one program that holds row j and
+    read from that one slot (_COOP_RJ_OWNER) takes a fifth of the step's barriers and instructions away."""
+    leaf = ("BM=64", "BW=32", "PP=64", "LEAN=1", "TAGGED=1", "SKIP_HELD=0")
     got = {}
     for warps, settings in (("2", ("RJ_OWNER=0",)), ("4", ("RJ_OWNER=0", "/", "RJ_OWNER=1"))):
         r = _run("_coop_leaf_kernel", "--warps", warps, *leaf, *settings)

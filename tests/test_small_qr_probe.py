@@ -51,7 +51,7 @@ def test_a_malformed_leaf_shape_is_one_line_before_the_family_file_loads(tmp_pat
 def test_a_knob_the_file_lacks_or_a_value_that_is_no_literal_is_one_line():
     for knob, says in (
         ("_NO_SUCH_KNOB", "no constant _NO_SUCH_KNOB"),
-        ("_COOP_PER_SM=two", "not a Python literal"),
+        ("_COOP_MIN_BM=two", "not a Python literal"),
         ("_COOP_RJ_OWNER,_NOPE=1", "no constant _NOPE"),
     ):
         proc = subprocess.run(
