@@ -79,8 +79,9 @@ warps (8 warps: 1.09, 1.19 against 4); fused_wy_coop4, run 7d3c53b08323, 2,623 u
 Session 56 (H100), rejected and removed: T built by program 0 alone while the partials arrive (_COOP_T_LATE: 8x2048
 0.988, 2x4096 1.046), two cooperative programs an SM (_COOP_PER_SM=2: 8x2048 1.03, 60x1024 1.11). Lost as well:
 cooperative leaves for 512- and 256-row panels (_COOP_MIN_ROWS: 1.015-1.052), outer panels of 64/128 (1.07-1.11).
-_COOP_RJ_OWNER (P[j, :] from the program holding row j, not summed over all): its first form, a masked store by the
-threads holding row j, gave NaN on the GPU on every input; now that program reduces and stores it, not yet run.
+Also removed: P[j, :] read from the one program holding row j, not summed over all (_COOP_RJ_OWNER): polling that
+one slot as a [BW] vector never saw it filled (NaN on every input); read as a masked tile it held the gates and ran
+3.5% slower (2x4096, eager).
 """
 
 import os  # noqa: E402
@@ -214,7 +215,7 @@ if _HAVE_TRITON:
         a_ptr, tau_ptr, v_ptr, t_ptr, part_ptr, cnt_ptr, held_ptr, m, w, kmax, nprog,
         a_sb, a_sr, tau_sb, v_sb, v_sr, t_sb, t_sr, part_sb, cnt_sb,
         BM: tl.constexpr, BW: tl.constexpr, PP: tl.constexpr, LEAN: tl.constexpr, TAGGED: tl.constexpr,
-        SKIP_HELD: tl.constexpr, RJ_OWNER: tl.constexpr,
+        SKIP_HELD: tl.constexpr,
     ):  # fmt: skip
         """Leaf panel (m x w) of matrix program_id(1) split by rows over nprog programs (BM rows each).
 
@@ -223,8 +224,6 @@ if _HAVE_TRITON:
         never computes), and each program reloads the step's partials until none is left: the loads that wait are
         the loads of the data, one trip to L2 a step instead of an atomic, a polling atomic and the loads.
         SKIP_HELD: as in _tile_qr_kernel (every program of a matrix leaves, so no step waits on one that left).
-        RJ_OWNER: row j of P lies in one program's rows (j // BM), so only that program reduces and stores P[j, :],
-        and every program reads that one slot, not all nprog of them (the others' are zeros).
         """
         pid = tl.program_id(0)
         bid = tl.program_id(1).to(tl.int64)
@@ -249,20 +248,12 @@ if _HAVE_TRITON:
             below = rows > j
             xb = tl.where(below, x, 0.0)
             slot = pbase + (j * PP + pid) * (2 * BW)
-            if RJ_OWNER:
-                tl.store(slot + cols, tl.sum(xb[:, None] * p, axis=0))
-                if pid == j // BM:  # row j lies in this program alone: the others skip its reduction and store
-                    tl.store(slot + BW + cols, tl.sum(tl.where(rows[:, None] == j, p, 0.0), axis=0))
-            else:
-                s_loc, rj_loc = tl.reduce((xb[:, None] * p, tl.where(rows[:, None] == j, p, 0.0)), 0, _add2)
-                tl.store(slot + cols, s_loc)
-                tl.store(slot + BW + cols, rj_loc)
+            s_loc, rj_loc = tl.reduce((xb[:, None] * p, tl.where(rows[:, None] == j, p, 0.0)), 0, _add2)
+            tl.store(slot + cols, s_loc)
+            tl.store(slot + BW + cols, rj_loc)
             rd = pbase + (j * PP + pidx[:, None]) * (2 * BW) + cols[None, :]
             pm = (pidx[:, None] < nprog) & (cols[None, :] < BW)
-            if RJ_OWNER:
-                ps, rj = _wait_filled(rd, pm, pbase + (j * PP + j // BM) * (2 * BW) + BW + cols, cols < BW)
-                s = tl.sum(ps, axis=0)
-            elif TAGGED:
+            if TAGGED:
                 ps, pr = _wait_filled(rd, pm, rd + BW, pm)
                 s = tl.sum(ps, axis=0)
                 rj = tl.sum(pr, axis=0)
@@ -914,7 +905,6 @@ _COOP_MIN_BM = 64  # rows per program at least (fused_wy_coopbm64: 2x4096 22.6 -
 _COOP_MIN_PER = 4  # programs per matrix at least (measured: 60x1024 with 2 per matrix 7.58 ms vs 7.39 without)
 _COOP_MAX_ELEMS = 16384  # rows per program x leaf width
 _COOP_TAGGED = True  # the step's barrier by the partials themselves (a sentinel fill), not a counter
-_COOP_RJ_OWNER = False  # with _COOP_TAGGED: P[j, :] reduced and stored by the program holding row j alone
 # warps of a cooperative leaf program; 0: by its tile (_warps: 2 on 2x4096 and 8x2048). At 2x4096's leaf (64 rows a
 # program, 64 partial slots) ptxas sm_90a (Triton 3.6) gives 2 warps 255 registers and 1,856 SASS instructions, 4
 # warps 143 and 1,224: a warp's share of each step's reductions halves.
@@ -965,7 +955,7 @@ def _coop_leaf(p, tau, v, t, nprog, bm, held=None):
         p, tau, v, t, part, cnt, tau if held is None else held, m, w, kmax, nprog, p.stride(0), p.stride(1),
         tau.stride(0), v.stride(0), v.stride(1), t.stride(0), t.stride(1), part.stride(0), cnt.stride(0),
         BM=bm, BW=bw, PP=pp, LEAN=_LEAN_COOP, TAGGED=_COOP_TAGGED, SKIP_HELD=held is not None,
-        RJ_OWNER=_COOP_RJ_OWNER and _COOP_TAGGED, num_warps=_COOP_WARPS or _warps(bm * bw),
+        num_warps=_COOP_WARPS or _warps(bm * bw),
     )  # fmt: skip
 
 

@@ -358,27 +358,17 @@ def _leaf_outputs(factor, panel):
 def test_fused_wy_cooperative_leaf_in_one_program_factors_as_the_tile_leaf():
     """The cooperative leaf's step, interpreted in one program (its siblings spin on each other, which the
     interpreter's one-program-at-a-time loop cannot run): a 64 x 16 panel, a full one and one with a zero column,
-    gives the tile leaf's H, tau, V and T to rounding. P[j, :] read from the program that holds row j instead of
-    summed over every program's partial (_COOP_RJ_OWNER) gives the same bits."""
+    gives the tile leaf's H, tau, V and T to rounding."""
     load_variant(os.path.join(ROOT, "kernels", "fused_wy.py"))
     mod = sys.modules["submission"]
     g = torch.Generator().manual_seed(11)
-    saved = mod._COOP_RJ_OWNER
-    try:
-        for zero_col in (None, 5):
-            panel = torch.randn((1, 64, 16), generator=g)
-            if zero_col is not None:
-                panel[:, :, zero_col] = 0.0  # stays zero under the reflectors before it: tau 0 at that step
-            want = _leaf_outputs(mod._leaf, panel)
-            got = []
-            for owner in (False, True):
-                mod._COOP_RJ_OWNER = owner
-                got.append(_leaf_outputs(lambda p, tau, v, t: mod._coop_leaf(p, tau, v, t, 1, 64), panel))
-            for x, z in zip(got[0], want, strict=True):
-                assert torch.allclose(x, z, rtol=1e-4, atol=1e-5), (x - z).abs().max()
-            for other in got[1:]:
-                assert all(torch.equal(x, y) for x, y in zip(got[0], other, strict=True))
-            if zero_col is not None:
-                assert torch.all(got[0][1][:, zero_col] == 0)
-    finally:
-        mod._COOP_RJ_OWNER = saved
+    for zero_col in (None, 5):
+        panel = torch.randn((1, 64, 16), generator=g)
+        if zero_col is not None:
+            panel[:, :, zero_col] = 0.0  # stays zero under the reflectors before it: tau 0 at that step
+        want = _leaf_outputs(mod._leaf, panel)
+        got = _leaf_outputs(lambda p, tau, v, t: mod._coop_leaf(p, tau, v, t, 1, 64), panel)
+        for x, z in zip(got, want, strict=True):
+            assert torch.allclose(x, z, rtol=1e-4, atol=1e-5), (x - z).abs().max()
+        if zero_col is not None:
+            assert torch.all(got[1][:, zero_col] == 0)

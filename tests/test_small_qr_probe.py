@@ -52,7 +52,7 @@ def test_a_knob_the_file_lacks_or_a_value_that_is_no_literal_is_one_line():
     for knob, says in (
         ("_NO_SUCH_KNOB", "no constant _NO_SUCH_KNOB"),
         ("_COOP_MIN_BM=two", "not a Python literal"),
-        ("_COOP_RJ_OWNER,_NOPE=1", "no constant _NOPE"),
+        ("_COOP_TAGGED,_NOPE=1", "no constant _NOPE"),
     ):
         proc = subprocess.run(
             [sys.executable, "scripts/small_qr_probe.py", "kernels/fused_wy.py", "--knob", knob],
