@@ -81,7 +81,8 @@ Session 56 (H100), rejected and removed: T built by program 0 alone while the pa
 cooperative leaves for 512- and 256-row panels (_COOP_MIN_ROWS: 1.015-1.052), outer panels of 64/128 (1.07-1.11).
 Also removed: P[j, :] read from the one program holding row j, not summed over all (_COOP_RJ_OWNER): polling that
 one slot as a [BW] vector never saw it filled (NaN on every input); read as a masked tile it held the gates and ran
-3.5% slower (2x4096, eager).
+3.5% slower (2x4096, eager). Session 56 (CPU): knob _BIG_TC, not yet run: the few-matrix trailing updates on
+cuBLAS (float32, SIMT) as two products of 128 x 128 tensor-core tiles in tf32x2 (_gemm_tc_kernel).
 """
 
 import os  # noqa: E402
@@ -487,6 +488,18 @@ _TARGET_PROGRAMS = 264  # ~2 per SM on the H200 (132 SMs)
 _GEMM_ON_CPU = False  # tests only: run the Triton GEMMs in the interpreter
 _TORCH_GEMM_MIN_TILES = 264  # output tiles (64x64) at which cuBLAS fp32 bmm already fills the GPU
 _TRITON_GEMM_MAX_BATCH = 8  # measured: 60x1024 all-Triton 7.42 ms vs cuBLAS 7.26 ms; 8x2048/2x4096 Triton wins
+# The few-matrix trailing updates that go to cuBLAS (many tiles: 2x4096's and 8x2048's, float32 on SIMT cores, 4.5
+# and 2.7 ms of them on an H100, session 44) as two products of big tensor-core tiles in tf32x2 (_gemm_tc_kernel),
+# where _update_prec gives tf32x2 (n >= _X2_MIN_N). Its rounding inside the product is what cuBLAS's TF32 route
+# lacked (_TORCH_X2, session 45: four elementwise passes over the operands cost more than the SIMT GEMM).
+# ptxas sm_90a (Triton 3.6) at 128 x 128 x 32, 8 warps: wgmma, 182 registers, no spills, 96 KB of shared memory
+# (128 x 256 spills 220 B; BK 64: 229 registers, 192 KB).
+_BIG_TC = False
+_TC_BM = 128
+_TC_BN = 128
+_TC_BK = 32
+_TC_WARPS = 8
+_TC_STAGES = 3
 
 if _HAVE_TRITON:
 
@@ -594,6 +607,43 @@ if _HAVE_TRITON:
         ah = _tf32_rn(a)
         acc = tl.dot(_tf32_rn(a - ah), br, acc, input_precision="tf32")
         return tl.dot(ah, br, acc, input_precision="tf32")
+
+    @triton.jit
+    def _gemm_tc_kernel(
+        x_ptr, y_ptr, c_ptr, M, N, K, x_sb, x_sm, x_sk, y_sb, y_sk, c_sb, c_sm,
+        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, SUB: tl.constexpr, PREC: tl.constexpr,
+    ):  # fmt: skip
+        """C[b] = X[b] Y[b] (SUB: C[b] -= X[b] Y[b]) in big tiles on the tensor cores, for the few-matrix trailing
+        updates (knob _BIG_TC). X (M, K) at any strides (V^T is V read by its columns), Y (K, N) and C (M, N) at
+        unit column stride. PREC "tf32x2": X rounded to TF32, Y split into a rounded head and tail, two products
+        (V is X in both of an update's products, so V is the rounded side, as in _upd_kernel); else tl.dot's."""
+        pid_m = tl.program_id(0)
+        pid_n = tl.program_id(1)
+        pid_b = tl.program_id(2).to(tl.int64)
+        offs_m = pid_m * BM + tl.arange(0, BM)
+        offs_n = pid_n * BN + tl.arange(0, BN)
+        mm = offs_m < M
+        nm = offs_n < N
+        xb = x_ptr + pid_b * x_sb + offs_m[:, None] * x_sm
+        yb = y_ptr + pid_b * y_sb + offs_n[None, :]
+        acc = tl.zeros([BM, BN], dtype=tl.float32)
+        for k0 in range(0, K, BK):
+            offs_k = k0 + tl.arange(0, BK)
+            km = offs_k < K
+            x = tl.load(xb + offs_k[None, :] * x_sk, mask=mm[:, None] & km[None, :], other=0.0)
+            y = tl.load(yb + offs_k[:, None] * y_sk, mask=km[:, None] & nm[None, :], other=0.0)
+            if PREC == "tf32x2":
+                xr = _tf32_rn(x)
+                yh = _tf32_rn(y)
+                acc = tl.dot(xr, _tf32_rn(y - yh), acc, input_precision="tf32")
+                acc = tl.dot(xr, yh, acc, input_precision="tf32")
+            else:
+                acc = tl.dot(x, y, acc, input_precision=PREC)
+        cp = c_ptr + pid_b * c_sb + offs_m[:, None] * c_sm + offs_n[None, :]
+        cm = mm[:, None] & nm[None, :]
+        if SUB:
+            acc = tl.load(cp, mask=cm, other=0.0) - acc
+        tl.store(cp, acc, mask=cm)
 
     @triton.jit
     def _wy_fused_kernel(
@@ -863,9 +913,27 @@ def _vta_splitk(v: torch.Tensor, a2: torch.Tensor, prec: str | None = None) -> t
     return w
 
 
+def _gemm_tc(x: torch.Tensor, y: torch.Tensor, c: torch.Tensor, sub: bool, prec: str) -> None:
+    """c = x @ y per matrix (sub: c -= x @ y) by _gemm_tc_kernel; y and c at unit column stride."""
+    b, m, n = c.shape
+    _gemm_tc_kernel[(triton.cdiv(m, _TC_BM), triton.cdiv(n, _TC_BN), b)](
+        x, y, c, m, n, x.shape[2], x.stride(0), x.stride(1), x.stride(2), y.stride(0), y.stride(1), c.stride(0),
+        c.stride(1), BM=_TC_BM, BN=_TC_BN, BK=_TC_BK, SUB=sub, PREC=prec, num_warps=_TC_WARPS,
+        num_stages=_TC_STAGES,
+    )  # fmt: skip
+
+
+def _apply_qt_tc_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor, prec: str) -> None:
+    """_apply_qt_torch_'s three products with the two big ones on the tensor cores (knob _BIG_TC)."""
+    b, m, n = a2.shape
+    w = torch.empty((b, v.shape[2], n), dtype=a2.dtype, device=a2.device)
+    _gemm_tc(v.transpose(1, 2), a2, w, False, prec)
+    _gemm_tc(v, torch.bmm(t.transpose(1, 2), w), a2, True, prec)
+
+
 def _apply_qt_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor, prec: str | None = None) -> None:
     """a2 <- (I - V T V^T)^T a2 = a2 - V (T^T (V^T a2)); prec: the Triton products' precision (_update_prec; by
-    default the intra-panel one), cuBLAS stays float32."""
+    default the intra-panel one), cuBLAS stays float32 (with _BIG_TC its tf32x2 updates go to _gemm_tc_kernel)."""
     if _use_fused(a2, v, t):
         _apply_qt_fused_(a2, v, t, prec)
         return
@@ -874,10 +942,14 @@ def _apply_qt_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor, prec: str | N
     big = True
     if _HAVE_TRITON:
         big = b > _TRITON_GEMM_MAX_BATCH or b * triton.cdiv(n, 64) * triton.cdiv(k, 64) >= _TORCH_GEMM_MIN_TILES
-    if (
-        big or _PREC == "torch" or not (a2.is_cuda or _GEMM_ON_CPU) or not _HAVE_TRITON
-        or a2.stride(2) != 1 or v.stride(2) != 1 or n == 0 or m == 0
-    ):  # fmt: skip
+    triton_ok = (
+        _PREC != "torch" and (a2.is_cuda or _GEMM_ON_CPU) and _HAVE_TRITON
+        and a2.stride(2) == 1 and v.stride(2) == 1 and n > 0 and m > 0
+    )  # fmt: skip
+    if triton_ok and big and _BIG_TC and prec == "tf32x2" and b <= _TRITON_GEMM_MAX_BATCH:
+        _apply_qt_tc_(a2, v, t, prec)
+        return
+    if big or not triton_ok:
         _apply_qt_torch_(a2, v, t)
         return
     w = _vta_splitk(v, a2, prec)

@@ -33,8 +33,12 @@ import tempfile
 # interpreted functions that compile to nothing.
 os.environ.pop("TRITON_INTERPRET", None)
 
-# SASS opcodes per class: what a latency-bound step spends its time waiting on
-COUNTED = {"BAR": r"\bBAR\.", "SHFL": r"\bSHFL\.", "STS": r"\bSTS\b", "LDS": r"\bLDS\b", "ATOM": r"\bATOMG?\b|\bRED\b"}
+# SASS opcodes per class: what a latency-bound step spends its time waiting on, and the tensor-core products
+# (HGMMA: Hopper's warpgroup MMA; HMMA: the warp-level one) that say where tl.dot landed
+COUNTED = {
+    "BAR": r"\bBAR\.", "SHFL": r"\bSHFL\.", "STS": r"\bSTS\b", "LDS": r"\bLDS\b", "ATOM": r"\bATOMG?\b|\bRED\b",
+    "HGMMA": r"\bHGMMA\.", "HMMA": r"\bHMMA\.",
+}  # fmt: skip
 _SASS_LINE = re.compile(r"^\s+/\*([0-9a-f]{4,6})\*/\s+(.*?);")
 _BRANCH = re.compile(r"\bBRA\s+0x([0-9a-f]+)")
 
