@@ -80,10 +80,9 @@ def test_the_cooperative_leaf_at_four_warps_spills_nothing():
 
 
 def test_the_big_tile_update_runs_on_warpgroup_mma_without_spills():
-    """_gemm_tc_kernel (knob _BIG_TC) at the tile it runs with (128 x 128 x 32, 8 warps): both tf32x2 products on
-    Hopper's warpgroup MMA inside the loop, no spills; a 256-wide tile would spill, which is why it is not the
-    default."""
-    r = _run("_gemm_tc_kernel", "--warps", "8", "BM=128", "BN=128", "BK=32", "SUB=1", 'PREC="tf32x2"', "/", "BN=256")
+    """_gemm_kernel at knob _BIG_TC's tile (128 x 128 x 32, 8 warps): both tf32x2 products on Hopper's warpgroup MMA
+    inside the loop, no spills; a 256-wide tile would spill, which is why it is not the default."""
+    r = _run("_gemm_kernel", "--warps", "8", "BM=128", "BN=128", "BK=32", "SUB=1", 'PREC="tf32x2"', "/", "BN=256")
     assert r.returncode == 0, r.stderr
     lines = [_fields(x) for x in r.stdout.splitlines() if x.startswith("BM=128")]
     assert len(lines) == 2
