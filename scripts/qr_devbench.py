@@ -33,16 +33,29 @@ from tracker.workloads import for_suite  # noqa: E402
 GEQRF_US = [281, 15118, 40192, 997736, 228252, 71808, 45924, 996888, 227957, 984225, 997725, 228200]
 
 
+def knob_values(mod, spec: str, where: str) -> list[tuple[str, object]]:
+    """(constant, value) for each comma-separated NAME=VALUE of spec (VALUE a Python literal; a bare NAME: True),
+    each a constant the module has: a misspelt knob would otherwise screen or probe the unchanged file. where: what
+    an error names first."""
+    out = []
+    for item in filter(None, spec.split(",")):
+        name, sep, text = (part.strip() for part in item.partition("="))
+        if not hasattr(mod, name):
+            raise SystemExit(f"{where}: the family file has no constant {name}")
+        try:
+            out.append((name, ast.literal_eval(text) if sep else True))
+        except (ValueError, SyntaxError):
+            raise SystemExit(f"{where}: {text!r} is not a Python literal (e.g. {name}=2)") from None
+    return out
+
+
 def load(spec: str):
     """custom_kernel and its module from 'PATH[@KNOB=VALUE,...]', the knobs set on the module after import."""
     path, _, knobs = spec.partition("@")
     fn = load_variant(path)
     mod = sys.modules["submission"]
-    for item in filter(None, knobs.split(",")):
-        k, _, v = item.partition("=")
-        if not hasattr(mod, k.strip()):  # a misspelt knob would otherwise screen the unchanged file
-            raise SystemExit(f"{path}: no module constant {k.strip()}")
-        setattr(mod, k.strip(), ast.literal_eval(v.strip()))
+    for name, value in knob_values(mod, knobs, path):
+        setattr(mod, name, value)
     return fn, mod
 
 

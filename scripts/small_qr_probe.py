@@ -14,7 +14,6 @@ leaf launches, laid out as a case lays out its first leaf, instead of whole call
 """
 
 import argparse
-import ast
 import json
 import os
 import statistics
@@ -28,7 +27,7 @@ from tracker.workloads.qr_v2.inputs import PROFILES  # noqa: E402
 from tracker.workloads.qr_v2.suites import Case  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from qr_devbench import graph_us, load  # noqa: E402
+from qr_devbench import graph_us, knob_values, load  # noqa: E402
 
 # a knob setting: (constant, its value off, its value on) for each constant it sets
 Setting = list[tuple[str, object, object]]
@@ -39,16 +38,8 @@ def knob_setting(mod, spec: str) -> Setting:
     several, comma-separated (one setting, all off or all on)."""
     out = []
     for item in spec.split(","):
-        name, _, text = item.partition("=")
-        if not hasattr(mod, name):
-            raise SystemExit(f"--knob: the family file has no constant {name}")
-        if not text:
-            out.append((name, False, True))
-            continue
-        try:
-            out.append((name, getattr(mod, name), ast.literal_eval(text)))
-        except (ValueError, SyntaxError):
-            raise SystemExit(f"--knob: {text!r} is not a Python literal (e.g. {name}=2)") from None
+        ((name, on),) = knob_values(mod, item, "--knob")
+        out.append((name, getattr(mod, name) if "=" in item else False, on))
     return out
 
 
