@@ -500,6 +500,9 @@ _TC_BN = 128
 _TC_BK = 32
 _TC_WARPS = 8
 _TC_STAGES = 3
+# W = V^T A2 of those updates by the split-K _vta_kernel (64 x 64 tiles) instead: its output is only k x n (256 x n
+# on 2x4096), so big tiles leave most SMs idle there (session 57: 2x4096 +5.1% with both products in big tiles)
+_TC_SPLITK = False
 
 if _HAVE_TRITON:
 
@@ -897,8 +900,11 @@ def _apply_qt_tc_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor, prec: str)
     """_apply_qt_torch_'s three products with the two big ones on the tensor cores (knob _BIG_TC)."""
     b, m, n = a2.shape
     tile = (_TC_BM, _TC_BN, _TC_BK, _TC_WARPS, _TC_STAGES)
-    w = torch.empty((b, v.shape[2], n), dtype=a2.dtype, device=a2.device)
-    _gemm(v.transpose(1, 2), a2, w, False, prec, tile)
+    if _TC_SPLITK:
+        w = _vta_splitk(v, a2, prec)
+    else:
+        w = torch.empty((b, v.shape[2], n), dtype=a2.dtype, device=a2.device)
+        _gemm(v.transpose(1, 2), a2, w, False, prec, tile)
     _gemm(v, torch.bmm(t.transpose(1, 2), w), a2, True, prec, tile)
 
 

@@ -168,7 +168,7 @@ def test_fused_wy_big_tensor_core_update_keeps_the_gates_where_it_is_taken():
     load_variant(os.path.join(ROOT, "kernels", "fused_wy.py"))
     mod = sys.modules["submission"]
     route = {"_GEMM_ON_CPU": True, "_SMALL_MAX": 0, "_TORCH_GEMM_MIN_TILES": 1}
-    saved = {k: getattr(mod, k) for k in (*route, "_BIG_TC", "_X2_MIN_N", "_apply_qt_tc_")}
+    saved = {k: getattr(mod, k) for k in (*route, "_BIG_TC", "_TC_SPLITK", "_X2_MIN_N", "_apply_qt_tc_")}
     calls = []  # the precision of each update taken by the big tiles
     big_tiles = mod._apply_qt_tc_
     mod._apply_qt_tc_ = lambda a2, v, t, prec: calls.append(prec) or big_tiles(a2, v, t, prec)
@@ -178,10 +178,14 @@ def test_fused_wy_big_tensor_core_update_keeps_the_gates_where_it_is_taken():
         g = torch.Generator().manual_seed(5)
         a2, v = torch.randn(2, 150, 140, generator=g), torch.randn(2, 150, 40, generator=g) * 0.3
         t = torch.randn(2, 40, 40, generator=g).triu() * 0.3
-        want, got = a2.clone(), a2.clone()
+        want = a2.clone()
         mod._apply_qt_torch_(want, v, t)
-        big_tiles(got, v, t, "ieee")  # masks: 150 and 140 are no multiples of its 128-wide tiles
-        assert ((got - want).abs().max() / want.abs().max()).item() < 1e-5
+        for split_k in (False, True):  # W = V^T A2 in big tiles, or by the split-K kernel
+            mod._TC_SPLITK = split_k
+            got = a2.clone()
+            big_tiles(got, v, t, "ieee")  # masks: 150 and 140 are no multiples of its 128-wide tiles
+            assert ((got - want).abs().max() / want.abs().max()).item() < 1e-5, split_k
+        mod._TC_SPLITK = False
         a = generate(Case(2, 160, 1, 167, "dense"))
         mod._BIG_TC, mod._X2_MIN_N = False, 128
         h0, t0 = mod.custom_kernel(a)
