@@ -1477,6 +1477,39 @@ def _qr_by_address(x: torch.Tensor, slots: _InputSlots | None) -> tuple[torch.Te
         _SLOTS = None
 
 
+# Shapes this large (640x512, 2^27.3 elements) are graphed too, with _GRAPH_POOL graphs whose outputs are returned
+# as they are, no clone, while nothing else holds them (0: off; such shapes eager). Eager, 640x512's launching
+# thread takes about 2.9 ms of the call's 6.2 (H100); a stall of the thread inside the call (none of them the
+# allocator's or the garbage collector's) idles the GPU: 4-12 of 200 repetitions at 7-38 ms, +4-8% on the mean
+# (validation/tail_probe.py, session 57). Graphed with the clone: no slow repetition, but the clone of H costs
+# 0.23 ms. The caller holds one call's outputs into the next, so two graphs alternate.
+_GRAPH_POOL = 0
+_GRAPH_POOL_MIN_ELEMS = 1 << 27
+
+
+def _pooled(a: torch.Tensor) -> bool:
+    return _GRAPH_POOL > 0 and a.numel() >= _GRAPH_POOL_MIN_ELEMS
+
+
+def _uses(t: torch.Tensor) -> int:
+    """References to t's memory: tensors and views of it anywhere, the caller's included (as torch's own CUDA graph
+    trees tell whether a graph's outputs are still alive)."""
+    return torch._C._storage_Use_Count(t.untyped_storage()._cdata)
+
+
+def _capture(x: torch.Tensor, slots: _InputSlots | None) -> tuple:
+    """A graph of _qr(x): (graph, H, tau, references to H's and to tau's memory while only the graph holds them)."""
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        h, tau = _qr_by_address(x, slots)
+    return g, h, tau, _uses(h), _uses(tau)
+
+
+def _free_graph(graphs: list[tuple]) -> tuple | None:
+    """The first graph whose outputs nothing but the graph holds (their memory may be written again), else None."""
+    return next((e for e in graphs if _uses(e[1]) == e[3] and _uses(e[2]) == e[4]), None)
+
+
 def _graphed_qr(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     key = (tuple(a.shape), a.device)
     ent = _GRAPHS.get(key)
@@ -1488,31 +1521,34 @@ def _graphed_qr(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             slots = None  # this shape's route reads the input otherwise: copy it in
         torch.cuda.synchronize(a.device)
         try:
-            g = torch.cuda.CUDAGraph()
             if slots is not None:
                 slots.frozen = True
-            with torch.cuda.graph(g):
-                h, tau = _qr_by_address(x, slots)
-            ent = (g, x, h, tau, slots)
+            # every graph now: none is captured inside a timed call
+            ent = ([_capture(x, slots) for _ in range(_GRAPH_POOL if _pooled(a) else 1)], x, slots)
         except RuntimeError:  # capture refused: run this shape eagerly from now on
             torch.cuda.synchronize(a.device)
             ent = False
         _GRAPHS[key] = ent
     if ent is False:
         return _qr(a)
-    g, x, h, tau, slots = ent
+    graphs, x, slots = ent
+    pooled = _pooled(a)
+    graph = _free_graph(graphs) if pooled else graphs[0]
+    if graph is None:  # the caller holds every graph's outputs
+        return _qr(a)
     if slots is not None and a.stride() == x.stride() and _aligned(a):
         slots.point_at(a)  # the replay reads a where it is
     else:
         if slots is not None:
             slots.point_at(x)
         x.copy_(a)
+    g, h, tau = graph[:3]
     g.replay()
-    return h.clone(), tau.clone()
+    return (h, tau) if pooled else (h.clone(), tau.clone())
 
 
 def _route(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    if a.is_cuda and _HAVE_TRITON and 0 < a.numel() <= _GRAPH_MAX_ELEMS:
+    if a.is_cuda and _HAVE_TRITON and a.numel() > 0 and (a.numel() <= _GRAPH_MAX_ELEMS or _pooled(a)):
         return _graphed_qr(a)
     return _qr(a)
 

@@ -207,6 +207,38 @@ def test_fused_wy_big_tensor_core_update_keeps_the_gates_where_it_is_taken():
             setattr(mod, k, v)
 
 
+def test_fused_wy_graph_pool_replays_only_graphs_whose_outputs_nothing_else_holds():
+    """`_GRAPH_POOL`: a pooled graph's outputs are returned without a clone, so its memory may be written again only
+    once nothing but the graph holds them: not while the caller keeps the tensor, a view of it or the reshaped
+    tensor custom_kernel returns. Only shapes of at least _GRAPH_POOL_MIN_ELEMS are pooled."""
+    load_variant(os.path.join(ROOT, "kernels", "fused_wy.py"))
+    mod = sys.modules["submission"]
+
+    def graph():
+        h, tau = torch.zeros(2, 8, 4), torch.zeros(2, 4)
+        return None, h, tau, mod._uses(h), mod._uses(tau)
+
+    a, b = graph(), graph()
+    assert mod._free_graph([a, b]) is a
+    held = a[1].reshape(2, 8, 4)  # a new tensor over the same memory, as custom_kernel returns it
+    assert mod._free_graph([a, b]) is b
+    tau_row = b[2][1]  # a view of the other graph's tau
+    assert mod._free_graph([a, b]) is None
+    del held
+    assert mod._free_graph([a, b]) is a
+    del tau_row
+    assert mod._free_graph([b]) is b
+    saved = mod._GRAPH_POOL
+    try:
+        big, small = torch.empty(1 << 27, device="meta"), torch.empty(1 << 26, device="meta")
+        mod._GRAPH_POOL = 0
+        assert not mod._pooled(big)
+        mod._GRAPH_POOL = 2
+        assert mod._pooled(big) and not mod._pooled(small)
+    finally:
+        mod._GRAPH_POOL = saved
+
+
 def test_fused_wy_lean_step_agrees_with_the_plain_step():
     """_LEAN computes the same reflections in another order (the column mask and tau on the z vector instead of
     the tile): H and tau agree with the knob off to rounding, on the whole-matrix and the leaf routes."""
