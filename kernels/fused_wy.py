@@ -81,8 +81,10 @@ Session 56 (H100), rejected and removed: T built by program 0 alone while the pa
 cooperative leaves for 512- and 256-row panels (_COOP_MIN_ROWS: 1.015-1.052), outer panels of 64/128 (1.07-1.11).
 Also removed: P[j, :] read from the one program holding row j, not summed over all (_COOP_RJ_OWNER): polling that
 one slot as a [BW] vector never saw it filled (NaN on every input); read as a masked tile it held the gates and ran
-3.5% slower (2x4096, eager). Session 56 (CPU): knob _BIG_TC, not yet run: the few-matrix trailing updates on
-cuBLAS (float32, SIMT) as two products of 128 x 128 tensor-core tiles in tf32x2 (_gemm_kernel).
+3.5% slower (2x4096, eager). Session 57 (H100), rejected and removed: the few-matrix trailing updates on cuBLAS
+(float32, SIMT) as two products of 128 x 128 tensor-core tiles in tf32x2, rounding inside the product (_BIG_TC:
+8x2048 1.034, 2x4096 1.051; BK 64 1.022 / 1.035; W = V^T A2 split-K beside it 1.064 / 1.069). Session 57: knob
+_GRAPH_POOL (640x512 graphed, two graphs whose outputs return without a clone), not yet benchmarked.
 """
 
 import os  # noqa: E402
@@ -488,22 +490,6 @@ _TARGET_PROGRAMS = 264  # ~2 per SM on the H200 (132 SMs)
 _GEMM_ON_CPU = False  # tests only: run the Triton GEMMs in the interpreter
 _TORCH_GEMM_MIN_TILES = 264  # output tiles (64x64) at which cuBLAS fp32 bmm already fills the GPU
 _TRITON_GEMM_MAX_BATCH = 8  # measured: 60x1024 all-Triton 7.42 ms vs cuBLAS 7.26 ms; 8x2048/2x4096 Triton wins
-# The few-matrix trailing updates that go to cuBLAS (many tiles: 2x4096's and 8x2048's, float32 on SIMT cores, 4.5
-# and 2.7 ms of them on an H100, session 44) as two products of big tensor-core tiles in tf32x2 (_gemm_kernel),
-# where _update_prec gives tf32x2 (n >= _X2_MIN_N). Its rounding inside the product is what cuBLAS's TF32 route
-# lacked (_TORCH_X2, session 45: four elementwise passes over the operands cost more than the SIMT GEMM).
-# ptxas sm_90a (Triton 3.6) at 128 x 128 x 32, 8 warps: wgmma, 182 registers, no spills, 96 KB of shared memory
-# (128 x 256 spills 220 B; BK 64: 229 registers, 192 KB).
-_BIG_TC = False
-_TC_BM = 128
-_TC_BN = 128
-_TC_BK = 32
-_TC_WARPS = 8
-_TC_STAGES = 3
-# W = V^T A2 of those updates by the split-K _vta_kernel (64 x 64 tiles) instead: its output is only k x n (256 x n
-# on 2x4096), so big tiles leave most SMs idle there (session 57: 2x4096 +5.1% with both products in big tiles)
-_TC_SPLITK = False
-
 if _HAVE_TRITON:
 
     @triton.jit
@@ -580,42 +566,36 @@ if _HAVE_TRITON:
         return tl.dot(ah, br, acc, input_precision="tf32")
 
     @triton.jit
-    def _gemm_kernel(
-        x_ptr, y_ptr, c_ptr, M, N, K, x_sb, x_sm, x_sk, y_sb, y_sk, c_sb, c_sm,
-        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, SUB: tl.constexpr, PREC: tl.constexpr,
+    def _upd_kernel(
+        v_ptr, w_ptr, a_ptr, M, K, N, v_sb, v_sm, w_sb, w_sk, a_sb, a_sm,
+        BM: tl.constexpr, BN: tl.constexpr, BKC: tl.constexpr, PREC: tl.constexpr,
     ):  # fmt: skip
-        """C[b] = X[b] Y[b] (SUB: C[b] -= X[b] Y[b]): the split route's A -= V W in 64 x 64 tiles, and with knob
-        _BIG_TC both products of the few-matrix trailing updates in big tensor-core tiles. X (M, K) at any strides
-        (V^T is V read by its columns), Y (K, N) and C (M, N) at unit column stride. PREC "tf32x2": X rounded to
-        TF32, Y split into a rounded head and tail, two products (V is X in an update's products, so V is the
-        rounded side); else tl.dot's."""
+        """A[b] -= V[b] W[b]; V (M, K), W (K, N), A (M, N); unit col strides."""
         pid_m = tl.program_id(0)
         pid_n = tl.program_id(1)
         pid_b = tl.program_id(2).to(tl.int64)
         offs_m = pid_m * BM + tl.arange(0, BM)
         offs_n = pid_n * BN + tl.arange(0, BN)
         mm = offs_m < M
-        nm = offs_n < N
-        xb = x_ptr + pid_b * x_sb + offs_m[:, None] * x_sm
-        yb = y_ptr + pid_b * y_sb + offs_n[None, :]
+        nmask = offs_n < N
         acc = tl.zeros([BM, BN], dtype=tl.float32)
-        for k0 in range(0, K, BK):
-            offs_k = k0 + tl.arange(0, BK)
+        for k0 in range(0, K, BKC):
+            offs_k = k0 + tl.arange(0, BKC)
             km = offs_k < K
-            x = tl.load(xb + offs_k[None, :] * x_sk, mask=mm[:, None] & km[None, :], other=0.0)
-            y = tl.load(yb + offs_k[:, None] * y_sk, mask=km[:, None] & nm[None, :], other=0.0)
-            if PREC == "tf32x2":
-                xr = _tf32_rn(x)
-                yh = _tf32_rn(y)
-                acc = tl.dot(xr, _tf32_rn(y - yh), acc, input_precision="tf32")
-                acc = tl.dot(xr, yh, acc, input_precision="tf32")
+            v = tl.load(v_ptr + pid_b * v_sb + offs_m[:, None] * v_sm + offs_k[None, :],
+                        mask=mm[:, None] & km[None, :], other=0.0)  # fmt: skip
+            w = tl.load(w_ptr + pid_b * w_sb + offs_k[:, None] * w_sk + offs_n[None, :],
+                        mask=km[:, None] & nmask[None, :], other=0.0)  # fmt: skip
+            if PREC == "tf32x2":  # V rounded, W split
+                vr = _tf32_rn(v)
+                wh = _tf32_rn(w)
+                acc = tl.dot(vr, wh, tl.dot(vr, _tf32_rn(w - wh), acc, input_precision="tf32"), input_precision="tf32")
             else:
-                acc += tl.dot(x, y, input_precision=PREC)
-        cp = c_ptr + pid_b * c_sb + offs_m[:, None] * c_sm + offs_n[None, :]
-        cm = mm[:, None] & nm[None, :]
-        if SUB:
-            acc = tl.load(cp, mask=cm, other=0.0) - acc
-        tl.store(cp, acc, mask=cm)
+                acc += tl.dot(v, w, input_precision=PREC)
+        ap = a_ptr + pid_b * a_sb + offs_m[:, None] * a_sm + offs_n[None, :]
+        am = mm[:, None] & nmask[None, :]
+        a = tl.load(ap, mask=am, other=0.0)
+        tl.store(ap, a - acc, mask=am)
 
     @triton.jit
     def _wy_fused_kernel(
@@ -885,32 +865,9 @@ def _vta_splitk(v: torch.Tensor, a2: torch.Tensor, prec: str | None = None) -> t
     return w
 
 
-def _gemm(x: torch.Tensor, y: torch.Tensor, c: torch.Tensor, sub: bool, prec: str, tile: tuple) -> None:
-    """c = x @ y per matrix (sub: c -= x @ y) by _gemm_kernel; y and c at unit column stride. tile: (BM, BN, BK,
-    warps, stages)."""
-    b, m, n = c.shape
-    bm, bn, bk, warps, stages = tile
-    _gemm_kernel[(triton.cdiv(m, bm), triton.cdiv(n, bn), b)](
-        x, y, c, m, n, x.shape[2], x.stride(0), x.stride(1), x.stride(2), y.stride(0), y.stride(1), c.stride(0),
-        c.stride(1), BM=bm, BN=bn, BK=bk, SUB=sub, PREC=prec, num_warps=warps, num_stages=stages,
-    )  # fmt: skip
-
-
-def _apply_qt_tc_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor, prec: str) -> None:
-    """_apply_qt_torch_'s three products with the two big ones on the tensor cores (knob _BIG_TC)."""
-    b, m, n = a2.shape
-    tile = (_TC_BM, _TC_BN, _TC_BK, _TC_WARPS, _TC_STAGES)
-    if _TC_SPLITK:
-        w = _vta_splitk(v, a2, prec)
-    else:
-        w = torch.empty((b, v.shape[2], n), dtype=a2.dtype, device=a2.device)
-        _gemm(v.transpose(1, 2), a2, w, False, prec, tile)
-    _gemm(v, torch.bmm(t.transpose(1, 2), w), a2, True, prec, tile)
-
-
 def _apply_qt_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor, prec: str | None = None) -> None:
     """a2 <- (I - V T V^T)^T a2 = a2 - V (T^T (V^T a2)); prec: the Triton products' precision (_update_prec; by
-    default the intra-panel one), cuBLAS stays float32 (with _BIG_TC its tf32x2 updates go to _gemm_kernel)."""
+    default the intra-panel one), cuBLAS stays float32."""
     if _use_fused(a2, v, t):
         _apply_qt_fused_(a2, v, t, prec)
         return
@@ -923,14 +880,16 @@ def _apply_qt_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor, prec: str | N
         _PREC != "torch" and (a2.is_cuda or _GEMM_ON_CPU) and _HAVE_TRITON
         and a2.stride(2) == 1 and v.stride(2) == 1 and n > 0 and m > 0
     )  # fmt: skip
-    if triton_ok and big and _BIG_TC and prec == "tf32x2" and b <= _TRITON_GEMM_MAX_BATCH:
-        _apply_qt_tc_(a2, v, t, prec)
-        return
     if big or not triton_ok:
         _apply_qt_torch_(a2, v, t)
         return
-    w2 = torch.bmm(t.transpose(1, 2), _vta_splitk(v, a2, prec))
-    _gemm(v, w2, a2, True, prec or _PREC, (64, 64, min(32, max(16, triton.next_power_of_2(k))), 4, 3))
+    w = _vta_splitk(v, a2, prec)
+    w2 = torch.bmm(t.transpose(1, 2), w)
+    bkc = min(32, max(16, triton.next_power_of_2(k)))
+    _upd_kernel[(triton.cdiv(m, 64), triton.cdiv(n, 64), b)](
+        v, w2, a2, m, k, n, v.stride(0), v.stride(1), w2.stride(0), w2.stride(1), a2.stride(0), a2.stride(1),
+        BM=64, BN=64, BKC=bkc, PREC=prec or _PREC, num_warps=4, num_stages=3,
+    )  # fmt: skip
 
 
 def _leaf_width(rows: int, batch: int) -> int:

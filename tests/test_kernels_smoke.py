@@ -160,53 +160,6 @@ def test_fused_wy_tf32x2_update_keeps_the_gates_where_it_is_taken(route):
             setattr(mod, k, v)
 
 
-def test_fused_wy_big_tensor_core_update_keeps_the_gates_where_it_is_taken():
-    """_BIG_TC, interpreted: the few-matrix updates that go to cuBLAS (here every update, with the tile threshold
-    at 1) take the big-tile tf32x2 kernel where _update_prec gives tf32x2, and only there. Its products match
-    cuBLAS's float32 ones to rounding in "ieee"; in tf32x2, H moves by about TF32's rounding, no more, and the gates
-    hold on a dense and a rank-deficient input."""
-    load_variant(os.path.join(ROOT, "kernels", "fused_wy.py"))
-    mod = sys.modules["submission"]
-    route = {"_GEMM_ON_CPU": True, "_SMALL_MAX": 0, "_TORCH_GEMM_MIN_TILES": 1}
-    saved = {k: getattr(mod, k) for k in (*route, "_BIG_TC", "_TC_SPLITK", "_X2_MIN_N", "_apply_qt_tc_")}
-    calls = []  # the precision of each update taken by the big tiles
-    big_tiles = mod._apply_qt_tc_
-    mod._apply_qt_tc_ = lambda a2, v, t, prec: calls.append(prec) or big_tiles(a2, v, t, prec)
-    try:
-        for k, v in route.items():
-            setattr(mod, k, v)
-        g = torch.Generator().manual_seed(5)
-        a2, v = torch.randn(2, 150, 140, generator=g), torch.randn(2, 150, 40, generator=g) * 0.3
-        t = torch.randn(2, 40, 40, generator=g).triu() * 0.3
-        want = a2.clone()
-        mod._apply_qt_torch_(want, v, t)
-        for split_k in (False, True):  # W = V^T A2 in big tiles, or by the split-K kernel
-            mod._TC_SPLITK = split_k
-            got = a2.clone()
-            big_tiles(got, v, t, "ieee")  # masks: 150 and 140 are no multiples of its 128-wide tiles
-            assert ((got - want).abs().max() / want.abs().max()).item() < 1e-5, split_k
-        mod._TC_SPLITK = False
-        a = generate(Case(2, 160, 1, 167, "dense"))
-        mod._BIG_TC, mod._X2_MIN_N = False, 128
-        h0, t0 = mod.custom_kernel(a)
-        mod._BIG_TC, mod._X2_MIN_N = True, 512
-        h1, t1 = mod.custom_kernel(a)
-        assert torch.equal(h1, h0) and torch.equal(t1, t0) and not calls, "taken below _X2_MIN_N"
-        mod._X2_MIN_N = 128
-        for case in ("dense", "rankdef"):
-            a = generate(Case(2, 160, 1, 167, case))
-            calls.clear()
-            out = mod.custom_kernel(a)
-            assert calls and set(calls) == {"tf32x2"}, calls
-            assert check_qr(a, out).passed, check_qr(a, out).message
-            if case == "dense":
-                moved = ((out[0] - h0).abs().max() / h0.abs().max()).item()
-                assert 1e-7 < moved < 1e-3, f"H moved by {moved:.1e}"
-    finally:
-        for k, v in saved.items():
-            setattr(mod, k, v)
-
-
 def test_fused_wy_graph_pool_replays_only_graphs_whose_outputs_nothing_else_holds():
     """`_GRAPH_POOL`: a pooled graph's outputs are returned without a clone, so its memory may be written again only
     once nothing but the graph holds them: not while the caller keeps the tensor, a view of it or the reshaped

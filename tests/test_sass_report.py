@@ -79,13 +79,12 @@ def test_the_cooperative_leaf_at_four_warps_spills_nothing():
     assert got["4"]["registers"] < got["2"]["registers"]
 
 
-def test_the_big_tile_update_runs_on_warpgroup_mma_without_spills():
-    """_gemm_kernel at knob _BIG_TC's tile (128 x 128 x 32, 8 warps): both tf32x2 products on Hopper's warpgroup MMA
-    inside the loop, no spills; a 256-wide tile would spill, which is why it is not the default."""
-    r = _run("_gemm_kernel", "--warps", "8", "BM=128", "BN=128", "BK=32", "SUB=1", 'PREC="tf32x2"', "/", "BN=256")
+def test_the_fused_trailing_update_runs_on_warpgroup_mma_without_spills():
+    """The batch-rich shapes' fused update (_wy_fused_vt_kernel, 64 x 64 tiles, tf32x2, 4 warps): its products in
+    both loops are Hopper warpgroup MMA, not the older per-warp MMA, and its 250-odd registers do not spill."""
+    tile = ("BM=64", "BN=64", "BK=64", 'PREC="tf32x2"', "STAGES=3", "SRC_ADDR=0")
+    r = _run("_wy_fused_vt_kernel", "--warps", "4", *tile)
     assert r.returncode == 0, r.stderr
-    lines = [_fields(x) for x in r.stdout.splitlines() if x.startswith("BM=128")]
-    assert len(lines) == 2
-    tile, wide = lines
-    assert tile["loop_HGMMA"] >= 2 and tile["loop_HMMA"] == 0 and tile["spill_bytes"] == 0
-    assert wide["spill_bytes"] > 0
+    (line,) = [_fields(x) for x in r.stdout.splitlines() if x.startswith("BM=64")]
+    assert line["loop_HGMMA"] >= 2 and line["HMMA"] == 0 and line["spill_bytes"] == 0
+    assert line["HGMMA"] > line["loop_HGMMA"]  # the second loop's products too
