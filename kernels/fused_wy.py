@@ -84,7 +84,9 @@ one slot as a [BW] vector never saw it filled (NaN on every input); read as a ma
 3.5% slower (2x4096, eager). Session 57 (H100), rejected and removed: the few-matrix trailing updates on cuBLAS
 (float32, SIMT) as two products of 128 x 128 tensor-core tiles in tf32x2, rounding inside the product (_BIG_TC:
 8x2048 1.034, 2x4096 1.051; BK 64 1.022 / 1.035; W = V^T A2 split-K beside it 1.064 / 1.069). Session 57: knob
-_GRAPH_POOL (640x512 graphed, two graphs whose outputs return without a clone), not yet benchmarked.
+_GRAPH_POOL (640x512 graphed, two graphs whose outputs return without a clone): fused_wy_gpool, run bd5fb85faec0,
+passed its 22 tests under three seeds; 2,629 us on another H100 than the file's 2,623, its 640x512 means 0.2-4.7%
+lower with no repetition over 8.1 ms (the file's reach 15-30 ms); not yet compared on one card.
 """
 
 import os  # noqa: E402
@@ -1441,7 +1443,8 @@ def _qr_by_address(x: torch.Tensor, slots: _InputSlots | None) -> tuple[torch.Te
 # thread takes about 2.9 ms of the call's 6.2 (H100); a stall of the thread inside the call (none of them the
 # allocator's or the garbage collector's) idles the GPU: 4-12 of 200 repetitions at 7-38 ms, +4-8% on the mean
 # (validation/tail_probe.py, session 57). Graphed with the clone: no slow repetition, but the clone of H costs
-# 0.23 ms. The caller holds one call's outputs into the next, so two graphs alternate.
+# 0.23 ms. The caller holds one call's outputs into the next, so two graphs alternate. Only shapes this large: a
+# second graph of the few-matrix shapes ran them 4% slower (session 46).
 _GRAPH_POOL = 0
 _GRAPH_POOL_MIN_ELEMS = 1 << 27
 
