@@ -90,6 +90,7 @@ lower with no repetition over 8.1 ms (the file's reach 15-30 ms); not yet compar
 """
 
 import os  # noqa: E402
+import sys  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -419,6 +420,57 @@ def _small_qr(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 _LAUNCHERS: dict = {}
+# Pairs of the small route's outputs kept a shape and handed out again once nothing else holds them (0: off). 20x32's
+# call is mostly host time, which its events time: the two allocations are about 2.5 of the 3.3 us of Python before
+# the launch (CPU tensors, session 53). The harness holds one repetition's outputs (up to 50 calls) into the next,
+# so a shape cycles through about twice its batch.
+_SMALL_POOL = 0
+_RINGS: dict = {}
+
+
+def _ring_refs(e: list) -> list[int]:
+    """References to the pair's tensor objects and to their memory, counted the same way whenever asked."""
+    return [sys.getrefcount(e[0]), sys.getrefcount(e[1]), torch._C._storage_Use_Count(e[2]),
+            torch._C._storage_Use_Count(e[3])]  # fmt: skip
+
+
+class _OutputRing:
+    """One shape's output pairs (H, tau) in a ring. The next pair is handed out again only if nothing but the ring
+    holds it (no other reference to either tensor, no other tensor over their memory: the counts it had when it
+    joined); else a new pair joins the ring in front of it, up to _SMALL_POOL pairs, and past that every call
+    allocates. Reuse is in stream order, as the caching allocator's."""
+
+    def __init__(self) -> None:
+        self.pairs: list[list] = []  # [H, tau, H's storage, tau's storage, then _ring_refs while only the ring holds]
+        self.next = 0
+
+    def take(self, a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        pairs = self.pairs
+        if pairs:
+            e = pairs[self.next]
+            if _ring_refs(e) == e[4:]:
+                self.next = (self.next + 1) % len(pairs)
+                return e[0], e[1]
+        e = list(_fresh_outputs(a))
+        if len(pairs) < _SMALL_POOL:
+            e += [e[0].untyped_storage()._cdata, e[1].untyped_storage()._cdata]
+            e += _ring_refs(e)
+            pairs.insert(self.next, e)
+            self.next = (self.next + 1) % len(pairs)
+        return e[0], e[1]
+
+
+def _fresh_outputs(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.empty_like(a), torch.empty((a.shape[0], a.shape[2]), dtype=a.dtype, device=a.device)
+
+
+def _small_outputs(a: torch.Tensor, key: tuple) -> tuple[torch.Tensor, torch.Tensor]:
+    if not _SMALL_POOL:
+        return _fresh_outputs(a)
+    ring = _RINGS.get(key)
+    if ring is None:
+        ring = _RINGS[key] = _OutputRing()
+    return ring.take(a)
 
 
 def _small_fast(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -431,8 +483,7 @@ def _small_fast(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     ent = _LAUNCHERS.get(key)
     if ent is False:
         return _small_qr(a)
-    h = torch.empty_like(a)
-    tau = torch.empty((b, n), dtype=a.dtype, device=a.device)
+    h, tau = _small_outputs(a, key)
     if ent is None:
         kernel, ptrs, ints, meta, warps = _small_args(a, h, tau)
         k = kernel[(b,)](*ptrs, *ints, **meta, num_warps=warps)

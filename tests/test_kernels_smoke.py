@@ -192,6 +192,44 @@ def test_fused_wy_graph_pool_replays_only_graphs_whose_outputs_nothing_else_hold
         mod._GRAPH_POOL = saved
 
 
+def test_fused_wy_small_output_ring_hands_out_only_what_nothing_else_holds():
+    """`_SMALL_POOL`: the small route's outputs come from a ring and go out again only once nothing else holds them
+    (the tensor, a view of its memory). A caller that keeps each repetition's outputs into the next, as the
+    harness does, settles at twice its batch with no more allocations; a caller that keeps everything gets fresh
+    memory once the ring is full."""
+    load_variant(os.path.join(ROOT, "kernels", "fused_wy.py"))
+    mod = sys.modules["submission"]
+    saved = mod._SMALL_POOL
+    try:
+        mod._SMALL_POOL = 8
+        ring, a = mod._OutputRing(), torch.zeros(2, 4, 4)
+
+        def addresses(outs):
+            return {t.data_ptr() for pair in outs for t in pair}
+
+        held: list = []
+        for _ in range(6):  # repetitions of a batch of 3 calls; the previous batch lives until this one is done
+            now = []
+            for _ in range(3):
+                h, tau = ring.take(a)
+                assert not addresses([(h, tau)]) & addresses(held + now), "handed out memory still held"
+                now.append((h, tau))
+            held = now
+        assert len(ring.pairs) == 6  # two batches, then no more allocations
+        first = ring.pairs[ring.next]
+        assert ring.take(a)[0] is first[0]  # free: handed out again (and dropped at once)
+        nxt = ring.pairs[ring.next]
+        row = nxt[1][0]  # a view of the next pair's tau, nothing else
+        h, tau = ring.take(a)
+        assert h is not nxt[0] and tau.data_ptr() != nxt[1].data_ptr() and len(ring.pairs) == 7
+        del nxt, h, tau
+        keep = [ring.take(a) for _ in range(20)]  # the caller keeps everything
+        assert len(ring.pairs) == 8 and len(addresses(keep)) == 40
+        assert not addresses(keep) & addresses([(row,)] + held)
+    finally:
+        mod._SMALL_POOL = saved
+
+
 def test_fused_wy_lean_step_agrees_with_the_plain_step():
     """_LEAN computes the same reflections in another order (the column mask and tau on the z vector instead of
     the tile): H and tau agree with the knob off to rounding, on the whole-matrix and the leaf routes."""
