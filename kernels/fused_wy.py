@@ -1489,19 +1489,19 @@ def _qr_by_address(x: torch.Tensor, slots: _InputSlots | None) -> tuple[torch.Te
         _SLOTS = None
 
 
-# Shapes this large (640x512, 2^27.3 elements) are graphed too, with _GRAPH_POOL graphs whose outputs are returned
-# as they are, no clone, while nothing else holds them (0: off; such shapes eager). Eager, 640x512's launching
-# thread takes about 2.9 ms of the call's 6.2 (H100); a stall of the thread inside the call (none of them the
-# allocator's or the garbage collector's) idles the GPU: 4-12 of 200 repetitions at 7-38 ms, +4-8% on the mean
-# (validation/tail_probe.py, session 57). Graphed with the clone: no slow repetition, but the clone of H costs
-# 0.23 ms. The caller holds one call's outputs into the next, so two graphs alternate. Only shapes this large: a
-# second graph of the few-matrix shapes ran them 4% slower (session 46).
+# Batches of at least _GRAPH_POOL_MIN_BATCH matrices are graphed with _GRAPH_POOL graphs whose outputs are returned
+# as they are, no clone, while nothing else holds them (0: off), 640x512 too, which is eager otherwise (over
+# _GRAPH_MAX_ELEMS). Eager, 640x512's launching thread takes about 2.9 ms of the call's 6.2 (H100); a stall of the
+# thread inside the call (none of them the allocator's or the garbage collector's) idles the GPU: 4-12 of 200
+# repetitions at 7-38 ms, +4-8% on the mean (validation/tail_probe.py, session 57). Graphed with the clone: no slow
+# repetition, but the clone of H costs 0.23 ms. The caller holds one call's outputs into the next, so two graphs
+# alternate. Few-matrix batches keep one graph: a second one ran 8x2048 and 2x4096 4% slower (session 46).
 _GRAPH_POOL = 0
-_GRAPH_POOL_MIN_ELEMS = 1 << 27
+_GRAPH_POOL_MIN_BATCH = 256
 
 
 def _pooled(a: torch.Tensor) -> bool:
-    return _GRAPH_POOL > 0 and a.numel() >= _GRAPH_POOL_MIN_ELEMS
+    return _GRAPH_POOL > 0 and a.shape[0] >= _GRAPH_POOL_MIN_BATCH
 
 
 def _uses(t: torch.Tensor) -> int:

@@ -163,7 +163,7 @@ def test_fused_wy_tf32x2_update_keeps_the_gates_where_it_is_taken(route):
 def test_fused_wy_graph_pool_replays_only_graphs_whose_outputs_nothing_else_holds():
     """`_GRAPH_POOL`: a pooled graph's outputs are returned without a clone, so its memory may be written again only
     once nothing but the graph holds them: not while the caller keeps the tensor, a view of it or the reshaped
-    tensor custom_kernel returns. Only shapes of at least _GRAPH_POOL_MIN_ELEMS are pooled."""
+    tensor custom_kernel returns. Only batches of at least _GRAPH_POOL_MIN_BATCH matrices are pooled."""
     load_variant(os.path.join(ROOT, "kernels", "fused_wy.py"))
     mod = sys.modules["submission"]
 
@@ -183,11 +183,11 @@ def test_fused_wy_graph_pool_replays_only_graphs_whose_outputs_nothing_else_hold
     assert mod._free_graph([b]) is b
     saved = mod._GRAPH_POOL
     try:
-        big, small = torch.empty(1 << 27, device="meta"), torch.empty(1 << 26, device="meta")
+        many, few = torch.empty(640, 512, 512, device="meta"), torch.empty(2, 4096, 4096, device="meta")
         mod._GRAPH_POOL = 0
-        assert not mod._pooled(big)
+        assert not mod._pooled(many)
         mod._GRAPH_POOL = 2
-        assert mod._pooled(big) and not mod._pooled(small)
+        assert mod._pooled(many) and not mod._pooled(few)
     finally:
         mod._GRAPH_POOL = saved
 
