@@ -86,7 +86,8 @@ one slot as a [BW] vector never saw it filled (NaN on every input); read as a ma
 8x2048 1.034, 2x4096 1.051; BK 64 1.022 / 1.035; W = V^T A2 split-K beside it 1.064 / 1.069). Session 57: knob
 _GRAPH_POOL (640x512 graphed, two graphs whose outputs return without a clone): fused_wy_gpool, run bd5fb85faec0,
 passed its 22 tests under three seeds; 2,629 us on another H100 than the file's 2,623, its 640x512 means 0.2-4.7%
-lower with no repetition over 8.1 ms (the file's reach 15-30 ms); not yet compared on one card.
+lower with no repetition over 8.1 ms (the file's reach 15-30 ms); not yet compared on one card. Session 57 (CPU):
+knob _SMALL_POOL (20x32's outputs handed out again from a ring once nothing else holds them), not yet run.
 """
 
 import os  # noqa: E402
