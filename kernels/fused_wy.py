@@ -429,34 +429,45 @@ _SMALL_POOL = 0
 _RINGS: dict = {}
 
 
-def _ring_refs(e: list) -> list[int]:
-    """References to the pair's tensor objects and to their memory, counted the same way whenever asked."""
+def _refs(e: list) -> list[int]:
+    """References to the tensors e[0] and e[1] and to their memory (storages e[2], e[3]), counted the same way
+    whenever asked."""
     return [sys.getrefcount(e[0]), sys.getrefcount(e[1]), torch._C._storage_Use_Count(e[2]),
             torch._C._storage_Use_Count(e[3])]  # fmt: skip
 
 
+def _tracked(e: list) -> list:
+    """e = [H, tau], held by nothing but e: e with their storages and _refs appended, which _untouched compares."""
+    e += [e[0].untyped_storage()._cdata, e[1].untyped_storage()._cdata]
+    e += _refs(e)
+    return e
+
+
+def _untouched(e: list) -> bool:
+    """Nothing but e holds its H and tau: no other reference to either tensor, no other tensor over their memory
+    (a view, or the reshaped tensor custom_kernel returns), as when _tracked counted them."""
+    return _refs(e) == e[4:8]
+
+
 class _OutputRing:
     """One shape's output pairs (H, tau) in a ring. The next pair is handed out again only if nothing but the ring
-    holds it (no other reference to either tensor, no other tensor over their memory: the counts it had when it
-    joined); else a new pair joins the ring in front of it, up to _SMALL_POOL pairs, and past that every call
-    allocates. Reuse is in stream order, as the caching allocator's."""
+    holds it (_untouched); else a new pair joins the ring in front of it, up to _SMALL_POOL pairs, and past that
+    every call allocates. Reuse is in stream order, as the caching allocator's."""
 
     def __init__(self) -> None:
-        self.pairs: list[list] = []  # [H, tau, H's storage, tau's storage, then _ring_refs while only the ring holds]
+        self.pairs: list[list] = []  # _tracked pairs
         self.next = 0
 
     def take(self, a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         pairs = self.pairs
         if pairs:
             e = pairs[self.next]
-            if _ring_refs(e) == e[4:]:
+            if _untouched(e):
                 self.next = (self.next + 1) % len(pairs)
                 return e[0], e[1]
         e = list(_fresh_outputs(a))
         if len(pairs) < _SMALL_POOL:
-            e += [e[0].untyped_storage()._cdata, e[1].untyped_storage()._cdata]
-            e += _ring_refs(e)
-            pairs.insert(self.next, e)
+            pairs.insert(self.next, _tracked(e))
             self.next = (self.next + 1) % len(pairs)
         return e[0], e[1]
 
@@ -1505,23 +1516,12 @@ def _pooled(a: torch.Tensor) -> bool:
     return _GRAPH_POOL > 0 and a.shape[0] >= _GRAPH_POOL_MIN_BATCH
 
 
-def _uses(t: torch.Tensor) -> int:
-    """References to t's memory: tensors and views of it anywhere, the caller's included (as torch's own CUDA graph
-    trees tell whether a graph's outputs are still alive)."""
-    return torch._C._storage_Use_Count(t.untyped_storage()._cdata)
-
-
-def _capture(x: torch.Tensor, slots: _InputSlots | None) -> tuple:
-    """A graph of _qr(x): (graph, H, tau, references to H's and to tau's memory while only the graph holds them)."""
+def _capture(x: torch.Tensor, slots: _InputSlots | None) -> list:
+    """A graph of _qr(x): its _tracked outputs [H, tau, ...] with the graph last."""
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
-        h, tau = _qr_by_address(x, slots)
-    return g, h, tau, _uses(h), _uses(tau)
-
-
-def _free_graph(graphs: list[tuple]) -> tuple | None:
-    """The first graph whose outputs nothing but the graph holds (their memory may be written again), else None."""
-    return next((e for e in graphs if _uses(e[1]) == e[3] and _uses(e[2]) == e[4]), None)
+        e = list(_qr_by_address(x, slots))
+    return _tracked(e) + [g]
 
 
 def _graphed_qr(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -1547,7 +1547,8 @@ def _graphed_qr(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return _qr(a)
     graphs, x, slots = ent
     pooled = _pooled(a)
-    graph = _free_graph(graphs) if pooled else graphs[0]
+    # the first graph whose outputs nothing else holds (their memory may be written again)
+    graph = next((e for e in graphs if _untouched(e)), None) if pooled else graphs[0]
     if graph is None:  # the caller holds every graph's outputs
         return _qr(a)
     if slots is not None and a.stride() == x.stride() and _aligned(a):
@@ -1556,7 +1557,7 @@ def _graphed_qr(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if slots is not None:
             slots.point_at(x)
         x.copy_(a)
-    g, h, tau = graph[:3]
+    h, tau, g = graph[0], graph[1], graph[-1]
     g.replay()
     return (h, tau) if pooled else (h.clone(), tau.clone())
 

@@ -162,25 +162,27 @@ def test_fused_wy_tf32x2_update_keeps_the_gates_where_it_is_taken(route):
 
 def test_fused_wy_graph_pool_replays_only_graphs_whose_outputs_nothing_else_holds():
     """`_GRAPH_POOL`: a pooled graph's outputs are returned without a clone, so its memory may be written again only
-    once nothing but the graph holds them: not while the caller keeps the tensor, a view of it or the reshaped
-    tensor custom_kernel returns. Only batches of at least _GRAPH_POOL_MIN_BATCH matrices are pooled."""
+    once nothing but the graph holds them (_untouched): not while the caller keeps the tensor, a view of it or the
+    reshaped tensor custom_kernel returns. Only batches of at least _GRAPH_POOL_MIN_BATCH matrices are pooled."""
     load_variant(os.path.join(ROOT, "kernels", "fused_wy.py"))
     mod = sys.modules["submission"]
+    a, b = (mod._tracked([torch.zeros(2, 8, 4), torch.zeros(2, 4)]) for _ in range(2))
 
-    def graph():
-        h, tau = torch.zeros(2, 8, 4), torch.zeros(2, 4)
-        return None, h, tau, mod._uses(h), mod._uses(tau)
+    def free(graphs):
+        return next((e for e in graphs if mod._untouched(e)), None)
 
-    a, b = graph(), graph()
-    assert mod._free_graph([a, b]) is a
-    held = a[1].reshape(2, 8, 4)  # a new tensor over the same memory, as custom_kernel returns it
-    assert mod._free_graph([a, b]) is b
-    tau_row = b[2][1]  # a view of the other graph's tau
-    assert mod._free_graph([a, b]) is None
+    assert free([a, b]) is a
+    held = a[0].reshape(2, 8, 4)  # a new tensor over the same memory, as custom_kernel returns it
+    assert free([a, b]) is b
+    tau = b[1]  # the other graph's tau itself
+    assert free([a, b]) is None
     del held
-    assert mod._free_graph([a, b]) is a
-    del tau_row
-    assert mod._free_graph([b]) is b
+    assert free([a, b]) is a
+    del tau
+    row = b[1][1]  # a view of it
+    assert free([b]) is None
+    del row
+    assert free([b]) is b
     saved = mod._GRAPH_POOL
     try:
         many, few = torch.empty(640, 512, 512, device="meta"), torch.empty(2, 4096, 4096, device="meta")
