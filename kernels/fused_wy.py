@@ -452,7 +452,7 @@ def _untouched(e: list) -> bool:
 class _OutputRing:
     """One shape's output pairs (H, tau) in a ring. The next pair is handed out again only if nothing but the ring
     holds it (_untouched); else a new pair joins the ring in front of it, up to _SMALL_POOL pairs, and past that
-    every call allocates. Reuse is in stream order, as the caching allocator's."""
+    every call allocates. Reuse follows the order of work on the GPU queue, as the caching allocator's does."""
 
     def __init__(self) -> None:
         self.pairs: list[list] = []  # _tracked pairs
