@@ -1501,13 +1501,14 @@ def _qr_by_address(x: torch.Tensor, slots: _InputSlots | None) -> tuple[torch.Te
         _SLOTS = None
 
 
-# Batches of at least _GRAPH_POOL_MIN_BATCH matrices are graphed with _GRAPH_POOL graphs whose outputs are returned
-# as they are, no clone, while nothing else holds them (0: off), 640x512 too, which is eager otherwise (over
-# _GRAPH_MAX_ELEMS). Eager, 640x512's launching thread takes about 2.9 ms of the call's 6.2 (H100); a stall of the
-# thread inside the call (none of them the allocator's or the garbage collector's) idles the GPU: 4-12 of 200
-# repetitions at 7-38 ms, +4-8% on the mean (validation/tail_probe.py, session 57). Graphed with the clone: no slow
-# repetition, but the clone of H costs 0.23 ms. The caller holds one call's outputs into the next, so two graphs
-# alternate. Few-matrix batches keep one graph: a second one ran 8x2048 and 2x4096 4% slower (session 46).
+# Batches of at least _GRAPH_POOL_MIN_BATCH matrices get _GRAPH_POOL more graphs whose outputs are returned as they
+# are, no clone, while nothing else holds them (0: off); a call that finds them all held replays the cloning graph.
+# 640x512 is graphed then too, though eager otherwise (over _GRAPH_MAX_ELEMS). Eager, 640x512's launching thread takes
+# about 2.9 ms of the call's 6.2 (H100); a stall of the thread inside the call (none of them the allocator's or the
+# garbage collector's) idles the GPU: 4-12 of 200 repetitions at 7-38 ms, +4-8% on the mean (validation/tail_probe.py,
+# session 57). Graphed with the clone: no slow repetition, but the clone of H costs 0.23 ms. The harness holds one
+# repetition's outputs into the next, so two pooled graphs alternate where a repetition is one call (640x512,
+# 60x1024). Few-matrix batches keep one graph: a second one ran 8x2048 and 2x4096 4% slower (session 46).
 _GRAPH_POOL = 0
 _GRAPH_POOL_MIN_BATCH = 256
 
@@ -1537,8 +1538,8 @@ def _graphed_qr(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         try:
             if slots is not None:
                 slots.frozen = True
-            # every graph now: none is captured inside a timed call
-            ent = ([_capture(x, slots) for _ in range(_GRAPH_POOL if _pooled(a) else 1)], x, slots)
+            # every graph now (the cloning one first): none is captured inside a timed call
+            ent = ([_capture(x, slots) for _ in range(1 + (_GRAPH_POOL if _pooled(a) else 0))], x, slots)
         except RuntimeError:  # capture refused: run this shape eagerly from now on
             torch.cuda.synchronize(a.device)
             ent = False
@@ -1546,11 +1547,10 @@ def _graphed_qr(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     if ent is False:
         return _qr(a)
     graphs, x, slots = ent
-    pooled = _pooled(a)
-    # the first graph whose outputs nothing else holds (their memory may be written again)
-    graph = next((e for e in graphs if _untouched(e)), None) if pooled else graphs[0]
-    if graph is None:  # the caller holds every graph's outputs
-        return _qr(a)
+    # the first pooled graph whose outputs nothing else holds (their memory may be written again), else the first
+    # graph, whose outputs are cloned
+    free = next((e for e in graphs[1:] if _untouched(e)), None)
+    graph = graphs[0] if free is None else free
     if slots is not None and a.stride() == x.stride() and _aligned(a):
         slots.point_at(a)  # the replay reads a where it is
     else:
@@ -1559,7 +1559,7 @@ def _graphed_qr(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         x.copy_(a)
     h, tau, g = graph[0], graph[1], graph[-1]
     g.replay()
-    return (h, tau) if pooled else (h.clone(), tau.clone())
+    return (h.clone(), tau.clone()) if free is None else (h, tau)
 
 
 def _route(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
