@@ -596,6 +596,38 @@ if _HAVE_TRITON:
         else:
             tl.store(wp, acc, mask=wm)
 
+    @triton.jit
+    def _upd_kernel(
+        v_ptr, w_ptr, a_ptr, M, K, N, v_sb, v_sm, w_sb, w_sk, a_sb, a_sm,
+        BM: tl.constexpr, BN: tl.constexpr, BKC: tl.constexpr, PREC: tl.constexpr,
+    ):  # fmt: skip
+        """A[b] -= V[b] W[b]; V (M, K), W (K, N), A (M, N); unit col strides."""
+        pid_m = tl.program_id(0)
+        pid_n = tl.program_id(1)
+        pid_b = tl.program_id(2).to(tl.int64)
+        offs_m = pid_m * BM + tl.arange(0, BM)
+        offs_n = pid_n * BN + tl.arange(0, BN)
+        mm = offs_m < M
+        nmask = offs_n < N
+        acc = tl.zeros([BM, BN], dtype=tl.float32)
+        for k0 in range(0, K, BKC):
+            offs_k = k0 + tl.arange(0, BKC)
+            km = offs_k < K
+            v = tl.load(v_ptr + pid_b * v_sb + offs_m[:, None] * v_sm + offs_k[None, :],
+                        mask=mm[:, None] & km[None, :], other=0.0)  # fmt: skip
+            w = tl.load(w_ptr + pid_b * w_sb + offs_k[:, None] * w_sk + offs_n[None, :],
+                        mask=km[:, None] & nmask[None, :], other=0.0)  # fmt: skip
+            if PREC == "tf32x2":  # V rounded, W split
+                vr = _tf32_rn(v)
+                wh = _tf32_rn(w)
+                acc = tl.dot(vr, wh, tl.dot(vr, _tf32_rn(w - wh), acc, input_precision="tf32"), input_precision="tf32")
+            else:
+                acc += tl.dot(v, w, input_precision=PREC)
+        ap = a_ptr + pid_b * a_sb + offs_m[:, None] * a_sm + offs_n[None, :]
+        am = mm[:, None] & nmask[None, :]
+        a = tl.load(ap, mask=am, other=0.0)
+        tl.store(ap, a - acc, mask=am)
+
 
 _FUSED = True  # batch-rich updates by the one fused kernel (else the parent's cuBLAS bmm)
 # "tf32x2": two TF32 products, one operand split, on the trailing updates of n >= _X2_MIN_N (fused_wy_x2, run
@@ -629,38 +661,6 @@ if _HAVE_TRITON:
         ah = _tf32_rn(a)
         acc = tl.dot(_tf32_rn(a - ah), br, acc, input_precision="tf32")
         return tl.dot(ah, br, acc, input_precision="tf32")
-
-    @triton.jit
-    def _upd_kernel(
-        v_ptr, w_ptr, a_ptr, M, K, N, v_sb, v_sm, w_sb, w_sk, a_sb, a_sm,
-        BM: tl.constexpr, BN: tl.constexpr, BKC: tl.constexpr, PREC: tl.constexpr,
-    ):  # fmt: skip
-        """A[b] -= V[b] W[b]; V (M, K), W (K, N), A (M, N); unit col strides."""
-        pid_m = tl.program_id(0)
-        pid_n = tl.program_id(1)
-        pid_b = tl.program_id(2).to(tl.int64)
-        offs_m = pid_m * BM + tl.arange(0, BM)
-        offs_n = pid_n * BN + tl.arange(0, BN)
-        mm = offs_m < M
-        nmask = offs_n < N
-        acc = tl.zeros([BM, BN], dtype=tl.float32)
-        for k0 in range(0, K, BKC):
-            offs_k = k0 + tl.arange(0, BKC)
-            km = offs_k < K
-            v = tl.load(v_ptr + pid_b * v_sb + offs_m[:, None] * v_sm + offs_k[None, :],
-                        mask=mm[:, None] & km[None, :], other=0.0)  # fmt: skip
-            w = tl.load(w_ptr + pid_b * w_sb + offs_k[:, None] * w_sk + offs_n[None, :],
-                        mask=km[:, None] & nmask[None, :], other=0.0)  # fmt: skip
-            if PREC == "tf32x2":  # V rounded, W split
-                vr = _tf32_rn(v)
-                wh = _tf32_rn(w)
-                acc = tl.dot(vr, wh, tl.dot(vr, _tf32_rn(w - wh), acc, input_precision="tf32"), input_precision="tf32")
-            else:
-                acc += tl.dot(v, w, input_precision=PREC)
-        ap = a_ptr + pid_b * a_sb + offs_m[:, None] * a_sm + offs_n[None, :]
-        am = mm[:, None] & nmask[None, :]
-        a = tl.load(ap, mask=am, other=0.0)
-        tl.store(ap, a - acc, mask=am)
 
     @triton.jit
     def _wy_fused_kernel(
@@ -941,11 +941,10 @@ def _apply_qt_(a2: torch.Tensor, v: torch.Tensor, t: torch.Tensor, prec: str | N
     big = True
     if _HAVE_TRITON:
         big = b > _TRITON_GEMM_MAX_BATCH or b * triton.cdiv(n, 64) * triton.cdiv(k, 64) >= _TORCH_GEMM_MIN_TILES
-    triton_ok = (
-        _PREC != "torch" and (a2.is_cuda or _GEMM_ON_CPU) and _HAVE_TRITON
-        and a2.stride(2) == 1 and v.stride(2) == 1 and n > 0 and m > 0
-    )  # fmt: skip
-    if big or not triton_ok:
+    if (
+        big or _PREC == "torch" or not (a2.is_cuda or _GEMM_ON_CPU) or not _HAVE_TRITON
+        or a2.stride(2) != 1 or v.stride(2) != 1 or n == 0 or m == 0
+    ):  # fmt: skip
         _apply_qt_torch_(a2, v, t)
         return
     w = _vta_splitk(v, a2, prec)

@@ -101,27 +101,23 @@ def probe(kernel, workload, case, device: torch.device, reps: int, recheck: bool
     rules = replace(MODE_RULES["benchmark"], max_reps=reps, case_budget_s=1e9)
     gc.callbacks.append(on_gc)
     try:
-        _loop(timed_kernel, inputs, copies, device, rules, workload, on_rep, shadow if recheck else None, outs)
+        run_loop(
+            timed_kernel,
+            inputs,
+            copies,
+            Clock(device),
+            rules,
+            check=lambda c, o: CheckResult(True),
+            flag_mutation=workload.flags_mutation,
+            on_rep=on_rep,
+            shadow_check=shadow if recheck else None,
+            first_outputs=outs,
+        )
     finally:
         gc.callbacks.remove(on_gc)
     conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
     return {"case": case.label, "recheck": recheck, "alloc_conf": conf, "gc": gc.isenabled(), "reps": rows,
             "summary": summarize(rows)}  # fmt: skip
-
-
-def _loop(timed_kernel, inputs, copies, device, rules, workload, on_rep, shadow, outs) -> None:
-    run_loop(
-        timed_kernel,
-        inputs,
-        copies,
-        Clock(device),
-        rules,
-        check=lambda c, o: CheckResult(True),
-        flag_mutation=workload.flags_mutation,
-        on_rep=on_rep,
-        shadow_check=shadow,
-        first_outputs=outs,
-    )
 
 
 def summarize(rows: list[dict]) -> dict:
