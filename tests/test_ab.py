@@ -43,21 +43,16 @@ SLOW = REFERENCE.replace("import torch\n", "import time\n\nimport torch\n\n_CALL
 )
 
 
+def tracker_json(*args: str) -> dict:
+    """`python -m tracker ARGS --json`, which must succeed: its document."""
+    proc = subprocess.run([sys.executable, "-m", "tracker", *args, "--json"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
 def ab(store: Path, a: str, b: str, *extra: str) -> dict:
-    proc = subprocess.run(
-        [sys.executable, "-m", "tracker", "ab", a, b, "--rounds", "2", "--cases", "0", "--store", str(store),
-         "--json", *extra],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
-
-
-def show(store: Path, run_id: str) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "tracker", "show", run_id, "--store", str(store), "--json"], cwd=ROOT,
-                          capture_output=True, text=True)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+    return tracker_json("ab", a, b, "--rounds", "2", "--cases", "0", "--store", str(store), *extra)
 
 
 def test_the_paired_test_on_ratios():
@@ -93,7 +88,7 @@ def test_a_planted_slowdown_is_detected_and_an_a_a_pair_stays_near_one(store, tm
     aa = same["cases"][0]
     assert same["a"]["variant"] == same["b"]["variant"] == "geqrf_reference" and aa["rounds"] == 2
     pair = Store(store).pair_runs(same["pair_id"])["runs"]
-    mean = {(side, k): show(store, run)["cases"][0]["mean_us"]
+    mean = {(side, k): tracker_json("show", run, "--store", str(store))["cases"][0]["mean_us"]
             for run, side, k in zip(pair["run_id"], pair["pair_side"], pair["pair_round"], strict=True)}  # fmt: skip
     ratios = [mean[("B", k)] / mean[("A", k)] for k in sorted({k for _, k in mean})]
     assert aa["ratios"] == pytest.approx(ratios, rel=1e-9)
