@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
@@ -77,6 +78,19 @@ def own_lock_and_state_folders(tmp_path_factory, monkeypatch):
     that needs a shared folder sets its own."""
     monkeypatch.setenv("KERNELBEAM_LOCK_DIR", str(tmp_path_factory.mktemp("locks")))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
+
+
+def tracker_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`python -m tracker ARGS` from the checkout, as a user types it."""
+    return subprocess.run([sys.executable, "-m", "tracker", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)  # fmt: skip
+
+
+def tracker_json(*args: str, timeout: float = 300):
+    """`python -m tracker ARGS --json`, which must succeed: its document."""
+    proc = tracker_cli(*args, "--json", timeout=timeout)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
 
 
 def free_port() -> int:

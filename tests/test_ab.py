@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import tracker_json
 from tracker.analysis.stats import paired_case
 from tracker.capture.timing import MODE_RULES
 from tracker.store import Store
@@ -41,14 +42,6 @@ SLOW = REFERENCE.replace("import torch\n", "import time\n\nimport torch\n\n_CALL
     "    return torch.geqrf(data)",
     "    _CALLS[0] += 1\n    time.sleep(0.1 if _CALLS[0] % 2 else 0.02)\n    return torch.geqrf(data)",
 )
-
-
-def tracker_json(*args: str) -> dict:
-    """`python -m tracker ARGS --json`, which must succeed: its document."""
-    proc = subprocess.run([sys.executable, "-m", "tracker", *args, "--json"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
 
 
 def ab(store: Path, a: str, b: str, *extra: str) -> dict:

@@ -7,12 +7,12 @@ import json
 import math
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import tracker_cli as cli
+from tests.conftest import tracker_json as cli_json
 from tracker.capture.runner import RunRequest, run_variant
 from tracker.store import Store
 from tracker.workloads.base import SMOKE_MAX_REPS
@@ -26,18 +26,6 @@ VARIANTS = Path(__file__).resolve().parent / "variants"
 RUN_KEYS = {"run_id", "status", "suite", "mode", "gpu", "geomean_us", "cases"}
 CASE_KEYS = {"spec", "passed", "message", "mean_us", "err_us", "best_us", "worst_us", "runs"}
 LIST_KEYS = {"run_id", "variant", "path", "status", "suite", "mode", "gpu", "geomean_us", "started_at"}
-
-
-def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tracker", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
-    )
-
-
-def cli_json(*args: str):
-    proc = cli(*args, "--json")
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
 
 
 @pytest.fixture(scope="module")
