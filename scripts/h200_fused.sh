@@ -20,6 +20,8 @@
 #                                  a variant that no family file generates any more, for a repeat
 #   REPEAT NEED PATH FAMILY PARENT [tracker args]   a run as below that takes no verdict (a repeat of known code)
 #   AFTERPASS NEED PATH FAMILY PARENT [tracker args]   a run as below, only if the run before it passed
+#   AFTERFAIL NEED PATH FAMILY PARENT [tracker args]   a run as below, only if the last run did not pass (a
+#                                  fallback: the call's time goes to the parent when a variant fails its tests)
 #   AB NEED A B [tracker ab args]  `tracker ab A B` (files or stored variant names): both interleaved per round, each
 #                                  case judged by its paired per-round ratios; the pair's runs join the export. A
 #                                  full fused_wy run takes about 300 s on the H200 (every repetition rechecked, as
@@ -197,6 +199,9 @@ PY
   AFTERPASS)  # a run line that runs only if the run before it passed (no benchmark of a kernel that failed its tests)
     shift
     if [ "$(cat $R/last-status 2>/dev/null)" = passed ]; then run_job "$@"; else echo "skipped $2: the run before did not pass"; fi ;;
+  AFTERFAIL)  # a run line that runs only if the last run did not pass
+    shift
+    if [ "$(cat $R/last-status 2>/dev/null)" != passed ]; then run_job "$@"; else echo "skipped $2: the last run passed"; fi ;;
   *) run_job "$@" ;;
   esac
 done < ${3:?list}

@@ -41,8 +41,8 @@ def test_unknown_knob_is_refused(tmp_path):
 @pytest.mark.parametrize("lst", sorted((ROOT / "scripts").glob("fused-*.txt")), ids=lambda p: p.name)
 def test_fused_list_variants_and_paths(lst, tmp_path):
     """scripts/h200_fused.sh lists: every VARIANT line writes its file, every run line names a file that exists
-    in kernels/ or is written by a VARIANT or SOURCE line of the same list (REPEAT, AFTERPASS and AB lines too; a
-    SOURCE line names a run the samples carry), and a BEST line follows a DEV screen."""
+    in kernels/ or is written by a VARIANT or SOURCE line of the same list (REPEAT, AFTERPASS, AFTERFAIL and AB
+    lines too; a SOURCE line names a run the samples carry), and a BEST line follows a DEV screen."""
     written, screened = set(), False
     runs = duckdb.sql(f"select run_id from read_parquet('{ROOT}/samples/*/runs.parquet')").fetchall()
     sample_runs = {r for (r,) in runs}
@@ -50,7 +50,7 @@ def test_fused_list_variants_and_paths(lst, tmp_path):
         words = line.partition("|")[0].split()
         if not words or words[0].startswith("#"):
             continue
-        if words[0] in ("REPEAT", "AFTERPASS"):  # a run line without a verdict / only after a passed run
+        if words[0] in ("REPEAT", "AFTERPASS", "AFTERFAIL"):  # no verdict / only after a passed / a failed run
             words = words[1:]
             assert words and words[0].isdigit() and len(words) >= 4, line
         if words[0] == "SOURCE":  # SOURCE NAME RUN: the stored source of a run the samples carry
