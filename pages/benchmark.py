@@ -176,9 +176,6 @@ if submitted:
     elif not kernel:
         st.error("Choose a kernel file.")
 
-all_jobs = jobs.list_jobs(store, limit=20)
-active = [j for j in all_jobs if jobs.is_active(j)]
-
 
 def _render_job(job: jobs.Job) -> None:
     s = jobs.status(job)
@@ -226,12 +223,31 @@ def _render_job(job: jobs.Job) -> None:
 
 
 @st.fragment(run_every=1)
-def live() -> None:
-    """Polls the progress files every second while a job runs; a full rerun when one ends (store changed)."""
-    current = [j for j in jobs.list_jobs(store, limit=20) if jobs.is_active(j)]
-    for job in current:
+def job_list() -> None:
+    """The dashboard's jobs, read from disk every second: progress while one runs, then how it ended. This fragment
+    draws a job's end itself, so it never waits on a full rerun (under CI load the page once had not shown a
+    job's end 30 s after it); the full rerun that follows an end refreshes the rest of the page (the sidebar's
+    run count, the form's parents)."""
+    all_jobs = jobs.list_jobs(store, limit=20)
+    active = [j for j in all_jobs if jobs.is_active(j)]
+    for job in active:
         _render_job(job)
-    if len(current) < len(active):
+    if not all_jobs:
+        st.caption("No job started from the dashboard for this store yet.")
+    recent = [j for j in all_jobs if j not in active][:5]
+    focus = st.session_state.get("bm_job")
+    for job in recent:
+        s = jobs.status(job)  # a finished job's header says how it ended: "finished" read the same for a failed run
+        with st.expander(
+            f"{job.job_id} · {job.spec.get('kernel')} · {s['state']}"
+            + (f" ({s['status']})" if s.get("status") else ""),
+            expanded=job.job_id == focus or job is recent[0],
+        ):
+            _render_job(job)
+    running = {j.job_id for j in active}
+    ended = st.session_state.get("bm_running", set()) - running
+    st.session_state["bm_running"] = running
+    if ended:
         st.rerun()
 
 
@@ -260,16 +276,4 @@ def device_queue() -> None:
 
 st.subheader("Jobs")
 device_queue()
-if active:
-    live()
-elif not all_jobs:
-    st.caption("No job started from the dashboard for this store yet.")
-recent = [j for j in all_jobs if j not in active][:5]
-focus = st.session_state.get("bm_job")
-for job in recent:
-    _s = jobs.status(job)  # a finished job's header says how it ended: "finished" read the same for a failed run
-    with st.expander(
-        f"{job.job_id} · {job.spec.get('kernel')} · {_s['state']}" + (f" ({_s['status']})" if _s.get("status") else ""),
-        expanded=job.job_id == focus or job is recent[0],
-    ):
-        _render_job(job)
+job_list()

@@ -370,7 +370,11 @@ def test_start_a_cpu_smoke_run_from_the_browser(shared_server, shared_page):
     # 120 s once), so wait on the job's state on disk; the page must then catch up within its polling period.
     (job,) = jobs.list_jobs(path)
     assert jobs.wait(job, timeout=600)["state"] == "finished"
-    page.get_by_text("finished: passed").wait_for(timeout=30_000)
+    try:
+        page.get_by_text("finished: passed").wait_for(timeout=30_000)
+    except playwright_api.TimeoutError:  # what the page showed instead, for the next diagnosis
+        shot(page, "benchmark-not-finished")
+        raise AssertionError(f"the page did not show the job's end: {main.inner_text()[-1500:]}") from None
     settle(page)
     no_exception(page)
     shot(page, "benchmark-finished")
