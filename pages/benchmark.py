@@ -177,8 +177,8 @@ if submitted:
         st.error("Choose a kernel file.")
 
 
-def _render_job(job: jobs.Job) -> None:
-    s = jobs.status(job)
+def _render_job(job: jobs.Job, s: dict) -> None:
+    """One job as jobs.status() read it (s), read once a tick by job_list."""
     state = s["state"]
     total, done = s["total"] or 0, s["done"] or 0
     md = common.md  # a job's kernel path and cases are this machine's; its error may quote stored text
@@ -186,7 +186,7 @@ def _render_job(job: jobs.Job) -> None:
     against = f" against **{ab['a']}** ({ab['rounds']} rounds, A/B)" if ab else ""
     head = f"**{job.spec.get('kernel')}**{against} · {s['suite']}/{s['mode']} · job `{job.job_id}`"
     elapsed = f"{s['elapsed_s']:.0f} s" if s.get("elapsed_s") is not None else "–"
-    if state in ("starting", "running", "cancelling"):
+    if state in jobs.ACTIVE_STATES:
         current = f" — now: {s['current']}" if s["current"] else ""
         st.markdown(f"{head} · **{state}** · elapsed {elapsed}")
         if s.get("phase") == "waiting" and s.get("waiting_for"):
@@ -229,21 +229,22 @@ def job_list() -> None:
     job's end 30 s after it); the full rerun that follows an end refreshes the rest of the page (the sidebar's
     run count, the form's parents)."""
     all_jobs = jobs.list_jobs(store, limit=20)
-    active = [j for j in all_jobs if jobs.is_active(j)]
+    states = {j.job_id: jobs.status(j) for j in all_jobs}  # once a tick: each reads the job's files
+    active = [j for j in all_jobs if states[j.job_id]["state"] in jobs.ACTIVE_STATES]
     for job in active:
-        _render_job(job)
+        _render_job(job, states[job.job_id])
     if not all_jobs:
         st.caption("No job started from the dashboard for this store yet.")
     recent = [j for j in all_jobs if j not in active][:5]
     focus = st.session_state.get("bm_job")
     for job in recent:
-        s = jobs.status(job)  # a finished job's header says how it ended: "finished" read the same for a failed run
+        s = states[job.job_id]  # a finished job's header says how it ended: "finished" read the same for a failed run
         with st.expander(
             f"{job.job_id} · {job.spec.get('kernel')} · {s['state']}"
             + (f" ({s['status']})" if s.get("status") else ""),
             expanded=job.job_id == focus or job is recent[0],
         ):
-            _render_job(job)
+            _render_job(job, s)
     running = {j.job_id for j in active}
     ended = st.session_state.get("bm_running", set()) - running
     st.session_state["bm_running"] = running

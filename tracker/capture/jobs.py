@@ -387,8 +387,11 @@ def first_call_stalled(job: Job, state: dict[str, Any]) -> bool:
     return state.get("phase") == "compiling" and quiet is not None and quiet >= threshold
 
 
+ACTIVE_STATES = ("starting", "running", "cancelling")  # a job in these still holds its process (status()'s state)
+
+
 def is_active(job: Job) -> bool:
-    return status(job)["state"] in ("starting", "running", "cancelling")
+    return status(job)["state"] in ACTIVE_STATES
 
 
 def cancel(store: str | os.PathLike, job_id: str) -> bool:
